@@ -1,0 +1,473 @@
+"""Start and stop a local Kubernetes control plane as plain processes.
+
+Order: etcd -> kube-apiserver (RBAC, client-certificate admin, service-account keys) -> CRDs ->
+kube-controller-manager -> kube-scheduler -> kwok, then a few fake Nodes that kwok makes Ready.
+CRDs go in before the controller manager starts so its garbage collector discovers them on its
+first pass instead of ~30 s later.
+
+Every wait has a deadline; when a component dies or never becomes healthy the error names it
+and includes the tail of its log. Teardown stops only the processes this object started, by
+PID, in reverse order (SIGTERM, then SIGKILL after a grace period). Children also get
+``PR_SET_PDEATHSIG`` so a crashed parent never leaves an API server behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from localcluster import pki
+from localcluster.binaries import Binaries, ensure_binaries
+
+STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
+
+# Labels every fake node carries, so tests can address them (nodeSelector, affinity).
+NODE_LABEL = "localcluster.dev/node"
+NODE_POOL_LABEL = "localcluster.dev/pool"
+DEFAULT_NODES = 3
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+def log(msg: str) -> None:
+    print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class ComponentError(RuntimeError):
+    """A component failed to start; the message carries its log tail."""
+
+
+@dataclass
+class Component:
+    name: str
+    argv: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            # Own session: a Ctrl-C aimed at `make run` reaches us, and we stop the children
+            # in order instead of them all dying at once.
+            start_new_session=True,
+            preexec_fn=_set_pdeathsig if sys.platform == "linux" else None,  # noqa: PLW1509
+        )
+        out.close()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@dataclass
+class LocalCluster:
+    """A running control plane. Use :func:`start` or :meth:`up`; call :meth:`down` to stop."""
+
+    workdir: Path
+    binaries: Binaries
+    nodes: int = DEFAULT_NODES
+    crds: list[Path] = field(default_factory=list)
+    keep_workdir: bool = False
+    components: list[Component] = field(default_factory=list)
+    api_port: int = 0
+    etcd_port: int = 0
+    ca: pki.CertificateAuthority = field(default_factory=pki.CertificateAuthority)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.workdir / "pki"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def up(self, timeout: float = 180.0) -> LocalCluster:
+        t0 = time.monotonic()
+        self.pki_dir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        try:
+            self._write_pki()
+            self._start_etcd(timeout)
+            self._start_apiserver(timeout)
+            self._install_crds(timeout)
+            self._start_controller_manager(timeout)
+            self._start_scheduler(timeout)
+            self._start_kwok(timeout)
+            self._create_nodes(timeout)
+        except BaseException:
+            self.down()
+            raise
+        log(f"control plane ready in {time.monotonic() - t0:.1f}s; export KUBECONFIG={self.kubeconfig}")
+        return self
+
+    def down(self) -> None:
+        for comp in reversed(self.components):
+            if comp.alive():
+                log(f"stopping {comp.name} (pid {comp.proc.pid if comp.proc else '?'})")
+            comp.stop()
+        self.components.clear()
+        if not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        d = self.pki_dir
+        pki.write(self.ca.pair, d, "ca")
+        pki.write(
+            self.ca.serving(
+                ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"],
+                ["127.0.0.1", "10.96.0.1"],
+            ),
+            d,
+            "apiserver",
+        )
+        pki.write(pki.service_account_keys(), d, "sa")
+        self.write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
+
+    def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """Write a kubeconfig for ``user`` authenticated by a fresh client certificate."""
+        pair = self.ca.client(user, groups)
+        b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "localcluster",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self.ca.pair.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": user,
+                    "user": {
+                        "client-certificate-data": b64(pair.cert_pem),
+                        "client-key-data": b64(pair.key_pem),
+                    },
+                }
+            ],
+            "contexts": [{"name": "localcluster", "context": {"cluster": "localcluster", "user": user}}],
+            "current-context": "localcluster",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def _component(self, name: str, argv: list[str]) -> Component:
+        comp = Component(name, argv, self.workdir / "logs" / f"{name}.log")
+        log(f"starting {name}")
+        comp.start()
+        self.components.append(comp)
+        return comp
+
+    def _wait(self, comp: Component, what: str, check: Callable[[], bool], timeout: float) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        last_err = ""
+        while time.monotonic() < deadline:
+            if not comp.alive():
+                code = comp.proc.returncode if comp.proc else None
+                raise ComponentError(
+                    f"{comp.name} exited with code {code} while waiting for {what}; "
+                    f"last log lines ({comp.log_path}):\n{comp.log_tail()}"
+                )
+            try:
+                if check():
+                    log(f"{comp.name} ready ({what}) after {time.monotonic() - t0:.1f}s")
+                    return
+            except Exception as exc:
+                last_err = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.25)
+        raise ComponentError(
+            f"{comp.name} not ready ({what}) within {timeout:.0f}s; last error: {last_err or 'none'}; "
+            f"last log lines ({comp.log_path}):\n{comp.log_tail()}"
+        )
+
+    def _https_ok(self, url: str, client: bool = True) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
+        if client:
+            admin = self.ca.client("localcluster-probe", ("system:masters",))
+            with tempfile.NamedTemporaryFile(dir=self.pki_dir, suffix=".pem") as f:
+                f.write(admin.cert_pem + admin.key_pem)
+                f.flush()
+                ctx.load_cert_chain(f.name)
+        else:
+            # kube-controller-manager/scheduler serve self-signed certificates on /healthz.
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
+            return bool(resp.status == 200)
+
+    def _start_etcd(self, timeout: float) -> None:
+        self.etcd_port, peer = free_port(), free_port()
+        comp = self._component(
+            "etcd",
+            [
+                str(self.binaries.path("etcd")),
+                "--name=localcluster",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=localcluster=http://127.0.0.1:{peer}",
+                # Test data is throwaway: skipping fsync makes every write much cheaper.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+
+        def healthy() -> bool:
+            url = f"http://127.0.0.1:{self.etcd_port}/health"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return b'"health":"true"' in resp.read()
+
+        self._wait(comp, "GET /health", healthy, timeout)
+
+    def _start_apiserver(self, timeout: float) -> None:
+        self.api_port = free_port()
+        d = self.pki_dir
+        comp = self._component(
+            "kube-apiserver",
+            [
+                str(self.binaries.path("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                f"--secure-port={self.api_port}",
+                "--bind-address=127.0.0.1",
+                # Without a default route the API server cannot pick an address and dies.
+                "--advertise-address=127.0.0.1",
+                f"--tls-cert-file={d / 'apiserver.crt'}",
+                f"--tls-private-key-file={d / 'apiserver.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={d / 'sa.crt'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._wait(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
+
+    def _install_crds(self, timeout: float) -> None:
+        if not self.crds:
+            return
+        from localcluster import kube
+
+        api = kube.Client(self.kubeconfig)
+        names = [name for path in self.crds for name in api.apply_crd_file(path)]
+        log(f"installed CRDs {', '.join(names)}")
+        api.wait_crd_established(names, timeout)
+
+    def _start_controller_manager(self, timeout: float) -> None:
+        port = free_port()
+        d = self.pki_dir
+        kc = str(self.kubeconfig)
+        comp = self._component(
+            "kube-controller-manager",
+            [
+                str(self.binaries.path("kube-controller-manager")),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                f"--root-ca-file={d / 'ca.crt'}",
+                f"--cluster-signing-cert-file={d / 'ca.crt'}",
+                f"--cluster-signing-key-file={d / 'ca.key'}",
+                "--use-service-account-credentials=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--profiling=false",
+            ],
+        )
+        self._wait(
+            comp, "GET /healthz", lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", False), timeout
+        )
+
+    def _start_scheduler(self, timeout: float) -> None:
+        port = free_port()
+        kc = str(self.kubeconfig)
+        comp = self._component(
+            "kube-scheduler",
+            [
+                str(self.binaries.path("kube-scheduler")),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--profiling=false",
+            ],
+        )
+        self._wait(
+            comp, "GET /healthz", lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", False), timeout
+        )
+
+    def _start_kwok(self, timeout: float) -> None:
+        port = free_port()
+        comp = self._component(
+            "kwok",
+            [
+                str(self.binaries.path("kwok")),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-label-selector={NODE_LABEL}",
+                f"--config={STAGES_FILE}",
+                f"--server-address=127.0.0.1:{port}",
+                "--node-lease-duration-seconds=40",
+                "--cidr=10.244.0.0/16",
+            ],
+        )
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+                return bool(resp.status == 200)
+
+        self._wait(comp, "GET /healthz", healthy, timeout)
+
+    def node_names(self) -> list[str]:
+        return [f"kwok-node-{i}" for i in range(self.nodes)]
+
+    def _create_nodes(self, timeout: float) -> None:
+        from localcluster import kube
+
+        api = kube.Client(self.kubeconfig)
+        for i, name in enumerate(self.node_names()):
+            api.ensure_node(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            NODE_LABEL: name,
+                            NODE_POOL_LABEL: "a" if i % 2 == 0 else "b",
+                            "kubernetes.io/hostname": name,
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "topology.kubernetes.io/zone": f"zone-{i}",
+                            "type": "kwok",
+                        },
+                        "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    },
+                },
+            )
+        kwok = next(c for c in self.components if c.name == "kwok")
+
+        def all_ready() -> bool:
+            ready = api.ready_nodes()
+            return all(n in ready for n in self.node_names())
+
+        self._wait(kwok, f"{self.nodes} Ready nodes", all_ready, timeout)
+
+
+def start(
+    workdir: Path | None = None,
+    nodes: int = DEFAULT_NODES,
+    crds: Iterable[Path] = (),
+    binaries: Binaries | None = None,
+    timeout: float = 180.0,
+) -> LocalCluster:
+    """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir)."""
+    keep = workdir is not None
+    wd = workdir or Path(tempfile.mkdtemp(prefix="localcluster-"))
+    wd.mkdir(parents=True, exist_ok=True)
+    cluster = LocalCluster(
+        workdir=wd,
+        binaries=binaries or ensure_binaries(),
+        nodes=nodes,
+        crds=list(crds),
+        keep_workdir=keep,
+    )
+    return cluster.up(timeout)
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[LocalCluster]:
+    cluster = start(**kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def in_use_kubeconfig() -> str | None:
+    """The kubeconfig path kubectl would use, for the opt-in existing-cluster mode."""
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return env.split(os.pathsep)[0]
+    default = Path.home() / ".kube" / "config"
+    return str(default) if default.exists() else None
+
+
+__all__ = ["ComponentError", "LocalCluster", "free_port", "in_use_kubeconfig", "running", "start"]

@@ -1,0 +1,1 @@
+"""The operators: one package each, same module layout, independent of one another."""

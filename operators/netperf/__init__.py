@@ -1,0 +1,1 @@
+"""The Netperf operator (placeholder: the operator itself lands in its own issue)."""

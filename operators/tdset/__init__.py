@@ -1,0 +1,1 @@
+"""The Tdset operator (placeholder: the operator itself lands in its own issue)."""

@@ -1,0 +1,1 @@
+"""The Webserver operator (placeholder: the operator itself lands in its own issue)."""

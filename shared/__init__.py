@@ -1,0 +1,14 @@
+"""The library every operator in this repository shares.
+
+- :mod:`shared.conditions`  status conditions after the Kubernetes conventions
+- :mod:`shared.ownership`   owner references and standard labels of child objects
+- :mod:`shared.caches`      server-side label-filtered watches and owner -> children indexes
+- :mod:`shared.validation`  spec validation from the CRD's own OpenAPI schema
+- :mod:`shared.retry`       per-object exponential backoff
+- :mod:`shared.reconcile`   handler decorator: metrics + retry policy
+- :mod:`shared.metrics`     controller-runtime compatible metrics on a private registry
+- :mod:`shared.serving`     ``/metrics``, ``/healthz``, ``/readyz``
+- :mod:`shared.runtime`     options, logging and kopf settings common to all operators
+
+``shared`` never imports an operator (enforced by import-linter, see ``pyproject.toml``).
+"""

@@ -1,0 +1,144 @@
+"""Start-up conventions shared by every operator: options, logging, kopf settings, endpoints.
+
+An operator package calls :func:`run` from its ``__main__`` with its name, the controllers it
+reports metrics for and the child resources it watches; everything else is the same for all:
+
+- options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
+  ``HEALTH_PORT``, ``LOG_FORMAT``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means
+  all namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
+- kopf standalone (one replica, ``Recreate`` rollouts; kopf has no Lease election), with
+  resource scanning disabled so no cluster-wide namespace/CRD list permission is needed, and
+  handler progress kept in annotations only (``status.kopf`` would be pruned by structural
+  schemas);
+- Events only for warnings and errors from kopf itself; operators post their decisions
+  explicitly;
+- server-side label selectors on child watches (:mod:`shared.caches`);
+- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.serving`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from shared.caches import watch_only_managed
+from shared.metrics import Metrics
+from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT, Endpoints, Readiness, track_watches
+
+LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
+PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
+
+
+@dataclass(frozen=True)
+class Options:
+    namespaces: tuple[str, ...] = ()
+    metrics_port: int = DEFAULT_METRICS_PORT
+    probe_port: int = DEFAULT_PROBE_PORT
+    log_format: str = "plain"
+    verbose: bool = False
+
+    @property
+    def clusterwide(self) -> bool:
+        return not self.namespaces
+
+
+def split_namespaces(values: Iterable[str]) -> tuple[str, ...]:
+    """Flatten comma-separated namespace lists, dropping blanks and duplicates, keeping order."""
+    seen: dict[str, None] = {}
+    for value in values:
+        for ns in value.split(","):
+            if ns.strip():
+                seen.setdefault(ns.strip(), None)
+    return tuple(seen)
+
+
+def parse_options(
+    argv: Sequence[str] | None, env: Mapping[str, str] | None = None, prog: str = ""
+) -> Options:
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} operator.")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="namespace to watch (repeat or comma-separate); default: $WATCH_NAMESPACE, else all",
+    )
+    parser.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
+    parser.add_argument(
+        "--metrics-port", type=int, default=int(env.get("METRICS_PORT", DEFAULT_METRICS_PORT))
+    )
+    parser.add_argument("--health-port", type=int, default=int(env.get("HEALTH_PORT", DEFAULT_PROBE_PORT)))
+    parser.add_argument(
+        "--log-format", choices=sorted(LOG_FORMATS), default=env.get("LOG_FORMAT", "plain") or "plain"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.all_namespaces:
+        namespaces: tuple[str, ...] = ()
+    elif args.namespace:
+        namespaces = split_namespaces(args.namespace)
+    else:
+        namespaces = split_namespaces([env.get("WATCH_NAMESPACE", "")])
+    return Options(namespaces, args.metrics_port, args.health_port, args.log_format, args.verbose)
+
+
+def configure_settings(settings: kopf.OperatorSettings, app: str, child_resources: Iterable[str]) -> None:
+    """Apply the shared kopf settings (see the module docstring for why each is set)."""
+    settings.peering.standalone = True
+    settings.scanning.disabled = True
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PROGRESS_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PROGRESS_PREFIX, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    watch_only_managed(settings, child_resources, app)
+
+
+@dataclass
+class Runtime:
+    """What an operator's handlers share within one process."""
+
+    app: str
+    controllers: tuple[str, ...]
+    child_resources: tuple[str, ...] = ()
+    metrics: Metrics = field(default_factory=Metrics)
+    readiness: Readiness = field(default_factory=Readiness)
+    options: Options = field(default_factory=Options)
+
+    def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
+        """Register the shared start-up and clean-up activities."""
+        endpoints = Endpoints(
+            self.metrics, self.readiness, self.options.metrics_port, self.options.probe_port
+        )
+
+        async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+            configure_settings(settings, self.app, self.child_resources)
+            # kopf runs sync handlers in a thread pool: its size bounds concurrent reconciles.
+            workers = settings.execution.max_workers or min(32, (os.cpu_count() or 1) + 4)
+            self.metrics.init_controllers(self.controllers, workers)
+            await endpoints.start()
+
+        async def cleanup(**_: Any) -> None:
+            await endpoints.stop()
+
+        kopf.on.startup(registry=registry, id="shared-startup")(startup)
+        kopf.on.cleanup(registry=registry, id="shared-cleanup")(cleanup)
+
+    def run(self, registry: kopf.OperatorRegistry | None = None) -> None:
+        """Run kopf until SIGINT/SIGTERM, with the shared conventions applied."""
+        kopf.configure(verbose=self.options.verbose, log_format=LOG_FORMATS[self.options.log_format])
+        track_watches(self.readiness)
+        self.register(registry)
+        kopf.run(
+            registry=registry,
+            standalone=True,
+            clusterwide=self.options.clusterwide,
+            namespaces=list(self.options.namespaces),
+        )

@@ -1,0 +1,125 @@
+"""HTTP endpoints of an operator: ``/metrics`` (default :8080), ``/healthz`` and ``/readyz``
+(default :8081), served with aiohttp on kopf's own event loop.
+
+``/healthz`` answers as long as the event loop does. ``/readyz`` answers 200 only once every
+watch kopf started has finished its initial LIST, i.e. the operator has seen the current state
+and will react to changes from here on. kopf has no public hook for that moment, so
+:func:`track_watches` wraps kopf's ``continuous_watch`` generator (kopf's own
+``Bookmark.LISTED`` marker, yielded after the initial listing). kopf is pinned in
+``constraints.txt`` and ``tests/unit/test_serving.py`` fails if that internal changes shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+
+from shared.metrics import Metrics
+
+DEFAULT_METRICS_PORT = 8080
+DEFAULT_PROBE_PORT = 8081
+
+
+class Readiness:
+    """Tracks which watch streams have completed their initial listing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: dict[str, bool] = {}
+
+    def watch_started(self, key: str) -> None:
+        with self._lock:
+            self._watches.setdefault(key, False)
+
+    def watch_listed(self, key: str) -> None:
+        with self._lock:
+            self._watches[key] = True
+
+    def pending(self) -> list[str]:
+        with self._lock:
+            return sorted(k for k, listed in self._watches.items() if not listed)
+
+    def is_ready(self) -> bool:
+        with self._lock:
+            return bool(self._watches) and all(self._watches.values())
+
+
+def track_watches(readiness: Readiness) -> Callable[[], None]:
+    """Route kopf's watch streams through ``readiness``; returns an undo function."""
+    from kopf._cogs.clients import watching
+
+    original = watching.continuous_watch
+    if getattr(original, "_readiness_wrapped", False):
+        raise RuntimeError("kopf watches are already tracked by another Readiness")
+
+    async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
+        key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
+        readiness.watch_started(key)
+        async for item in original(**kwargs):
+            if item is watching.Bookmark.LISTED:
+                readiness.watch_listed(key)
+            yield item
+
+    continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]
+    watching.continuous_watch = continuous_watch  # type: ignore[assignment]
+
+    def undo() -> None:
+        watching.continuous_watch = original  # type: ignore[assignment]
+
+    return undo
+
+
+class Endpoints:
+    """The metrics and probe HTTP servers of one operator process."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        readiness: Readiness,
+        metrics_port: int = DEFAULT_METRICS_PORT,
+        probe_port: int = DEFAULT_PROBE_PORT,
+        host: str = "0.0.0.0",
+    ) -> None:
+        self.metrics = metrics
+        self.readiness = readiness
+        self.metrics_port = metrics_port
+        self.probe_port = probe_port
+        self.host = host
+        self._runners: list[web.AppRunner] = []
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        body = await asyncio.get_running_loop().run_in_executor(None, self.metrics.exposition)
+        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if self.readiness.is_ready():
+            return web.Response(text="ok")
+        pending = self.readiness.pending()
+        detail = f"waiting for initial listing of: {', '.join(pending)}" if pending else "no watch started"
+        return web.Response(status=503, text=detail)
+
+    async def start(self) -> None:
+        apps: dict[int, web.Application] = {}
+        for port, path, handler in (
+            (self.metrics_port, "/metrics", self._metrics),
+            (self.probe_port, "/healthz", self._healthz),
+            (self.probe_port, "/readyz", self._readyz),
+        ):
+            apps.setdefault(port, web.Application()).router.add_get(path, handler)
+        for port, app in apps.items():
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, self.host, port).start()
+            self._runners.append(runner)
+
+    async def stop(self) -> None:
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()

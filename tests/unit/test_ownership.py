@@ -1,0 +1,60 @@
+from shared import ownership
+
+OWNER = {
+    "apiVersion": "demo.k8s.io/v1alpha1",
+    "kind": "WebServer",
+    "metadata": {"name": "web", "namespace": "ns1", "uid": "uid-1"},
+}
+
+
+def test_owner_reference_is_controller_and_blocks_deletion():
+    assert ownership.owner_reference(OWNER) == {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "name": "web",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_adopt_sets_labels_owner_and_namespace_without_mutating():
+    child = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "labels": {"app": "web"}}}
+    adopted = ownership.adopt(child, OWNER, app="webserver", component="server")
+    assert "ownerReferences" not in child["metadata"]
+    meta = adopted["metadata"]
+    assert meta["namespace"] == "ns1"
+    assert meta["ownerReferences"] == [ownership.owner_reference(OWNER)]
+    assert meta["labels"] == {
+        "app": "web",
+        "app.kubernetes.io/name": "webserver",
+        "app.kubernetes.io/instance": "web",
+        "app.kubernetes.io/component": "server",
+        "app.kubernetes.io/part-of": ownership.PART_OF,
+        "app.kubernetes.io/managed-by": ownership.MANAGED_BY,
+    }
+
+
+def test_user_labels_cannot_spoof_managed_by():
+    child = {"metadata": {"name": "x", "labels": {ownership.MANAGED_BY_LABEL: "someone-else"}}}
+    adopted = ownership.adopt(child, OWNER, "webserver", "server", {ownership.INSTANCE: "other"})
+    assert adopted["metadata"]["labels"][ownership.MANAGED_BY_LABEL] == ownership.MANAGED_BY
+    assert adopted["metadata"]["labels"][ownership.INSTANCE] == "web"
+
+
+def test_is_controlled_by_requires_controller_ref_with_uid():
+    pod = ownership.adopt({"metadata": {"name": "p"}}, OWNER, "webserver", "server")
+    assert ownership.is_controlled_by(pod, "uid-1")
+    assert not ownership.is_controlled_by(pod, "uid-2")
+    non_controller = {"metadata": {"ownerReferences": [{"uid": "uid-1", "controller": False}]}}
+    assert not ownership.is_controlled_by(non_controller, "uid-1")
+    assert not ownership.is_controlled_by({"metadata": {}}, "uid-1")
+
+
+def test_managed_selector_matches_adopted_labels():
+    pod = ownership.adopt({"metadata": {"name": "p"}}, OWNER, "webserver", "server")
+    selector = ownership.managed_selector("webserver")
+    for term in selector.split(","):
+        key, value = term.split("=")
+        assert pod["metadata"]["labels"][key] == value
+    assert ownership.standard_labels("a", "b", "c", version="1.0")[ownership.VERSION] == "1.0"
