@@ -6,6 +6,7 @@
 - :mod:`shared.validation`  spec validation from the CRD's own OpenAPI schema
 - :mod:`shared.retry`       per-object exponential backoff
 - :mod:`shared.reconcile`   handler decorator: metrics + retry policy
+- :mod:`shared.workqueue`   per-object reconcile loop: kicks from children, exact wake-ups, backoff
 - :mod:`shared.metrics`     controller-runtime compatible metrics on a private registry
 - :mod:`shared.serving`     ``/metrics``, ``/healthz``, ``/readyz``
 - :mod:`shared.runtime`     options, logging and kopf settings common to all operators

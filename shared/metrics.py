@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import kopf
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -29,6 +30,24 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 prometheus_client.disable_created_metrics()
 
 RESULTS = ("success", "error", "requeue", "requeue_after")
+
+# Exceptions that indicate a bug rather than a failing dependency: counted as panics.
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    AssertionError,
+    AttributeError,
+    IndexError,
+    KeyError,
+    NameError,
+    RecursionError,
+    TypeError,
+    ZeroDivisionError,
+)
+
+
+def is_terminal(exc: BaseException) -> bool:
+    """A failure that retrying cannot fix (kopf's PermanentError)."""
+    return isinstance(exc, kopf.PermanentError)
+
 
 RECONCILE_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
@@ -97,6 +116,17 @@ class Metrics:
             self.reconcile_time.labels(c)
             self.max_concurrent.labels(c).set(max_concurrent)
             self.active_workers.labels(c).set(0)
+
+    def observe(self, controller: str, result: str, seconds: float, exc: BaseException | None = None) -> None:
+        """Record one finished reconcile; ``exc`` is the exception it ended with, if any."""
+        self.reconcile_time.labels(controller).observe(seconds)
+        self.reconcile_total.labels(controller, result).inc()
+        if result == "error":
+            self.reconcile_errors.labels(controller).inc()
+        if exc is not None and is_terminal(exc):
+            self.terminal_errors.labels(controller).inc()
+        if exc is not None and isinstance(exc, PROGRAMMING_ERRORS):
+            self.panics.labels(controller).inc()
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)

@@ -36,18 +36,6 @@ from shared.retry import DEFAULT, Backoff
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exceptions that indicate a bug rather than a failing dependency: counted as panics.
-PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
-    AssertionError,
-    AttributeError,
-    IndexError,
-    KeyError,
-    NameError,
-    RecursionError,
-    TypeError,
-    ZeroDivisionError,
-)
-
 
 class Outcome:
     """Records one reconcile's result into the metrics; used by both wrappers."""
@@ -61,25 +49,18 @@ class Outcome:
         self.started = time.monotonic()
         metrics.active_workers.labels(controller).inc()
 
-    def finish(self, result: str) -> None:
-        m, c = self.metrics, self.controller
-        m.active_workers.labels(c).dec()
-        m.reconcile_time.labels(c).observe(time.monotonic() - self.started)
-        m.reconcile_total.labels(c, result).inc()
-        if result == "error":
-            m.reconcile_errors.labels(c).inc()
+    def finish(self, result: str, exc: BaseException | None = None) -> None:
+        self.metrics.active_workers.labels(self.controller).dec()
+        self.metrics.observe(self.controller, result, time.monotonic() - self.started, exc)
 
     def translate(self, exc: BaseException) -> BaseException:
         """Record ``exc`` and return the exception to raise to kopf."""
         if isinstance(exc, kopf.TemporaryError):
             self.finish("requeue_after" if exc.delay else "requeue")
             return exc
-        self.finish("error")
+        self.finish("error", exc)
         if isinstance(exc, kopf.PermanentError):
-            self.metrics.terminal_errors.labels(self.controller).inc()
             return exc
-        if isinstance(exc, PROGRAMMING_ERRORS):
-            self.metrics.panics.labels(self.controller).inc()
         delay = self.backoff.delay(self.retry)
         msg = f"{type(exc).__name__}: {exc} (attempt {self.retry + 1}, retrying in {delay:.3g}s)"
         if self.logger is not None:

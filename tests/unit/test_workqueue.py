@@ -1,0 +1,118 @@
+import asyncio
+
+from shared.retry import Backoff
+from shared.workqueue import Triggers, reconcile_loop
+
+
+async def _until(predicate, timeout=10):
+    async def poll():
+        while not predicate():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def test_kicks_coalesce_into_one_more_pass():
+    triggers, passes, release = Triggers(), [], asyncio.Event()
+    stop = False
+
+    async def reconcile():
+        passes.append(len(passes))
+        if len(passes) == 1:
+            await release.wait()  # kicks arrive while the first pass runs
+
+    task = asyncio.create_task(reconcile_loop("k", reconcile, triggers, lambda: stop))
+    await _until(lambda: passes)
+    for _ in range(5):
+        assert triggers.kick("k")
+    release.set()
+    await _until(lambda: len(passes) == 2)
+    await asyncio.sleep(0.05)
+    assert len(passes) == 2  # five kicks during pass 1 -> exactly one more pass
+    stop = True
+    triggers.kick("k")
+    await asyncio.wait_for(task, 5)
+    assert "k" not in triggers and not triggers.kick("k")
+
+
+async def test_requeue_after_wakes_without_kick():
+    triggers, passes = Triggers(), []
+
+    async def reconcile():
+        passes.append(1)
+        return 0.01
+
+    task = asyncio.create_task(reconcile_loop("k", reconcile, triggers, lambda: len(passes) >= 3))
+    await asyncio.wait_for(task, 10)
+    assert len(passes) == 3
+
+
+async def test_failures_back_off_and_success_resets():
+    triggers, outcomes = Triggers(), iter([ValueError("a"), ValueError("b"), None, ValueError("c")])
+    delays = []
+    original_wait_for = asyncio.wait_for
+    seen = []
+
+    async def reconcile():
+        outcome = next(outcomes)
+        seen.append(outcome)
+        if outcome is not None:
+            raise outcome
+        return 0.0
+
+    async def recording_wait_for(aw, timeout):
+        delays.append(timeout)
+        return await original_wait_for(aw, timeout)
+
+    asyncio.wait_for = recording_wait_for  # type: ignore[assignment]
+    try:
+        await reconcile_loop("k", reconcile, triggers, lambda: len(seen) >= 4, backoff=Backoff(base=0.001))
+    finally:
+        asyncio.wait_for = original_wait_for  # type: ignore[assignment]
+    assert delays == [0.001, 0.002, 0.0, 0.001]
+
+
+async def test_max_idle_bounds_sleep():
+    triggers, passes = Triggers(), []
+
+    async def reconcile():
+        passes.append(1)
+
+    await reconcile_loop("k", reconcile, triggers, lambda: len(passes) >= 2, max_idle=0.01)
+    assert len(passes) == 2
+
+
+async def test_passes_are_recorded_as_reconciles():
+    from shared.metrics import Metrics
+
+    m = Metrics()
+    m.init_controllers(["c"], 1)
+    outcomes = iter([None, 0.001, KeyError("bug")])
+    seen = []
+
+    async def reconcile():
+        seen.append(1)
+        o = next(outcomes)
+        if isinstance(o, Exception):
+            raise o
+        return o
+
+    await reconcile_loop(
+        "k",
+        reconcile,
+        Triggers(),
+        lambda: len(seen) >= 3,
+        backoff=Backoff(base=0.001),
+        metrics=m,
+        controller="c",
+        max_idle=0.01,
+    )
+
+    def total(result):
+        return m.registry.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "c", "result": result}
+        )
+
+    assert (total("success"), total("requeue_after"), total("error")) == (1, 1, 1)
+    assert m.registry.get_sample_value("controller_runtime_reconcile_panics_total", {"controller": "c"}) == 1
+    assert m.registry.get_sample_value("controller_runtime_active_workers", {"controller": "c"}) == 0
