@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
-CRDS := bundle/manifests/*customresourcedefinition*.yaml
+CRDS := bundle/manifests/*.yaml
 
 # Versions of the control plane live in localcluster/binaries.py; override per run, e.g.
 #   make test K8S_VERSION=v1.35.4
@@ -40,11 +40,16 @@ system-deps: ## Install OS tools the tests use (promtool from Debian's prometheu
 testbin: venv ## Build (or reuse) kube-apiserver, controller-manager, scheduler, etcd, kwok
 	$(BIN)/python -m localcluster build
 
+.PHONY: manifests
+manifests: venv ## Generate the CRDs in bundle/manifests/ from each operator's schema.py
+	$(BIN)/python -m tools.manifests
+
 .PHONY: lint
-lint: venv ## ruff check, ruff format --check, import contracts
+lint: venv ## ruff check, ruff format --check, import contracts, generated files up to date
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python -m tools.manifests --check
 
 .PHONY: fmt
 fmt: venv ## Format and auto-fix

@@ -139,6 +139,7 @@ class LocalCluster:
         self.pki_dir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         try:
+            self.api_port = free_port()  # the kubeconfig written with the PKI names it
             self._write_pki()
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
@@ -288,7 +289,6 @@ class LocalCluster:
         self._wait(comp, "GET /health", healthy, timeout)
 
     def _start_apiserver(self, timeout: float) -> None:
-        self.api_port = free_port()
         d = self.pki_dir
         comp = self._component(
             "kube-apiserver",

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def bundle_crds() -> list[Path]:
     """The CRDs the operators ship (the bundle is their only copy)."""
-    return sorted((REPO / "bundle" / "manifests").glob("*customresourcedefinition*.yaml"))
+    return sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
 
 
 @dataclass

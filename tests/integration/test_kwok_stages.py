@@ -108,3 +108,25 @@ def test_job_pods_complete(cluster, namespace):
     wait_for(
         lambda: (batch.read_namespaced_job("j", namespace).status.succeeded or 0) == 1, 90, "Job succeeded"
     )
+
+
+def test_hold_finalizer_keeps_a_pod_terminating_until_released(cluster, namespace):
+    local = cluster.need_local()
+    core = client.CoreV1Api(cluster.api)
+    body = _pod("held", local.node_names()[0])
+    body["metadata"]["finalizers"] = ["localcluster.dev/hold"]
+    core.create_namespaced_pod(namespace, body)
+    wait_for(lambda: _ready(core.read_namespaced_pod("held", namespace)), 60, "pod Ready")
+    core.delete_namespaced_pod("held", namespace)
+    held = wait_for(
+        lambda: (p := core.read_namespaced_pod("held", namespace)).metadata.deletion_timestamp and p,
+        30,
+        "terminating",
+    )
+    assert held.metadata.finalizers == ["localcluster.dev/hold"]
+    core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+    wait_for(
+        lambda: "held" not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items},
+        60,
+        "pod removed",
+    )

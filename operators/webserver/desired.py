@@ -1,0 +1,244 @@
+"""Pure desired-state logic of the WebServer operator: no API calls, no clock reads.
+
+Given the WebServer (spec, metadata) and the pods it controls, decide which pods to create and
+which to delete, ranked like the ReplicaSet controller.
+
+**No duplicates, by deterministic names.** Pods are named ``<webserver>-<template hash>-<slot>``;
+a pass creates the lowest slots not taken by any existing pod of that template. When the view
+is stale (our own creates not yet seen, or a restart in the middle of a scale-up) the same
+names are computed again and the API server answers ``AlreadyExists``: a pod can never be
+created twice. Deletes are the other direction: a stale view still shows a pod we deleted, so
+the controller remembers its own deletes (expectations, see :mod:`.api`) and this module treats
+those pods as already gone.
+
+**Rollouts.** Changing ``image``, ``port`` or ``resources`` changes the template hash. New pods
+are added one at a time above ``replicas`` (surge 1) and old pods are removed only while at
+least ``replicas - 1`` pods stay ready, so service never drops below that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
+from shared import ownership
+
+CONTAINER = "web"
+HASH_LABEL = "demo.k8s.io/template-hash"
+SLOT_LABEL = "demo.k8s.io/slot"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the controller needs to know about one pod (kept in the kopf index)."""
+
+    name: str
+    template_hash: str
+    created: str  # RFC 3339 creationTimestamp: sorts chronologically as a string
+    phase: str = "Pending"
+    scheduled: bool = False
+    ready: bool = False
+    deleting: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Counted like the ReplicaSet controller: not terminating, not finished."""
+        return not self.deleting and self.phase not in ("Succeeded", "Failed")
+
+
+def pod_view(body: Mapping[str, Any]) -> PodView:
+    meta, status = body.get("metadata", {}), body.get("status") or {}
+    conditions = status.get("conditions") or []
+    return PodView(
+        name=meta["name"],
+        template_hash=(meta.get("labels") or {}).get(HASH_LABEL, ""),
+        created=meta.get("creationTimestamp") or "",
+        phase=status.get("phase") or "Pending",
+        scheduled=bool((body.get("spec") or {}).get("nodeName")),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def template(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of the spec that define a pod; a change to them rolls the pods."""
+    return {
+        "image": spec.get("image") or DEFAULT_IMAGE,
+        "port": int(spec.get("port") or DEFAULT_PORT),
+        "resources": spec.get("resources") or {},
+    }
+
+
+def template_hash(spec: Mapping[str, Any]) -> str:
+    canonical = json.dumps(template(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """Labels that select exactly this WebServer's pods (also ``status.selector``)."""
+    return {ownership.NAME: APP, ownership.INSTANCE: name}
+
+
+def selector_string(name: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(name).items()))
+
+
+def pod_name(owner: str, thash: str, slot: int) -> str:
+    return f"{owner}-{thash}-{slot}"
+
+
+def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -> dict[str, Any]:
+    """The full pod for ``slot`` of the current template."""
+    tpl, thash = template(spec), template_hash(spec)
+    name = owner["metadata"]["name"]
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": tpl["image"],
+        "ports": [{"name": "http", "containerPort": tpl["port"], "protocol": "TCP"}],
+        "readinessProbe": {
+            "tcpSocket": {"port": tpl["port"]},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+    }
+    if tpl["resources"]:
+        container["resources"] = tpl["resources"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(name, thash, slot),
+            # app=<name> is what the original operator labelled its pods with.
+            "labels": {"app": name, HASH_LABEL: thash, SLOT_LABEL: str(slot)},
+        },
+        "spec": {"containers": [container], "restartPolicy": "Always"},
+    }
+    return ownership.adopt(pod, owner, APP, "web-server")
+
+
+def deletion_rank(pod: PodView) -> tuple[int, int, int, str]:
+    """Sort key: the first pods are the first to delete (ReplicaSet controller's order).
+
+    Unscheduled before scheduled, Pending before Running, not-ready before ready, then newest
+    first. The creation timestamp is inverted by sorting on its negated characters.
+    """
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(pod.phase, 1)
+    newest_first = "".join(chr(0x10FFFF - ord(c)) for c in pod.created)
+    return (int(pod.scheduled), phase_rank, int(pod.ready), newest_first)
+
+
+def rank_for_deletion(pods: Iterable[PodView]) -> list[PodView]:
+    return sorted(pods, key=deletion_rank)
+
+
+def slow_start_batches(count: int, first: int = 1) -> list[int]:
+    """Batch sizes 1, 2, 4, ... summing to ``count`` (the ReplicaSet controller's slow start)."""
+    sizes, size = [], first
+    while count > 0:
+        sizes.append(min(size, count))
+        count -= sizes[-1]
+        size *= 2
+    return sizes
+
+
+def free_slots(taken: Iterable[str], owner: str, thash: str, count: int) -> list[int]:
+    prefix = f"{owner}-{thash}-"
+    used = {int(n[len(prefix) :]) for n in taken if n.startswith(prefix) and n[len(prefix) :].isdigit()}
+    slots, slot = [], 0
+    while len(slots) < count:
+        if slot not in used:
+            slots.append(slot)
+        slot += 1
+    return slots
+
+
+@dataclass(frozen=True)
+class Plan:
+    create_slots: list[int] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.create_slots and not self.delete
+
+
+def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> Plan:
+    """What to create and delete now, from the pods the WebServer controls."""
+    replicas = int(spec.get("replicas", 0))
+    thash = template_hash(spec)
+    active = [p for p in pods if p.active]
+    new = [p for p in active if p.template_hash == thash]
+    old = [p for p in active if p.template_hash != thash]
+    taken = [p.name for p in pods]  # terminating pods still hold their names
+
+    if len(new) > replicas:
+        # Too many current pods: remove the surplus and every not-ready old pod at once.
+        surplus = [p.name for p in rank_for_deletion(new)[: len(new) - replicas]]
+        return Plan(delete=surplus + [p.name for p in old if not p.ready])
+
+    create = replicas - len(new)
+    if old:
+        # Surge by one at most while old pods exist.
+        create = max(0, min(create, replicas + 1 - len(active)))
+    plan_delete: list[str] = []
+    if old:
+        ready_total = sum(p.ready for p in active)
+        # Keep at least replicas - 1 ready: deleting a not-ready pod never reduces readiness,
+        # deleting a ready one does.
+        budget = max(0, ready_total - max(0, replicas - 1))
+        # Old pods beyond what is needed to stay at replicas + 1 total must go as well.
+        for p in rank_for_deletion(old):
+            if not p.ready:
+                plan_delete.append(p.name)
+            elif budget > 0:
+                plan_delete.append(p.name)
+                budget -= 1
+    return Plan(create_slots=free_slots(taken, owner_name, thash, create), delete=plan_delete)
+
+
+def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Service selecting the pods, or None when ``spec.service.enabled`` is not true."""
+    svc = spec.get("service") or {}
+    if not svc.get("enabled"):
+        return None
+    name = owner["metadata"]["name"]
+    port: dict[str, Any] = {
+        "name": "http",
+        "port": int(svc.get("port") or 80),
+        "targetPort": int(spec.get("port") or DEFAULT_PORT),
+        "protocol": "TCP",
+    }
+    if svc.get("nodePort"):
+        port["nodePort"] = int(svc["nodePort"])
+    body = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"type": svc.get("type") or "ClusterIP", "selector": selector_labels(name), "ports": [port]},
+    }
+    return ownership.adopt(body, owner, APP, "service")
+
+
+def service_view(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a Service this operator manages (kept in the kopf index)."""
+    spec = body.get("spec") or {}
+    ports = spec.get("ports") or [{}]
+    return {
+        "name": body["metadata"]["name"],
+        "type": spec.get("type"),
+        "selector": spec.get("selector") or {},
+        "port": ports[0].get("port"),
+        "targetPort": ports[0].get("targetPort"),
+        "nodePort": ports[0].get("nodePort"),
+    }
+
+
+def service_differs(observed: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    want = service_view(wanted)
+    # nodePort is allocated by the API server when not requested: only compare a requested one.
+    keys = [k for k in want if k != "nodePort" or want["nodePort"] is not None]
+    return any(observed.get(k) != want[k] for k in keys)

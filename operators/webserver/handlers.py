@@ -1,0 +1,186 @@
+"""kopf wiring of the WebServer operator: thin handlers around one reconcile pass.
+
+Every WebServer gets one daemon running :func:`shared.workqueue.reconcile_loop`. It is woken
+by changes of the WebServer itself and by events of the pods it controls (watched through a
+server-side label selector, indexed by owner), so a pod deleted by someone else is replaced at
+once, not at a resync. Each pass is level-based: it reads the WebServer and its pods from the
+watch caches, plans with :mod:`.desired`, acts through :mod:`.api` and writes the status from
+:mod:`.status` only when it differs from what is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from operators.webserver import desired, status
+from operators.webserver.api import DeleteExpectations, WebServerAPI
+from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
+from shared import caches, conditions, ownership
+from shared.kube import reason_of
+from shared.runtime import Runtime
+from shared.validation import SchemaValidator
+from shared.workqueue import Triggers, reconcile_loop
+
+CONTROLLER = "webserver"
+runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods", "services"))
+triggers = Triggers()
+expectations = DeleteExpectations()
+validator = SchemaValidator(CRD.openapi_schema())
+api = WebServerAPI()
+# The status each WebServer was last given by this process: a pass that runs before the watch
+# delivers our own write must not write the same status again.
+last_written: dict[str, dict[str, Any]] = {}
+
+caches.register_owner_index("pods", "webserver_pods", desired.pod_view, APP)
+caches.register_owner_index("services", "webserver_services", desired.service_view, APP)
+MANAGED = {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY, ownership.NAME: APP}
+
+
+class ReconcileError(Exception):
+    """Some creates or deletes failed; the loop retries with backoff."""
+
+
+@kopf.on.event("pods", labels=MANAGED)
+@kopf.on.event("services", labels=MANAGED)
+def child_changed(body: kopf.Body, **_: Any) -> None:
+    ref = ownership.controller_of(body)
+    if ref is not None:
+        triggers.kick(ref["uid"])
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def webserver_changed(uid: str, **_: Any) -> None:
+    triggers.kick(uid)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=1.0)
+async def controller(
+    body: kopf.Body,
+    uid: str,
+    logger: logging.Logger,
+    webserver_pods: kopf.Index,
+    webserver_services: kopf.Index,
+    **_: Any,
+) -> None:
+    async def once() -> float | None:
+        return await reconcile(body, webserver_pods, webserver_services)
+
+    try:
+        await reconcile_loop(
+            uid, once, triggers, lambda: False, logger=logger, metrics=runtime.metrics, controller=CONTROLLER
+        )
+    finally:
+        expectations.forget(uid)
+        last_written.pop(uid, None)
+
+
+async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
+    meta = body["metadata"]
+    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
+        return False
+    await api.write_status(meta["namespace"], meta["name"], new)
+    last_written[meta["uid"]] = new
+    return True
+
+
+async def reconcile_service(body: kopf.Body, spec: Mapping[str, Any], services: Mapping[Any, Any]) -> None:
+    meta = body["metadata"]
+    observed = caches.children(services, meta["namespace"], meta["uid"])
+    wanted = desired.service_manifest(body, spec)
+    if wanted is None:
+        for svc in observed:
+            await api.delete_service(meta["namespace"], svc["name"])
+            kopf.event(body, type="Normal", reason="DeletedService", message=f"Deleted service {svc['name']}")
+        return
+    current = next((s for s in observed if s["name"] == wanted["metadata"]["name"]), None)
+    if current is None or desired.service_differs(current, wanted):
+        await api.apply_service(meta["namespace"], wanted, exists=current is not None)
+        verb = "Created" if current is None else "Updated"
+        kopf.event(
+            body,
+            type="Normal",
+            reason=f"{verb}Service",
+            message=f"{verb} service {wanted['metadata']['name']}",
+        )
+
+
+async def reconcile(body: kopf.Body, index: Mapping[Any, Any], services: Mapping[Any, Any]) -> float | None:
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
+    now = datetime.datetime.now(datetime.UTC)
+    current = body.get("status") or {}
+
+    errors = validator.errors(spec)
+    if errors:
+        if await _write_status(
+            body, status.invalid(errors=errors, generation=generation, current=current, now=now)
+        ):
+            kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
+        return None
+
+    pods = expectations.apply(uid, caches.children(index, namespace, uid))
+    plan = desired.plan(name, spec, pods)
+    failure: tuple[str, str] | None = None
+
+    if plan.delete:
+        expectations.expect(uid, plan.delete)
+        results = await asyncio.gather(
+            *(api.delete_pod(namespace, n) for n in plan.delete), return_exceptions=True
+        )
+        failed = [(n, r) for n, r in zip(plan.delete, results, strict=True) if isinstance(r, BaseException)]
+        deleted = [n for n, r in zip(plan.delete, results, strict=True) if r is True]
+        if deleted:
+            kopf.event(
+                body, type="Normal", reason="SuccessfulDelete", message=f"Deleted pods: {', '.join(deleted)}"
+            )
+        if failed:
+            expectations.cancel(uid, [n for n, _ in failed])
+            failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
+
+    if plan.create_slots and failure is None:
+        slots = list(plan.create_slots)
+        created: list[str] = []
+        for size in desired.slow_start_batches(len(slots)):
+            batch, slots = slots[:size], slots[size:]
+            manifests = [desired.pod_manifest(body, spec, s) for s in batch]
+            results = await asyncio.gather(
+                *(api.create_pod(namespace, m) for m in manifests), return_exceptions=True
+            )
+            created += [m["metadata"]["name"] for m, r in zip(manifests, results, strict=True) if r is True]
+            errs = [r for r in results if isinstance(r, BaseException)]
+            if errs:
+                # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
+                failure = ("FailedCreate", reason_of(errs[0]))
+                break
+        if created:
+            kopf.event(
+                body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
+            )
+
+    if failure is None:
+        try:
+            await reconcile_service(body, spec, services)
+        except Exception as exc:
+            failure = ("FailedService", reason_of(exc))
+
+    new_status = status.compute(
+        name=name,
+        spec=spec,
+        generation=generation,
+        pods=pods,
+        plan=plan,
+        failure=failure,
+        current=current,
+        now=now,
+    )
+    await _write_status(body, new_status)
+    if failure is not None:
+        kopf.event(body, type="Warning", reason=failure[0], message=failure[1])
+        raise ReconcileError(f"{failure[0]}: {failure[1]}")
+    return None

@@ -1,0 +1,152 @@
+"""The WebServer API (``demo.k8s.io/v1alpha1``): the one source of its CRD and validation.
+
+Compatible with the original tutorial operator: ``spec: {replicas: 5}`` keeps working, and
+``status.count`` still reports the number of pods. Everything else is optional with defaults
+applied by the API server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.crd import CRDSpec
+
+GROUP = "demo.k8s.io"
+VERSION = "v1alpha1"
+KIND = "WebServer"
+PLURAL = "webservers"
+APP = "webserver"  # value of app.kubernetes.io/name on every child
+
+DEFAULT_IMAGE = "nginxdemos/hello"
+DEFAULT_PORT = 80
+MAX_REPLICAS = 1000
+
+_QUANTITY: dict[str, Any] = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+    # The API server's own Quantity syntax, so a typo fails at admission, not at pod creation.
+    "pattern": (
+        r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+        r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    ),
+}
+
+_RESOURCE_LIST: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": 8,
+    "additionalProperties": _QUANTITY,
+}
+
+SPEC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Desired state of a group of identical web-server pods.",
+    "required": ["replicas"],
+    "properties": {
+        "replicas": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_REPLICAS,
+            "description": "Number of web-server pods to keep running.",
+        },
+        "image": {
+            "type": "string",
+            "default": DEFAULT_IMAGE,
+            "minLength": 1,
+            "maxLength": 512,
+            "pattern": r"^[^\s]+$",
+            "description": "Container image of the web server.",
+        },
+        "port": {
+            "type": "integer",
+            "default": DEFAULT_PORT,
+            "minimum": 1,
+            "maximum": 65535,
+            "description": "Container port the server listens on (readiness probe target).",
+        },
+        "resources": {
+            "type": "object",
+            "description": "CPU/memory requests and limits of the web-server container.",
+            "properties": {"requests": _RESOURCE_LIST, "limits": _RESOURCE_LIST},
+        },
+        "service": {
+            "type": "object",
+            "description": "A Service selecting the pods, created when enabled.",
+            "properties": {
+                "enabled": {"type": "boolean", "default": False},
+                "type": {
+                    "type": "string",
+                    "enum": ["ClusterIP", "NodePort", "LoadBalancer"],
+                    "default": "ClusterIP",
+                },
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 80},
+                "nodePort": {"type": "integer", "minimum": 30000, "maximum": 32767},
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.nodePort) || self.type != 'ClusterIP'",
+                    "message": "nodePort requires service.type NodePort or LoadBalancer",
+                    "fieldPath": ".nodePort",
+                }
+            ],
+        },
+    },
+}
+
+_CONDITION: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+    "properties": {
+        "type": {"type": "string", "maxLength": 316},
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "observedGeneration": {"type": "integer", "minimum": 0},
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
+        "message": {"type": "string", "maxLength": 32768},
+    },
+}
+
+STATUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "replicas": {"type": "integer", "description": "Active pods controlled by this WebServer."},
+        "readyReplicas": {"type": "integer"},
+        "availableReplicas": {"type": "integer"},
+        "updatedReplicas": {"type": "integer", "description": "Active pods with the current template."},
+        "count": {"type": "integer", "description": "Same as replicas (kept from the original API)."},
+        "observedGeneration": {"type": "integer"},
+        "selector": {
+            "type": "string",
+            "description": "Label selector of the pods, for the scale subresource.",
+        },
+        "conditions": {
+            "type": "array",
+            "items": _CONDITION,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    },
+}
+
+CRD = CRDSpec(
+    group=GROUP,
+    version=VERSION,
+    kind=KIND,
+    plural=PLURAL,
+    spec_schema=SPEC_SCHEMA,
+    status_schema=STATUS_SCHEMA,
+    short_names=("ws",),
+    categories=("all", "k8s-operators-py"),
+    printer_columns=(
+        {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Current", "type": "integer", "jsonPath": ".status.replicas"},
+        {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ),
+    scale={
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    },
+    # *.k8s.io is a protected group: the API server rejects the CRD without this annotation.
+    annotations={"api-approved.kubernetes.io": "unapproved, tutorial-compatible API group"},
+)

@@ -1,0 +1,106 @@
+"""WebServer status and conditions, computed from observed pods (pure).
+
+Conditions:
+
+- ``Available``: enough pods are ready to serve: all of them for ``replicas <= 1``, at least
+  ``replicas - 1`` otherwise (the rollout guarantee, like a Deployment's maxUnavailable 1).
+- ``Progressing``: True while pods are being created, deleted, replaced or waited for
+  (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
+  ``ReplicasReady`` once every desired pod runs the current template and is ready.
+- ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
+  the last pass could not create or delete a pod, like the ReplicaSet controller's condition.
+- ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
+  CRD schema (:mod:`shared.validation`); then nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from operators.webserver.desired import Plan, PodView, selector_string, template_hash
+from shared import conditions
+from shared.validation import FieldError, degraded
+
+REPLICA_FAILURE = "ReplicaFailure"
+
+
+def min_available(replicas: int) -> int:
+    return replicas if replicas <= 1 else replicas - 1
+
+
+def compute(
+    *,
+    name: str,
+    spec: Mapping[str, Any],
+    generation: int,
+    pods: Sequence[PodView],
+    plan: Plan,
+    failure: tuple[str, str] | None,
+    current: Mapping[str, Any] | None,
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """The complete status to write for one pass (compare with the current one before writing)."""
+    replicas = int(spec.get("replicas", 0))
+    thash = template_hash(spec)
+    active = [p for p in pods if p.active]
+    ready = sum(p.ready for p in active)
+    updated = sum(p.template_hash == thash for p in active)
+    old = len(active) - updated
+
+    def cond(type_: str, status: bool, reason: str, message: str) -> conditions.Condition:
+        return conditions.make(type_, status, reason, message, generation=generation, now=now)
+
+    if plan.create_slots and not old:
+        progressing = cond(
+            conditions.PROGRESSING, True, "ScalingUp", f"creating {len(plan.create_slots)} pod(s)"
+        )
+    elif old:
+        progressing = cond(
+            conditions.PROGRESSING, True, "RollingUpdate", f"{old} pod(s) run an older template"
+        )
+    elif plan.delete:
+        progressing = cond(conditions.PROGRESSING, True, "ScalingDown", f"deleting {len(plan.delete)} pod(s)")
+    elif ready < replicas:
+        progressing = cond(conditions.PROGRESSING, True, "WaitingForReady", f"{ready}/{replicas} pods ready")
+    else:
+        progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
+
+    need = min_available(replicas)
+    available = cond(
+        conditions.AVAILABLE,
+        ready >= need,
+        "MinimumReplicasAvailable" if ready >= need else "MinimumReplicasUnavailable",
+        f"{ready} ready, {need} required",
+    )
+    if failure:
+        replica_failure = cond(REPLICA_FAILURE, True, failure[0], failure[1])
+    else:
+        replica_failure = cond(REPLICA_FAILURE, False, "NoFailures", "all creates and deletes succeeded")
+
+    previous = (current or {}).get("conditions")
+    return {
+        "replicas": len(active),
+        "count": len(active),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "updatedReplicas": updated,
+        "observedGeneration": generation,
+        "selector": selector_string(name),
+        "conditions": conditions.set_all(
+            previous, available, progressing, replica_failure, degraded([], generation=generation, now=now)
+        ),
+    }
+
+
+def invalid(
+    *, errors: list[FieldError], generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
+) -> dict[str, Any]:
+    """Status for a spec that fails the schema: only ``Degraded`` and the generation change."""
+    current = dict(current or {})
+    current["observedGeneration"] = generation
+    current["conditions"] = conditions.set_condition(
+        current.get("conditions"), degraded(errors, generation=generation, now=now)
+    )
+    return current

@@ -1,0 +1,91 @@
+"""Run one of our operators as a real process against the test cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from localcluster.cluster import free_port
+from tests.helpers import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class OperatorProcess:
+    def __init__(self, module: str, kubeconfig: Path, log_path: Path, namespaces: str = "") -> None:
+        self.module = module
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.namespaces = namespaces
+        self.metrics_port = free_port()
+        self.probe_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OperatorProcess:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "WATCH_NAMESPACE": self.namespaces,
+            "METRICS_PORT": str(self.metrics_port),
+            "HEALTH_PORT": str(self.probe_port),
+        }
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, "--verbose"],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_for(self._ready, 90, f"{self.module} /readyz")
+        return self
+
+    def _ready(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, f"{self.module} exited:\n{self.log_tail()}"
+        return self.get(self.probe_port, "/readyz")[0] == 200
+
+    def get(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def metrics(self) -> str:
+        status, text = self.get(self.metrics_port, "/metrics")
+        assert status == 200
+        return text
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample's value from /metrics (0 when absent)."""
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in self.metrics().splitlines():
+            if line.startswith("#"):
+                continue
+            key, _, value = line.rpartition(" ")
+            lname, _, rest = key.partition("{")
+            if lname == name and ",".join(sorted(rest.rstrip("}").split(","))) == want:
+                return float(value)
+        return 0.0
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, like a node failure or OOM kill."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()

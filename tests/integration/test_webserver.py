@@ -1,0 +1,320 @@
+"""The WebServer operator against the real control plane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from operators.webserver import desired
+from tests.helpers import wait_for
+from tests.integration.conftest import Cluster
+from tests.integration.operator_process import OperatorProcess
+
+GROUP, VERSION, PLURAL = "demo.k8s.io", "v1alpha1", "webservers"
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("webserver") / "operator.log"
+    op = OperatorProcess("operators.webserver", cluster.kubeconfig, log).start()
+    yield op
+    op.stop()
+
+
+def create(cluster: Cluster, namespace: str, name: str, spec: dict) -> dict:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "WebServer", "metadata": {"name": name}, "spec": spec}
+    return client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body
+    )
+
+
+def get(cluster: Cluster, namespace: str, name: str) -> dict:
+    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+
+
+def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict) -> None:
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, {"spec": spec}
+    )
+
+
+def active_pods(cluster: Cluster, namespace: str, name: str) -> list:
+    pods = client.CoreV1Api(cluster.api).list_namespaced_pod(namespace, label_selector=f"app={name}").items
+    return [
+        p
+        for p in pods
+        if p.metadata.deletion_timestamp is None
+        and p.status.phase not in ("Succeeded", "Failed")
+        and any(r.controller for r in p.metadata.owner_references or [])
+    ]
+
+
+def ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def converged(cluster: Cluster, namespace: str, name: str, replicas: int, timeout: float = 120) -> dict:
+    """Wait for exactly ``replicas`` Ready pods and a status that says so."""
+
+    def check() -> dict | None:
+        ws = get(cluster, namespace, name)
+        pods = active_pods(cluster, namespace, name)
+        st = ws.get("status") or {}
+        if (
+            len(pods) == replicas
+            and all(ready(p) for p in pods)
+            and st.get("replicas") == replicas
+            and st.get("readyReplicas") == replicas
+            and st.get("observedGeneration") == ws["metadata"]["generation"]
+        ):
+            return ws
+        return None
+
+    return wait_for(check, timeout, f"{name}: {replicas} ready pods and matching status")
+
+
+def conditions(ws: dict) -> dict:
+    return {c["type"]: c for c in ws["status"]["conditions"]}
+
+
+def test_original_manifest_scales_up_down_to_zero_and_back(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 5})  # the tutorial's manifest, unchanged
+    ws = converged(cluster, namespace, "web", 5)
+    st = ws["status"]
+    assert st["count"] == 5 and st["availableReplicas"] == 5 and st["updatedReplicas"] == 5
+    assert st["selector"] == desired.selector_string("web")
+    cond = conditions(ws)
+    assert cond["Available"]["status"] == "True"
+    assert (cond["Progressing"]["status"], cond["Progressing"]["reason"]) == ("False", "ReplicasReady")
+    pod = active_pods(cluster, namespace, "web")[0]
+    assert pod.metadata.owner_references[0].uid == ws["metadata"]["uid"]
+    assert pod.metadata.labels["app"] == "web"
+    assert pod.spec.containers[0].image == "nginxdemos/hello"
+    assert pod.spec.containers[0].readiness_probe.tcp_socket.port == 80
+
+    for replicas in (2, 0, 3):
+        patch_spec(cluster, namespace, "web", {"replicas": replicas})
+        converged(cluster, namespace, "web", replicas)
+
+
+def test_kubectl_scale_uses_the_scale_subresource(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is needed for this test"
+    out = subprocess.run(
+        [
+            kubectl,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            namespace,
+            "scale",
+            "webserver/web",
+            "--replicas=4",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    converged(cluster, namespace, "web", 4)
+    scale = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object_scale(
+        GROUP, VERSION, namespace, PLURAL, "web"
+    )
+    assert scale["spec"]["replicas"] == 4 and scale["status"]["replicas"] == 4
+    assert scale["status"]["selector"] == desired.selector_string("web")
+
+
+def test_deleted_pod_is_replaced_and_foreign_pod_left_alone(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    foreign = {
+        "metadata": {"name": "foreign", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    core.create_namespaced_pod(namespace, foreign)
+    create(cluster, namespace, "web", {"replicas": 3})
+    converged(cluster, namespace, "web", 3)
+
+    victim = active_pods(cluster, namespace, "web")[0].metadata.name
+    core.delete_namespaced_pod(victim, namespace)
+    ws = converged(cluster, namespace, "web", 3)
+    names = {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    assert len(names) == 3
+    # the foreign pod carries app=web but is not ours: never counted, never deleted
+    assert core.read_namespaced_pod("foreign", namespace).metadata.deletion_timestamp is None
+    assert ws["status"]["replicas"] == 3
+    patch_spec(cluster, namespace, "web", {"replicas": 0})
+    converged(cluster, namespace, "web", 0)
+    assert core.read_namespaced_pod("foreign", namespace).metadata.deletion_timestamp is None
+
+
+def test_terminating_pods_are_not_counted(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    create(cluster, namespace, "web", {"replicas": 2})
+    converged(cluster, namespace, "web", 2)
+    held = active_pods(cluster, namespace, "web")[0].metadata.name
+    core.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": ["localcluster.dev/hold"]}})
+    core.delete_namespaced_pod(held, namespace)
+    # the held pod stays Terminating; a replacement must be created and status must say 2
+    converged(cluster, namespace, "web", 2)
+    assert core.read_namespaced_pod(held, namespace).metadata.deletion_timestamp is not None
+    core.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": None}})
+
+
+def test_image_change_rolls_every_pod(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 4, "image": "nginx:1.27"})
+    converged(cluster, namespace, "web", 4)
+    old = {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.28", "port": 8080})
+
+    def rolled() -> bool:
+        pods = active_pods(cluster, namespace, "web")
+        return (
+            len(pods) == 4
+            and all(p.spec.containers[0].image == "nginx:1.28" for p in pods)
+            and all(p.spec.containers[0].ports[0].container_port == 8080 for p in pods)
+        )
+
+    wait_for(rolled, 120, "every pod on the new template")
+    ws = converged(cluster, namespace, "web", 4)
+    assert not old & {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    assert ws["status"]["updatedReplicas"] == 4
+
+
+def test_owner_deletion_garbage_collects_pods(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 3})
+    converged(cluster, namespace, "web", 3)
+    client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "web"
+    )
+    wait_for(
+        lambda: (
+            not client.CoreV1Api(cluster.api).list_namespaced_pod(namespace, label_selector="app=web").items
+        ),
+        120,
+        "pods garbage-collected",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragments"),
+    [
+        ({"replicas": -1}, ["spec.replicas", "greater than or equal to 0"]),
+        ({}, ["spec.replicas", "Required value"]),
+        ({"replicas": 1, "image": "has space"}, ["spec.image", "should match"]),
+        ({"replicas": 1, "port": 70000}, ["spec.port", "less than or equal to 65535"]),
+        (
+            {"replicas": 1, "service": {"enabled": True, "nodePort": 30080}},
+            ["spec.service.nodePort", "nodePort requires service.type NodePort or LoadBalancer"],
+        ),
+    ],
+)
+def test_invalid_specs_rejected_with_field_messages(cluster, namespace, spec, fragments):
+    with pytest.raises(ApiException) as err:
+        create(cluster, namespace, "bad", spec)
+    assert err.value.status == 422
+    for fragment in fragments:
+        assert fragment in err.value.body
+
+
+def test_restart_in_the_middle_of_a_scale_up_creates_no_duplicates(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 40})
+    wait_for(lambda: 3 <= len(active_pods(cluster, namespace, "web")) < 40, 60, "scale-up under way")
+    operator.kill()  # SIGKILL: no clean shutdown, mid scale-up
+    operator.start()
+    ws = converged(cluster, namespace, "web", 40, timeout=180)
+    thash = desired.template_hash(ws["spec"])
+    names = sorted(p.metadata.name for p in active_pods(cluster, namespace, "web"))
+    assert names == sorted(desired.pod_name("web", thash, i) for i in range(40))
+
+
+def test_steady_state_makes_no_writes_and_metrics_move(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 2})
+    converged(cluster, namespace, "web", 2)
+    before = operator.metric("controller_runtime_reconcile_total", controller="webserver", result="success")
+    # Touch the object without changing its spec: the operator runs a pass and must not write.
+    co = client.CustomObjectsApi(cluster.api)
+    touched = co.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "web", {"metadata": {"annotations": {"touched": "1"}}}
+    )
+    wait_for(
+        lambda: (
+            operator.metric("controller_runtime_reconcile_total", controller="webserver", result="success")
+            > before
+        ),
+        60,
+        "a reconcile pass after the touch",
+    )
+    ws = converged(cluster, namespace, "web", 2)
+    assert ws["metadata"]["resourceVersion"] == touched["metadata"]["resourceVersion"]
+
+    text = operator.metrics()
+    promtool = shutil.which("promtool")
+    assert promtool
+    check = subprocess.run(
+        [promtool, "check", "metrics"], input=text.encode(), capture_output=True, check=False
+    )
+    assert check.returncode == 0 and not check.stdout.strip(), check.stdout + check.stderr
+
+
+def test_service_created_updated_and_removed(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
+    svc = wait_for(lambda: core.read_namespaced_service("web", namespace), 60, "Service created")
+    assert svc.spec.selector == desired.selector_labels("web")
+    assert svc.metadata.owner_references[0].kind == "WebServer"
+    patch_spec(cluster, namespace, "web", {"port": 8080})
+    wait_for(
+        lambda: core.read_namespaced_service("web", namespace).spec.ports[0].target_port == 8080,
+        60,
+        "Service targetPort follows spec.port",
+    )
+    core.delete_namespaced_service("web", namespace)  # deleted by someone else: recreated
+    wait_for(
+        lambda: core.read_namespaced_service("web", namespace).metadata.uid != svc.metadata.uid,
+        60,
+        "Service recreated",
+    )
+    patch_spec(cluster, namespace, "web", {"service": {"enabled": False}})
+
+    def gone() -> bool:
+        return "web" not in {s.metadata.name for s in core.list_namespaced_service(namespace).items}
+
+    wait_for(gone, 60, "Service removed when disabled")
+
+
+def test_failed_creates_surface_in_conditions_and_events_then_recover(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": "two-pods"}, "spec": {"hard": {"pods": "2"}}}
+    )
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("two-pods", namespace).status.hard,
+        60,
+        "quota status computed",
+    )
+    create(cluster, namespace, "web", {"replicas": 4})
+
+    def failure_reported() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        cond = conditions(ws).get("ReplicaFailure") if ws.get("status") else None
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_for(failure_reported, 60, "ReplicaFailure=True")
+    assert cond["reason"] == "FailedCreate" and "exceeded quota" in cond["message"]
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=web").items
+    assert any(e.reason == "FailedCreate" and e.type == "Warning" for e in events)
+    assert len(active_pods(cluster, namespace, "web")) == 2
+    assert operator.metric("controller_runtime_reconcile_errors_total", controller="webserver") > 0
+
+    core.delete_namespaced_resource_quota("two-pods", namespace)
+    ws = converged(cluster, namespace, "web", 4, timeout=180)
+    assert conditions(ws)["ReplicaFailure"]["status"] == "False"

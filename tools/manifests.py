@@ -1,0 +1,49 @@
+"""``make manifests``: write each operator's CRD into ``bundle/manifests/`` from its schema.py.
+
+``--check`` exits 1 (and says which file) when a committed CRD differs from what the schema
+generates, which is what CI relies on to catch hand edits and forgotten regenerations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from operators.webserver.schema import CRD as WEBSERVER
+from shared.crd import CRDSpec, to_yaml
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFESTS = REPO / "bundle" / "manifests"
+CRDS: tuple[CRDSpec, ...] = (WEBSERVER,)
+
+
+def crd_path(crd: CRDSpec) -> Path:
+    # operator-sdk's naming: <group>_<plural>.yaml
+    return MANIFESTS / f"{crd.group}_{crd.plural}.yaml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
+    args = parser.parse_args(argv)
+    stale = []
+    for crd in CRDS:
+        path, text = crd_path(crd), to_yaml(crd.manifest())
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.check:
+            stale.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path.relative_to(REPO)}")
+    if stale:
+        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
+        print(f"out of date (run `make manifests`): {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
