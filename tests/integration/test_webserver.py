@@ -310,8 +310,14 @@ def test_failed_creates_surface_in_conditions_and_events_then_recover(cluster, n
 
     cond = wait_for(failure_reported, 60, "ReplicaFailure=True")
     assert cond["reason"] == "FailedCreate" and "exceeded quota" in cond["message"]
-    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=web").items
-    assert any(e.reason == "FailedCreate" and e.type == "Warning" for e in events)
+    wait_for(
+        lambda: any(
+            e.reason == "FailedCreate" and e.type == "Warning" and "exceeded quota" in e.message
+            for e in core.list_namespaced_event(namespace, field_selector="involvedObject.name=web").items
+        ),
+        60,
+        "a FailedCreate Warning Event",
+    )
     assert len(active_pods(cluster, namespace, "web")) == 2
     assert operator.metric("controller_runtime_reconcile_errors_total", controller="webserver") > 0
 
