@@ -4,6 +4,8 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# Go's default install location, for shells that did not source a profile (CI runs bash .ci/run).
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -3,7 +3,7 @@
 kopf calls handlers on changes of the object itself; a controller also has to react to its
 children (a pod deleted by someone else), to time (a schedule boundary) and to its own
 failures (backoff). controller-runtime solves this with a work queue; here each primary object
-gets one long-lived kopf daemon running :func:`reconcile_loop`:
+gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`):
 
 - :meth:`Triggers.kick` (from a child's watch event, or the object's own) wakes the loop;
   kicks that arrive while a reconcile runs coalesce into exactly one more pass;
@@ -25,7 +25,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any
 
 from shared.metrics import Metrics
 from shared.retry import DEFAULT, Backoff
@@ -107,3 +108,90 @@ async def reconcile_loop(
                 await asyncio.wait_for(event.wait(), timeout=after)
     finally:
         triggers.forget(key)
+
+
+ReconcileBody = Callable[[Mapping[str, Any]], Awaitable[float | None]]
+
+
+class Controller:
+    """One :func:`reconcile_loop` task per primary object, fed by kopf watch events.
+
+    Why not ``@kopf.daemon``: kopf puts a finalizer on every object that has a daemon, so a
+    user cannot delete a resource (or uninstall the operator cleanly) while the operator is
+    down, and kopf's finalizer patch races with our own status writes. Here the watch event
+    handler keeps the latest body of each object and a task per object; deleting the object
+    just ends its task, and the garbage collector takes care of the children.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reconcile: ReconcileBody,
+        *,
+        metrics: Metrics | None = None,
+        backoff: Backoff = DEFAULT,
+        max_idle: float | None = None,
+        logger: logging.Logger | None = None,
+        gate: Callable[[], bool] | None = None,
+    ) -> None:
+        self.name = name
+        self._gate = gate
+        self.triggers = Triggers()
+        self._reconcile = reconcile
+        self._metrics = metrics
+        self._backoff = backoff
+        self._max_idle = max_idle
+        self._logger = logger or logging.getLogger(f"controller.{name}")
+        self._bodies: dict[str, Mapping[str, Any]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Feed one watch event of a primary object (call from an async kopf event handler)."""
+        meta = body.get("metadata") or {}
+        uid = meta.get("uid")
+        if not uid:
+            return
+        if event_type == "DELETED":
+            self._bodies.pop(uid, None)
+            task = self._tasks.pop(uid, None)
+            if task is not None:
+                task.cancel()
+            return
+        self._bodies[uid] = body
+        if uid not in self._tasks or self._tasks[uid].done():
+            self._tasks[uid] = asyncio.create_task(self._run(uid), name=f"{self.name}/{meta.get('name')}")
+        else:
+            self.triggers.kick(uid)
+
+    def kick(self, uid: str) -> None:
+        self.triggers.kick(uid)
+
+    def body(self, uid: str) -> Mapping[str, Any] | None:
+        return self._bodies.get(uid)
+
+    async def _run(self, uid: str) -> None:
+        while self._gate is not None and not self._gate():
+            await asyncio.sleep(0.1)
+
+        async def once() -> float | None:
+            body = self._bodies.get(uid)
+            return None if body is None else await self._reconcile(body)
+
+        await reconcile_loop(
+            uid,
+            once,
+            self.triggers,
+            lambda: uid not in self._bodies,
+            backoff=self._backoff,
+            logger=self._logger,
+            max_idle=self._max_idle,
+            metrics=self._metrics,
+            controller=self.name,
+        )
+
+    async def shutdown(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -8,17 +8,13 @@ terminating or gone, or after five minutes (the ReplicaSet controller's timeout)
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
-from shared.kube import api_client
+from shared.kube import ApiError, KubeClient, namespaced
 
 EXPECTATION_TTL = 300.0
 
@@ -57,28 +53,14 @@ class DeleteExpectations:
 
 
 class WebServerAPI:
-    def __init__(self, api: client.ApiClient | None = None) -> None:
-        self._api = api
-        self._core: client.CoreV1Api | None = None
-        self._custom: client.CustomObjectsApi | None = None
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        if self._core is None:
-            self._core = client.CoreV1Api(self._api or api_client())
-        return self._core
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        if self._custom is None:
-            self._custom = client.CustomObjectsApi(self._api or api_client())
-        return self._custom
+    def __init__(self, kube: KubeClient | None = None) -> None:
+        self.kube = kube or KubeClient()
 
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
         """Create a pod; False when it already exists (a stale view, not an error)."""
         try:
-            await asyncio.to_thread(self.core.create_namespaced_pod, namespace, pod)
-        except ApiException as exc:
+            await self.kube.create(namespaced(namespace, "pods"), pod)
+        except ApiError as exc:
             if exc.status == 409:
                 return False
             raise
@@ -87,8 +69,8 @@ class WebServerAPI:
     async def delete_pod(self, namespace: str, name: str) -> bool:
         """Delete a pod; False when it is already gone."""
         try:
-            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace)
-        except ApiException as exc:
+            await self.kube.delete(namespaced(namespace, "pods", name))
+        except ApiError as exc:
             if exc.status == 404:
                 return False
             raise
@@ -96,30 +78,22 @@ class WebServerAPI:
 
     async def apply_service(self, namespace: str, service: Mapping[str, Any], exists: bool) -> None:
         name = service["metadata"]["name"]
-        if exists:
-            await asyncio.to_thread(self.core.patch_namespaced_service, name, namespace, dict(service))
-            return
-        try:
-            await asyncio.to_thread(self.core.create_namespaced_service, namespace, dict(service))
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            await asyncio.to_thread(self.core.patch_namespaced_service, name, namespace, dict(service))
+        if not exists:
+            try:
+                await self.kube.create(namespaced(namespace, "services"), service)
+                return
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+        await self.kube.merge_patch(namespaced(namespace, "services", name), service)
 
     async def delete_service(self, namespace: str, name: str) -> None:
         try:
-            await asyncio.to_thread(self.core.delete_namespaced_service, name, namespace)
-        except ApiException as exc:
+            await self.kube.delete(namespaced(namespace, "services", name))
+        except ApiError as exc:
             if exc.status != 404:
                 raise
 
     async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        await asyncio.to_thread(
-            self.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": dict(status)},
-        )
+        path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
+        await self.kube.merge_patch(path, {"status": dict(status)})

@@ -1,6 +1,6 @@
 """kopf wiring of the WebServer operator: thin handlers around one reconcile pass.
 
-Every WebServer gets one daemon running :func:`shared.workqueue.reconcile_loop`. It is woken
+Every WebServer gets one reconcile loop (:class:`shared.workqueue.Controller`). It is woken
 by changes of the WebServer itself and by events of the pods it controls (watched through a
 server-side label selector, indexed by owner), so a pod deleted by someone else is replaced at
 once, not at a resync. Each pass is level-based: it reads the WebServer and its pods from the
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,15 +20,14 @@ import kopf
 from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
-from shared import caches, conditions, ownership
+from shared import caches, conditions
 from shared.kube import reason_of
 from shared.runtime import Runtime
 from shared.validation import SchemaValidator
-from shared.workqueue import Triggers, reconcile_loop
+from shared.workqueue import Controller
 
 CONTROLLER = "webserver"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods", "services"))
-triggers = Triggers()
 expectations = DeleteExpectations()
 validator = SchemaValidator(CRD.openapi_schema())
 api = WebServerAPI()
@@ -37,47 +35,57 @@ api = WebServerAPI()
 # delivers our own write must not write the same status again.
 last_written: dict[str, dict[str, Any]] = {}
 
-caches.register_owner_index("pods", "webserver_pods", desired.pod_view, APP)
-caches.register_owner_index("services", "webserver_services", desired.service_view, APP)
-MANAGED = {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY, ownership.NAME: APP}
+pods = caches.OwnerCache(desired.pod_view)
+services = caches.OwnerCache(desired.service_view)
+MANAGED = caches.managed_labels(APP)
 
 
 class ReconcileError(Exception):
     """Some creates or deletes failed; the loop retries with backoff."""
 
 
+async def reconcile_webserver(body: Mapping[str, Any]) -> float | None:
+    return await reconcile(body)
+
+
+# Passes start only once every watch has listed, so no pass plans from a half-filled cache.
+controller = Controller(
+    CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.readiness.is_ready
+)
+
+
 @kopf.on.event("pods", labels=MANAGED)
+def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    owner = pods.observe(type, body)
+    if owner is not None:
+        controller.kick(owner)
+
+
 @kopf.on.event("services", labels=MANAGED)
-def child_changed(body: kopf.Body, **_: Any) -> None:
-    ref = ownership.controller_of(body)
-    if ref is not None:
-        triggers.kick(ref["uid"])
+def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    owner = services.observe(type, body)
+    if owner is not None:
+        controller.kick(owner)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def webserver_changed(uid: str, **_: Any) -> None:
-    triggers.kick(uid)
-
-
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=1.0)
-async def controller(
-    body: kopf.Body,
-    uid: str,
-    logger: logging.Logger,
-    webserver_pods: kopf.Index,
-    webserver_services: kopf.Index,
-    **_: Any,
-) -> None:
-    async def once() -> float | None:
-        return await reconcile(body, webserver_pods, webserver_services)
-
-    try:
-        await reconcile_loop(
-            uid, once, triggers, lambda: False, logger=logger, metrics=runtime.metrics, controller=CONTROLLER
-        )
-    finally:
+async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    controller.observe(type, body)
+    if type == "DELETED":
+        uid = body["metadata"]["uid"]
         expectations.forget(uid)
         last_written.pop(uid, None)
+
+
+@kopf.on.startup()
+async def load_credentials(**_: Any) -> None:
+    await api.kube.load()
+
+
+@kopf.on.cleanup()
+async def stop_controller(**_: Any) -> None:
+    await controller.shutdown()
+    await api.kube.close()
 
 
 async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
@@ -89,9 +97,9 @@ async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
     return True
 
 
-async def reconcile_service(body: kopf.Body, spec: Mapping[str, Any], services: Mapping[Any, Any]) -> None:
+async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
     meta = body["metadata"]
-    observed = caches.children(services, meta["namespace"], meta["uid"])
+    observed = services.children(meta["namespace"], meta["uid"])
     wanted = desired.service_manifest(body, spec)
     if wanted is None:
         for svc in observed:
@@ -110,7 +118,7 @@ async def reconcile_service(body: kopf.Body, spec: Mapping[str, Any], services: 
         )
 
 
-async def reconcile(body: kopf.Body, index: Mapping[Any, Any], services: Mapping[Any, Any]) -> float | None:
+async def reconcile(body: Mapping[str, Any]) -> float | None:
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
     now = datetime.datetime.now(datetime.UTC)
@@ -124,8 +132,8 @@ async def reconcile(body: kopf.Body, index: Mapping[Any, Any], services: Mapping
             kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
         return None
 
-    pods = expectations.apply(uid, caches.children(index, namespace, uid))
-    plan = desired.plan(name, spec, pods)
+    observed = expectations.apply(uid, pods.children(namespace, uid))
+    plan = desired.plan(name, spec, observed)
     failure: tuple[str, str] | None = None
 
     if plan.delete:
@@ -165,7 +173,7 @@ async def reconcile(body: kopf.Body, index: Mapping[Any, Any], services: Mapping
 
     if failure is None:
         try:
-            await reconcile_service(body, spec, services)
+            await reconcile_service(body, spec)
         except Exception as exc:
             failure = ("FailedService", reason_of(exc))
 
@@ -173,7 +181,7 @@ async def reconcile(body: kopf.Body, index: Mapping[Any, Any], services: Mapping
         name=name,
         spec=spec,
         generation=generation,
-        pods=pods,
+        pods=observed,
         plan=plan,
         failure=failure,
         current=current,

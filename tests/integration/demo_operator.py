@@ -23,18 +23,19 @@ runtime = Runtime(
 )
 log = logging.getLogger("demo")
 
-caches.register_owner_index("pods", "pods_by_owner", lambda b: b["metadata"]["name"], APP)
+children = caches.OwnerCache(lambda b: b["metadata"]["name"])
 
 
 @kopf.on.event("pods")
-def seen(body: kopf.Body, **_: Any) -> None:
+def seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    children.observe(type, body)
     log.info(f"SEEN pod {body['metadata']['name']}")
 
 
 @kopf.on.create("configmaps", labels={"demo": "yes"})
 @reconciler("demo", runtime.metrics)
-def create_child(body: kopf.Body, namespace: str, pods_by_owner: kopf.Index, **_: Any) -> None:
-    if caches.children(pods_by_owner, namespace, body["metadata"]["uid"]):
+def create_child(body: kopf.Body, namespace: str, **_: Any) -> None:
+    if children.children(namespace, body["metadata"]["uid"]):
         return
     pod = ownership.adopt(
         {

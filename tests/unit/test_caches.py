@@ -3,23 +3,45 @@ import kopf
 from shared import caches, ownership
 
 OWNER = {"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "o", "namespace": "ns", "uid": "u1"}}
+OTHER = {"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "p", "namespace": "ns", "uid": "u2"}}
 
 
-def pod(name, owner=OWNER):
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}
+def pod(name, owner=OWNER, phase="Pending"):
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns"},
+        "status": {"phase": phase},
+    }
     return ownership.adopt(body, owner, "app", "server") if owner else body
 
 
-def test_index_entry_keyed_by_namespace_and_controller_uid():
-    entry = caches.owner_index_entry(pod("p1"), lambda b: b["metadata"]["name"])
-    assert entry == {("ns", "u1"): "p1"}
-    assert caches.owner_index_entry(pod("orphan", owner=None), lambda b: b) is None
+def summary(body):
+    return (body["metadata"]["name"], body["status"]["phase"])
 
 
-def test_children_lookup_from_index_mapping():
-    index = {("ns", "u1"): ["p1", "p2"]}
-    assert caches.children(index, "ns", "u1") == ["p1", "p2"]
-    assert caches.children(index, "ns", "other") == []
+def test_cache_follows_added_modified_deleted():
+    cache = caches.OwnerCache(summary)
+    assert cache.observe(None, pod("a")) == "u1"  # initial listing
+    assert cache.observe("ADDED", pod("b")) == "u1"
+    assert cache.observe("MODIFIED", pod("a", phase="Running")) == "u1"
+    assert sorted(cache.children("ns", "u1")) == [("a", "Running"), ("b", "Pending")]
+    assert cache.observe("DELETED", pod("b")) == "u1"
+    assert cache.children("ns", "u1") == [("a", "Running")]
+    assert cache.children("ns", "nobody") == [] and len(cache) == 1
+
+
+def test_orphans_and_owner_changes():
+    cache = caches.OwnerCache(summary)
+    assert cache.observe("ADDED", pod("x", owner=None)) is None
+    assert len(cache) == 0
+    cache.observe("ADDED", pod("y"))
+    # re-parented (controller reference replaced): moves, and the new owner is woken
+    assert cache.observe("MODIFIED", pod("y", owner=OTHER)) == "u2"
+    assert cache.children("ns", "u1") == [] and cache.children("ns", "u2") == [("y", "Pending")]
+    # orphaned: dropped, and the previous owner is woken
+    assert cache.observe("MODIFIED", pod("y", owner=None)) == "u2"
+    assert len(cache) == 0
 
 
 def test_watch_only_managed_sets_server_side_selectors():
@@ -27,19 +49,7 @@ def test_watch_only_managed_sets_server_side_selectors():
     selector = caches.watch_only_managed(settings, ["pods", "services"], "app")
     assert selector == ownership.managed_selector("app")
     assert len(list(settings.watching.label_selectors)) == 2
-
-
-def test_register_owner_index_adds_an_indexer():
-    registry = kopf.OperatorRegistry()
-    original = kopf.get_default_registry()
-    kopf.set_default_registry(registry)
-    try:
-        caches.register_owner_index("pods", "pods-by-owner", lambda b: b["metadata"]["name"], "app")
-    finally:
-        kopf.set_default_registry(original)
-    handlers = list(registry._indexing.get_all_handlers())
-    assert [h.id for h in handlers] == ["pods-by-owner"]
-    assert handlers[0].labels == {
-        "app.kubernetes.io/managed-by": ownership.MANAGED_BY,
-        "app.kubernetes.io/name": "app",
+    assert caches.managed_labels("app") == {
+        ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY,
+        ownership.NAME: "app",
     }
