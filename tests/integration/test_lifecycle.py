@@ -30,6 +30,8 @@ def test_unready_component_times_out_with_deadline_message(tmp_path):
     comp = cl._component(
         "sleeper", [sys.executable, "-c", "print('booting', flush=True); import time; time.sleep(60)"]
     )
+    # Let it print first: a loaded machine may take longer than the 1 s deadline to start Python.
+    cl._wait(comp, "booted", lambda: "booting" in comp.log_path.read_text(), timeout=60)
     with pytest.raises(ComponentError) as err:
         cl._wait(comp, "never", lambda: False, timeout=1)
     assert "sleeper not ready (never) within 1s" in str(err.value)
