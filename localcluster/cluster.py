@@ -324,54 +324,43 @@ class LocalCluster:
         log(f"installed CRDs {', '.join(names)}")
         api.wait_crd_established(names, timeout)
 
-    def _start_controller_manager(self, timeout: float) -> None:
+    def _start_kube_component(self, name: str, extra: list[str], timeout: float) -> None:
+        """kube-controller-manager and kube-scheduler: admin kubeconfig, own serving port."""
         port = free_port()
-        d = self.pki_dir
         kc = str(self.kubeconfig)
         comp = self._component(
-            "kube-controller-manager",
+            name,
             [
-                str(self.binaries.path("kube-controller-manager")),
+                str(self.binaries.path(name)),
                 f"--kubeconfig={kc}",
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'kcm-certs'}",
-                f"--service-account-private-key-file={d / 'sa.key'}",
-                f"--root-ca-file={d / 'ca.crt'}",
-                f"--cluster-signing-cert-file={d / 'ca.crt'}",
-                f"--cluster-signing-key-file={d / 'ca.key'}",
-                "--use-service-account-credentials=true",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--cert-dir={self.workdir / (name + '-certs')}",
                 "--profiling=false",
+                *extra,
             ],
         )
         self._wait(
             comp, "GET /healthz", lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", False), timeout
         )
 
+    def _start_controller_manager(self, timeout: float) -> None:
+        d = self.pki_dir
+        extra = [
+            f"--service-account-private-key-file={d / 'sa.key'}",
+            f"--root-ca-file={d / 'ca.crt'}",
+            f"--cluster-signing-cert-file={d / 'ca.crt'}",
+            f"--cluster-signing-key-file={d / 'ca.key'}",
+            "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+        ]
+        self._start_kube_component("kube-controller-manager", extra, timeout)
+
     def _start_scheduler(self, timeout: float) -> None:
-        port = free_port()
-        kc = str(self.kubeconfig)
-        comp = self._component(
-            "kube-scheduler",
-            [
-                str(self.binaries.path("kube-scheduler")),
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'scheduler-certs'}",
-                "--profiling=false",
-            ],
-        )
-        self._wait(
-            comp, "GET /healthz", lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", False), timeout
-        )
+        self._start_kube_component("kube-scheduler", [], timeout)
 
     def _start_kwok(self, timeout: float) -> None:
         port = free_port()
