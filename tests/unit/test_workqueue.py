@@ -116,3 +116,46 @@ async def test_passes_are_recorded_as_reconciles():
     assert (total("success"), total("requeue_after"), total("error")) == (1, 1, 1)
     assert m.registry.get_sample_value("controller_runtime_reconcile_panics_total", {"controller": "c"}) == 1
     assert m.registry.get_sample_value("controller_runtime_active_workers", {"controller": "c"}) == 0
+
+
+async def test_controller_runs_one_task_per_object_and_stops_on_delete():
+    from shared.workqueue import Controller
+
+    seen: list[tuple[str, str]] = []
+
+    async def reconcile(body):
+        seen.append((body["metadata"]["uid"], body["spec"]["v"]))
+
+    ctl = Controller("c", reconcile)
+    body = {"metadata": {"uid": "u1", "name": "a"}, "spec": {"v": "1"}}
+    ctl.observe(None, body)  # initial listing starts the loop
+    await _until(lambda: seen == [("u1", "1")])
+    ctl.observe("MODIFIED", {**body, "spec": {"v": "2"}})  # latest body, one more pass
+    await _until(lambda: seen[-1] == ("u1", "2"))
+    ctl.kick("u1")
+    await _until(lambda: len(seen) == 3)
+    assert ctl.body("u1")["spec"] == {"v": "2"}
+    ctl.observe("DELETED", body)
+    assert ctl.body("u1") is None
+    ctl.kick("u1")  # no loop any more: nothing runs
+    await asyncio.sleep(0.05)
+    assert len(seen) == 3
+    ctl.observe("ADDED", {"metadata": {"name": "no-uid"}})  # ignored
+    await ctl.shutdown()
+
+
+async def test_controller_waits_for_its_gate():
+    from shared.workqueue import Controller
+
+    open_gate, seen = False, []
+
+    async def reconcile(body):
+        seen.append(1)
+
+    ctl = Controller("c", reconcile, gate=lambda: open_gate)
+    ctl.observe("ADDED", {"metadata": {"uid": "u"}})
+    await asyncio.sleep(0.3)
+    assert seen == []  # no pass from a half-filled cache
+    open_gate = True
+    await _until(lambda: seen == [1])
+    await ctl.shutdown()
