@@ -183,6 +183,9 @@ class LocalCluster:
             "apiserver",
         )
         pki.write(pki.service_account_keys(), d, "sa")
+        probe = self.ca.client("localcluster-probe", ("system:masters",))
+        (d / "probe.pem").write_bytes(probe.cert_pem + probe.key_pem)
+        (d / "probe.pem").chmod(0o600)
         self.write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
 
     def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path:
@@ -250,11 +253,7 @@ class LocalCluster:
     def _https_ok(self, url: str, client: bool = True) -> bool:
         ctx = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
         if client:
-            admin = self.ca.client("localcluster-probe", ("system:masters",))
-            with tempfile.NamedTemporaryFile(dir=self.pki_dir, suffix=".pem") as f:
-                f.write(admin.cert_pem + admin.key_pem)
-                f.flush()
-                ctx.load_cert_chain(f.name)
+            ctx.load_cert_chain(str(self.pki_dir / "probe.pem"))
         else:
             # kube-controller-manager/scheduler serve self-signed certificates on /healthz.
             ctx.check_hostname = False

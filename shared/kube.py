@@ -33,11 +33,6 @@ class ApiError(Exception):
         self.body = dict(body or {})
 
 
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an API error, None for anything else."""
-    return exc.status if isinstance(exc, ApiError) else None
-
-
 def reason_of(exc: BaseException) -> str:
     """A short human message for an error: the API server's own message when it has one."""
     if isinstance(exc, ApiError):

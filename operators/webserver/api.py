@@ -8,6 +8,7 @@ terminating or gone, or after five minutes (the ReplicaSet controller's timeout)
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -41,12 +42,7 @@ class DeleteExpectations:
         for name in list(pending):
             if name not in seen_alive or pending[name] < now:
                 del pending[name]  # the watch caught up (or we gave up waiting)
-        return [
-            PodView(p.name, p.template_hash, p.created, p.phase, p.scheduled, p.ready, True)
-            if p.name in pending
-            else p
-            for p in pods
-        ]
+        return [dataclasses.replace(p, deleting=True) if p.name in pending else p for p in pods]
 
     def forget(self, owner_uid: str) -> None:
         self._pending.pop(owner_uid, None)

@@ -190,7 +190,6 @@ def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> P
         # Keep at least replicas - 1 ready: deleting a not-ready pod never reduces readiness,
         # deleting a ready one does.
         budget = max(0, ready_total - max(0, replicas - 1))
-        # Old pods beyond what is needed to stay at replicas + 1 total must go as well.
         for p in rank_for_deletion(old):
             if not p.ready:
                 plan_delete.append(p.name)
