@@ -14,6 +14,26 @@ from typing import Any
 
 import yaml
 
+# ``status.conditions`` as metav1.Condition, a list-map keyed by type (so server-side apply and
+# kubectl treat entries as a map).
+CONDITIONS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+        "properties": {
+            "type": {"type": "string", "maxLength": 316},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "observedGeneration": {"type": "integer", "minimum": 0},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
+            "message": {"type": "string", "maxLength": 32768},
+        },
+    },
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}
+
 
 @dataclass(frozen=True)
 class CRDSpec:

@@ -10,12 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from operators.tdset.schema import CRD as TDSET
 from operators.webserver.schema import CRD as WEBSERVER
 from shared.crd import CRDSpec, to_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "bundle" / "manifests"
-CRDS: tuple[CRDSpec, ...] = (WEBSERVER,)
+CRDS: tuple[CRDSpec, ...] = (TDSET, WEBSERVER)
 
 
 def crd_path(crd: CRDSpec) -> Path:

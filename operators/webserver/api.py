@@ -72,24 +72,6 @@ class WebServerAPI:
             raise
         return True
 
-    async def apply_service(self, namespace: str, service: Mapping[str, Any], exists: bool) -> None:
-        name = service["metadata"]["name"]
-        if not exists:
-            try:
-                await self.kube.create(namespaced(namespace, "services"), service)
-                return
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-        await self.kube.merge_patch(namespaced(namespace, "services", name), service)
-
-    async def delete_service(self, namespace: str, name: str) -> None:
-        try:
-            await self.kube.delete(namespaced(namespace, "services", name))
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-
     async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
         await self.kube.merge_patch(path, {"status": dict(status)})

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
-from shared import ownership
+from shared import ownership, services
 
 CONTAINER = "web"
 HASH_LABEL = "demo.k8s.io/template-hash"
@@ -204,40 +204,16 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
     svc = spec.get("service") or {}
     if not svc.get("enabled"):
         return None
-    name = owner["metadata"]["name"]
-    port: dict[str, Any] = {
-        "name": "http",
-        "port": int(svc.get("port") or 80),
-        "targetPort": int(spec.get("port") or DEFAULT_PORT),
-        "protocol": "TCP",
-    }
-    if svc.get("nodePort"):
-        port["nodePort"] = int(svc["nodePort"])
-    body = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name},
-        "spec": {"type": svc.get("type") or "ClusterIP", "selector": selector_labels(name), "ports": [port]},
-    }
-    return ownership.adopt(body, owner, APP, "service")
+    return services.manifest(
+        owner,
+        APP,
+        selector=selector_labels(owner["metadata"]["name"]),
+        port=int(svc.get("port") or 80),
+        target_port=int(spec.get("port") or DEFAULT_PORT),
+        service_type=svc.get("type") or "ClusterIP",
+        node_port=int(svc["nodePort"]) if svc.get("nodePort") else None,
+    )
 
 
-def service_view(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a Service this operator manages (kept in the kopf index)."""
-    spec = body.get("spec") or {}
-    ports = spec.get("ports") or [{}]
-    return {
-        "name": body["metadata"]["name"],
-        "type": spec.get("type"),
-        "selector": spec.get("selector") or {},
-        "port": ports[0].get("port"),
-        "targetPort": ports[0].get("targetPort"),
-        "nodePort": ports[0].get("nodePort"),
-    }
-
-
-def service_differs(observed: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    want = service_view(wanted)
-    # nodePort is allocated by the API server when not requested: only compare a requested one.
-    keys = [k for k in want if k != "nodePort" or want["nodePort"] is not None]
-    return any(observed.get(k) != want[k] for k in keys)
+service_view = services.view
+service_differs = services.differs

@@ -23,6 +23,7 @@ from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions
 from shared.kube import reason_of
 from shared.runtime import Runtime
+from shared.services import converge as converge_service
 from shared.validation import SchemaValidator
 from shared.workqueue import Controller
 
@@ -99,23 +100,14 @@ async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
 
 async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
     meta = body["metadata"]
-    observed = services.children(meta["namespace"], meta["uid"])
-    wanted = desired.service_manifest(body, spec)
-    if wanted is None:
-        for svc in observed:
-            await api.delete_service(meta["namespace"], svc["name"])
-            kopf.event(body, type="Normal", reason="DeletedService", message=f"Deleted service {svc['name']}")
-        return
-    current = next((s for s in observed if s["name"] == wanted["metadata"]["name"]), None)
-    if current is None or desired.service_differs(current, wanted):
-        await api.apply_service(meta["namespace"], wanted, exists=current is not None)
-        verb = "Created" if current is None else "Updated"
-        kopf.event(
-            body,
-            type="Normal",
-            reason=f"{verb}Service",
-            message=f"{verb} service {wanted['metadata']['name']}",
-        )
+    done = await converge_service(
+        api.kube,
+        meta["namespace"],
+        services.children(meta["namespace"], meta["uid"]),
+        desired.service_manifest(body, spec),
+    )
+    for reason, message in done:
+        kopf.event(body, type="Normal", reason=reason, message=message)
 
 
 async def reconcile(body: Mapping[str, Any]) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.crd import CRDSpec
+from shared.crd import CONDITIONS_SCHEMA, CRDSpec
 
 GROUP = "demo.k8s.io"
 VERSION = "v1alpha1"
@@ -92,19 +92,6 @@ SPEC_SCHEMA: dict[str, Any] = {
     },
 }
 
-_CONDITION: dict[str, Any] = {
-    "type": "object",
-    "required": ["type", "status", "lastTransitionTime", "reason", "message"],
-    "properties": {
-        "type": {"type": "string", "maxLength": 316},
-        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-        "observedGeneration": {"type": "integer", "minimum": 0},
-        "lastTransitionTime": {"type": "string", "format": "date-time"},
-        "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
-        "message": {"type": "string", "maxLength": 32768},
-    },
-}
-
 STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -118,12 +105,7 @@ STATUS_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "Label selector of the pods, for the scale subresource.",
         },
-        "conditions": {
-            "type": "array",
-            "items": _CONDITION,
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        "conditions": CONDITIONS_SCHEMA,
     },
 }
 

@@ -1,0 +1,91 @@
+"""The one-port Service an operator may put in front of its pods: build, compare, converge.
+
+WebServer and TDSet both optionally expose their pods through a Service named like the owner.
+What is compared is only what the operator sets (type, selector, port, target port, a requested
+node port), so fields the API server fills in (cluster IP, allocated node port) never cause
+an update loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared import ownership
+from shared.kube import ApiError, KubeClient, namespaced
+
+
+def manifest(
+    owner: Mapping[str, Any],
+    app: str,
+    *,
+    selector: Mapping[str, str],
+    port: int,
+    target_port: int,
+    service_type: str = "ClusterIP",
+    node_port: int | None = None,
+) -> dict[str, Any]:
+    """A Service named like ``owner``, controller-owned by it, with one TCP port ``http``."""
+    port_spec: dict[str, Any] = {"name": "http", "port": port, "targetPort": target_port, "protocol": "TCP"}
+    if node_port:
+        port_spec["nodePort"] = node_port
+    body = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": owner["metadata"]["name"]},
+        "spec": {"type": service_type, "selector": dict(selector), "ports": [port_spec]},
+    }
+    return ownership.adopt(body, owner, app, "service")
+
+
+def view(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a Service this operator manages (kept in the owner cache)."""
+    spec = body.get("spec") or {}
+    ports = spec.get("ports") or [{}]
+    return {
+        "name": body["metadata"]["name"],
+        "type": spec.get("type"),
+        "selector": spec.get("selector") or {},
+        "port": ports[0].get("port"),
+        "targetPort": ports[0].get("targetPort"),
+        "nodePort": ports[0].get("nodePort"),
+    }
+
+
+def differs(observed: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    want = view(wanted)
+    # nodePort is allocated by the API server when not requested: only compare a requested one.
+    keys = [k for k in want if k != "nodePort" or want["nodePort"] is not None]
+    return any(observed.get(k) != want[k] for k in keys)
+
+
+async def converge(
+    kube: KubeClient,
+    namespace: str,
+    observed: Sequence[Mapping[str, Any]],
+    wanted: Mapping[str, Any] | None,
+) -> list[tuple[str, str]]:
+    """Create, update or delete the Service; returns (Event reason, message) for what was done."""
+    done: list[tuple[str, str]] = []
+    if wanted is None:
+        for svc in observed:
+            try:
+                await kube.delete(namespaced(namespace, "services", svc["name"]))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            done.append(("DeletedService", f"Deleted service {svc['name']}"))
+        return done
+    name = wanted["metadata"]["name"]
+    current = next((s for s in observed if s["name"] == name), None)
+    if current is not None and not differs(current, wanted):
+        return done
+    if current is None:
+        try:
+            await kube.create(namespaced(namespace, "services"), wanted)
+            return [("CreatedService", f"Created service {name}")]
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    await kube.merge_patch(namespaced(namespace, "services", name), wanted)
+    return [("UpdatedService", f"Updated service {name}")]
