@@ -1,0 +1,182 @@
+"""Desired children of a TDSet as plain dicts, and the small views kept of observed ones (pure).
+
+A TDSet owns one Deployment and, when ``spec.service`` is set, one Service; both are named
+like the TDSet (deterministic names: a restarted operator finds them instead of creating
+more). The Deployment's selector is fixed at creation (``app.kubernetes.io/name=tdset``,
+``app.kubernetes.io/instance=<name>``); image and port changes replace the pod template's
+container, replica changes set ``spec.replicas``.
+
+When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
+the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
+(:func:`autoscaler_floor`), so the schedule sets a floor and the HPA still scales above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from operators.tdset.schema import APP
+from shared import ownership, services
+
+CONTAINER = "app"
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {ownership.NAME: APP, ownership.INSTANCE: name}
+
+
+def container(spec: Mapping[str, Any]) -> dict[str, Any]:
+    c = spec["container"]
+    return {
+        "name": CONTAINER,
+        "image": str(c["image"]),
+        "ports": [{"containerPort": int(c["port"]), "protocol": "TCP"}],
+    }
+
+
+def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    name = owner["metadata"]["name"]
+    labels = ownership.standard_labels(APP, name, "workload")
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [container(spec)]},
+            },
+        },
+    }
+    return ownership.adopt(body, owner, APP, "workload")
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """What a pass needs of the Deployment (kept in the owner cache instead of whole bodies)."""
+
+    name: str
+    replicas: int
+    image: str | None
+    port: int | None
+    status_replicas: int
+    ready: int
+    updated: int
+    available: bool
+    rolled_out: bool  # the Deployment controller has seen the latest spec
+
+    def fields(self) -> dict[str, Any]:
+        return {"replicas": self.replicas, "image": self.image, "port": self.port}
+
+
+def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
+    meta, spec, st = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    ours = next((c for c in containers if c.get("name") == CONTAINER), {})
+    ports = ours.get("ports") or [{}]
+    conditions = st.get("conditions") or []
+    return DeploymentView(
+        name=meta["name"],
+        replicas=int(spec.get("replicas", 1)),
+        image=ours.get("image"),
+        port=ports[0].get("containerPort"),
+        status_replicas=int(st.get("replicas") or 0),
+        ready=int(st.get("readyReplicas") or 0),
+        updated=int(st.get("updatedReplicas") or 0),
+        available=any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions),
+        rolled_out=int(st.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
+    )
+
+
+def deployment_patch(
+    observed: DeploymentView, spec: Mapping[str, Any], replicas: int | None
+) -> dict[str, Any] | None:
+    """Merge patch bringing the Deployment to ``spec`` (and ``replicas`` unless None), or None.
+
+    The container list is replaced whole (merge patches replace lists) and only when image or
+    port differ, so server-side defaults in it never cause a rollout.
+    """
+    patch: dict[str, Any] = {}
+    if replicas is not None and observed.replicas != replicas:
+        patch["replicas"] = replicas
+    want = container(spec)
+    if observed.image != want["image"] or observed.port != want["ports"][0]["containerPort"]:
+        patch["template"] = {"spec": {"containers": [want]}}
+    return {"spec": patch} if patch else None
+
+
+def expected_fields(
+    spec: Mapping[str, Any], replicas: int | None, observed: DeploymentView
+) -> dict[str, Any]:
+    """The :meth:`DeploymentView.fields` the Deployment will show once a patch is applied."""
+    want = container(spec)
+    return {
+        "replicas": observed.replicas if replicas is None else replicas,
+        "image": want["image"],
+        "port": want["ports"][0]["containerPort"],
+    }
+
+
+def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    svc = spec.get("service")
+    if not svc:
+        return None
+    return services.manifest(
+        owner,
+        APP,
+        selector=selector_labels(owner["metadata"]["name"]),
+        port=int(svc["port"]),
+        target_port=int(spec["container"]["port"]),
+    )
+
+
+@dataclass(frozen=True)
+class AutoscalerView:
+    namespace: str
+    name: str
+    target: str | None  # name of the Deployment it scales (None for other kinds)
+    min_replicas: int
+    max_replicas: int
+
+
+def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
+    meta, spec = body["metadata"], body.get("spec") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    is_deployment = ref.get("kind") == "Deployment" and str(ref.get("apiVersion", "apps/v1")).startswith(
+        "apps/"
+    )
+    return AutoscalerView(
+        namespace=meta.get("namespace") or "",
+        name=meta["name"],
+        target=ref.get("name") if is_deployment else None,
+        min_replicas=int(spec.get("minReplicas") or 1),
+        max_replicas=int(spec.get("maxReplicas") or 1),
+    )
+
+
+def autoscaler_for(autoscalers: Iterable[AutoscalerView], deployment: str) -> AutoscalerView | None:
+    """The HPA scaling ``deployment`` (first by name when several do, as HPAs would fight anyway)."""
+    return next((a for a in sorted(autoscalers, key=lambda a: a.name) if a.target == deployment), None)
+
+
+def autoscaler_floor(scheduled: int, hpa: AutoscalerView) -> tuple[int, str | None]:
+    """The ``minReplicas`` to set for a scheduled count, and why it differs when it must.
+
+    The API server requires ``1 <= minReplicas <= maxReplicas`` (scale to zero is an alpha
+    feature gate), so the floor is clamped and the clamp is reported.
+    """
+    floor = min(max(scheduled, 1), hpa.max_replicas)
+    if floor == scheduled:
+        return floor, None
+    if scheduled < 1:
+        why = f"HPA {hpa.name} cannot go below 1 replica; schedule asks for {scheduled}, minReplicas set to 1"
+    else:
+        why = (
+            f"HPA {hpa.name} has maxReplicas {hpa.max_replicas}; schedule asks for {scheduled}, "
+            f"minReplicas set to {floor}"
+        )
+    return floor, why

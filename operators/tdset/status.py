@@ -1,0 +1,116 @@
+"""TDSet status and conditions, computed from the schedule decision and the Deployment (pure).
+
+Conditions:
+
+- ``Available``: the Deployment reports ``Available`` (its minimum availability is met);
+  False with ``DeploymentMissing`` before it exists.
+- ``Progressing``: True while the Deployment is being scaled, rolled out or waited for
+  (``Scaling``, ``RollingOut``, ``WaitingForReady``); False with ``DeploymentReady`` once it has
+  the replica count it should have, all updated and ready; False with ``Suspended`` while
+  ``spec.suspend`` is set.
+- ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
+  schema or the checks the schema cannot express (time zone, empty window); True with the
+  failure's reason when a child could not be written; False otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.tdset.desired import DeploymentView
+from operators.tdset.schedule import Decision
+from shared import conditions
+from shared.validation import FieldError, degraded
+
+
+@dataclass(frozen=True)
+class Observed:
+    decision: Decision
+    desired: int  # what the operator maintains (HPA floor, or Deployment replicas)
+    deployment: DeploymentView | None
+    autoscaler: str | None
+    suspended: bool
+    warnings: Sequence[str]
+    failure: tuple[str, str] | None
+
+
+def compute(
+    *, observed: Observed, generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
+) -> dict[str, Any]:
+    """The complete status to write for one pass (compared with the current one before writing)."""
+    dep, decision = observed.deployment, observed.decision
+
+    def cond(type_: str, status: bool, reason: str, message: str) -> conditions.Condition:
+        return conditions.make(type_, status, reason, message, generation=generation, now=now)
+
+    if dep is None:
+        available = cond(conditions.AVAILABLE, False, "DeploymentMissing", "no Deployment yet")
+    elif dep.available:
+        available = cond(
+            conditions.AVAILABLE, True, "MinimumReplicasAvailable", f"{dep.ready} of {dep.replicas} ready"
+        )
+    else:
+        available = cond(
+            conditions.AVAILABLE, False, "MinimumReplicasUnavailable", f"{dep.ready} of {dep.replicas} ready"
+        )
+
+    # Under an HPA the Deployment's own count is the autoscaler's decision, not ours.
+    target = dep.replicas if dep is not None and observed.autoscaler else observed.desired
+    if observed.suspended:
+        progressing = cond(
+            conditions.PROGRESSING,
+            False,
+            "Suspended",
+            f"scheduling is suspended; the schedule would run {decision.replicas}",
+        )
+    elif dep is None or dep.replicas != target:
+        progressing = cond(conditions.PROGRESSING, True, "Scaling", f"scaling the Deployment to {target}")
+    elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
+        progressing = cond(
+            conditions.PROGRESSING, True, "RollingOut", f"{dep.updated} of {target} pods updated"
+        )
+    elif dep.ready < target:
+        progressing = cond(conditions.PROGRESSING, True, "WaitingForReady", f"{dep.ready} of {target} ready")
+    else:
+        progressing = cond(conditions.PROGRESSING, False, "DeploymentReady", f"{dep.ready} of {target} ready")
+
+    if observed.failure is not None:
+        health = cond(conditions.DEGRADED, True, *observed.failure)
+    else:
+        health = degraded([], generation=generation, now=now)
+
+    return {
+        "desiredReplicas": observed.desired,
+        "scheduledReplicas": decision.replicas,
+        "activeWindow": decision.window.index if decision.window is not None else None,
+        "nextTransitionTime": (
+            conditions.rfc3339(decision.next_transition) if decision.next_transition is not None else None
+        ),
+        "replicas": dep.status_replicas if dep is not None else 0,
+        "readyReplicas": dep.ready if dep is not None else 0,
+        "autoscaler": observed.autoscaler,
+        "warnings": list(observed.warnings),
+        "observedGeneration": generation,
+        "conditions": conditions.set_all((current or {}).get("conditions"), available, progressing, health),
+    }
+
+
+def invalid(
+    *, errors: list[FieldError], generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
+) -> dict[str, Any]:
+    """Status for an invalid spec: ``Degraded`` with the paths; the schedule fields are cleared."""
+    current = dict(current or {})
+    current.update(
+        {
+            "observedGeneration": generation,
+            "activeWindow": None,
+            "nextTransitionTime": None,
+            "conditions": conditions.set_condition(
+                current.get("conditions"), degraded(errors, generation=generation, now=now)
+            ),
+        }
+    )
+    return current
