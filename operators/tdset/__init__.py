@@ -1,1 +1,1 @@
-"""The Tdset operator (placeholder: the operator itself lands in its own issue)."""
+"""The TDSet operator: a Deployment whose replica count follows a time-of-day schedule."""

@@ -1,0 +1,70 @@
+"""Every call the TDSet operator makes to the Kubernetes API, and its patch expectations.
+
+Expectations: after patching the Deployment (or an HPA), the watch cache can still show the
+old object for a moment. A pass that ran then would take the old replica count for a manual
+``kubectl scale`` and "revert" it again, with a misleading Event. So each patch records the
+values it set; until the cache shows them (or 30 s pass, in case the event was lost), the
+child is treated as in flight and left alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from operators.tdset.schema import GROUP, PLURAL, VERSION
+from shared.kube import ApiError, KubeClient, namespaced
+
+EXPECTATION_TTL = 30.0
+
+
+class PatchExpectations:
+    def __init__(self) -> None:
+        self._pending: dict[Hashable, tuple[dict[str, Any], float]] = {}
+
+    def expect(self, key: Hashable, values: Mapping[str, Any]) -> None:
+        self._pending[key] = (dict(values), time.monotonic() + EXPECTATION_TTL)
+
+    def in_flight(self, key: Hashable, observed: Mapping[str, Any]) -> bool:
+        """Whether ``observed`` is older than our last patch of ``key``."""
+        pending = self._pending.get(key)
+        if pending is None:
+            return False
+        values, deadline = pending
+        if all(observed.get(k) == v for k, v in values.items()) or time.monotonic() > deadline:
+            del self._pending[key]
+            return False
+        return True
+
+    def forget(self, owner_uid: str) -> None:
+        for key in [k for k in self._pending if isinstance(k, tuple) and k and k[0] == owner_uid]:
+            del self._pending[key]
+
+
+class TDSetAPI:
+    def __init__(self, kube: KubeClient | None = None) -> None:
+        self.kube = kube or KubeClient()
+
+    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create the Deployment; None when one of that name already exists."""
+        try:
+            return await self.kube.create(namespaced(namespace, "deployments", group_version="apps/v1"), body)
+        except ApiError as exc:
+            if exc.status == 409:
+                return None
+            raise
+
+    async def get_deployment(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self.kube.get(namespaced(namespace, "deployments", name, "apps/v1"))
+
+    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.kube.merge_patch(namespaced(namespace, "deployments", name, "apps/v1"), patch)
+
+    async def set_autoscaler_floor(self, namespace: str, name: str, min_replicas: int) -> None:
+        path = namespaced(namespace, "horizontalpodautoscalers", name, "autoscaling/v2")
+        await self.kube.merge_patch(path, {"spec": {"minReplicas": min_replicas}})
+
+    async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
+        await self.kube.merge_patch(path, {"status": dict(status)})

@@ -1,0 +1,304 @@
+"""kopf wiring of the TDSet operator: thin handlers around one reconcile pass.
+
+Every TDSet gets one reconcile loop (:class:`shared.workqueue.Controller`), woken by changes of
+the TDSet, of the Deployment and Service it controls (server-side label selectors, indexed by
+owner), of any HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not
+ours, so it is indexed by the Deployment it targets) and by time: each pass returns the delay
+to the schedule's next transition (capped by ``intervalMint``), so a boundary is acted on when
+it is reached, not at the next poll.
+
+Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
+process clock (:class:`shared.clock.Clock`); children from the watch caches; the status is
+written whole and only when it changed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from operators.tdset import desired, schedule, status
+from operators.tdset.api import PatchExpectations, TDSetAPI
+from operators.tdset.desired import AutoscalerView, DeploymentView
+from operators.tdset.schema import APP, CRD, DEFAULT_RECHECK_MINUTES, GROUP, PLURAL, VERSION
+from shared import caches, conditions, ownership
+from shared.clock import Clock
+from shared.kube import reason_of
+from shared.runtime import Runtime
+from shared.services import converge as converge_service
+from shared.services import view as service_view
+from shared.validation import SchemaValidator
+from shared.workqueue import Controller
+
+CONTROLLER = "tdset"
+runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("deployments", "services"))
+clock = Clock.from_env()
+validator = SchemaValidator(CRD.openapi_schema())
+api = TDSetAPI()
+expectations = PatchExpectations()
+logger = logging.getLogger("operators.tdset")
+# The status each TDSet was last given by this process: a pass that runs before the watch
+# delivers our own write must neither write it again nor judge the Deployment by older values.
+last_written: dict[str, dict[str, Any]] = {}
+
+deployments = caches.OwnerCache(desired.deployment_view)
+services = caches.OwnerCache(service_view)
+MANAGED = caches.managed_labels(APP)
+# HPAs by (namespace, name), and TDSet UIDs by (namespace, name) to route HPA events.
+autoscalers: dict[tuple[str, str], AutoscalerView] = {}
+tdsets_by_name: dict[tuple[str, str], str] = {}
+
+
+class ReconcileError(Exception):
+    """A child could not be written; the loop retries with backoff."""
+
+
+class DeploymentConflictError(Exception):
+    """A Deployment with the TDSet's name exists and belongs to someone else."""
+
+
+async def reconcile_tdset(body: Mapping[str, Any]) -> float | None:
+    return await reconcile(body)
+
+
+controller = Controller(CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.readiness.is_ready)
+
+
+@kopf.on.event("deployments", labels=MANAGED)
+def deployment_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    owner = deployments.observe(type, body)
+    if owner is not None:
+        controller.kick(owner)
+
+
+@kopf.on.event("services", labels=MANAGED)
+def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    owner = services.observe(type, body)
+    if owner is not None:
+        controller.kick(owner)
+
+
+@kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers")
+def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    view = desired.autoscaler_view(body)
+    key = (view.namespace, view.name)
+    old = autoscalers.pop(key, None)
+    if type != "DELETED":
+        autoscalers[key] = view
+    for target in {old.target if old else None, view.target} - {None}:
+        uid = tdsets_by_name.get((view.namespace, str(target)))
+        if uid is not None:
+            controller.kick(uid)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    meta = body["metadata"]
+    key = (meta["namespace"], meta["name"])
+    controller.observe(type, body)
+    if type == "DELETED":
+        tdsets_by_name.pop(key, None)
+        last_written.pop(meta["uid"], None)
+        expectations.forget(meta["uid"])
+    else:
+        tdsets_by_name[key] = meta["uid"]
+
+
+@kopf.on.startup()
+async def load_credentials(**_: Any) -> None:
+    if clock.offset:
+        logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s (OPERATOR_CLOCK_OFFSET)")
+    await api.kube.load()
+
+
+@kopf.on.cleanup()
+async def stop_controller(**_: Any) -> None:
+    await controller.shutdown()
+    await api.kube.close()
+
+
+async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
+    meta = body["metadata"]
+    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
+        return False
+    await api.write_status(meta["namespace"], meta["name"], new)
+    last_written[meta["uid"]] = new
+    return True
+
+
+def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+    kopf.event(body, type=type_, reason=reason, message=message)
+
+
+def recheck_delay(spec: Mapping[str, Any], decision: schedule.Decision, now: datetime.datetime) -> float:
+    """Seconds until the next transition, at most ``intervalMint`` minutes."""
+    delay = float(int(spec.get("intervalMint") or DEFAULT_RECHECK_MINUTES) * 60)
+    if decision.next_transition is not None:
+        # A hair late rather than early: an early wake-up would only find the old value.
+        delay = min(delay, (decision.next_transition - now).total_seconds() + 0.001)
+    return max(delay, 0.001)
+
+
+async def ensure_deployment(
+    body: Mapping[str, Any], spec: Mapping[str, Any], replicas: int, why: str
+) -> DeploymentView:
+    """The Deployment from the cache, created when missing; raises when a stranger has the name."""
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    found = next((d for d in deployments.children(namespace, uid) if d.name == name), None)
+    if found is not None:
+        return found
+    created = await api.create_deployment(namespace, desired.deployment_manifest(body, spec, replicas))
+    if created is not None:
+        # Write-through: no older event of a new object can arrive after this one.
+        deployments.observe("ADDED", created)
+        _event(body, "CreatedDeployment", f"Created deployment {name} with {replicas} replicas: {why}")
+        return desired.deployment_view(created)
+    existing = await api.get_deployment(namespace, name)
+    if not ownership.is_controlled_by(existing, uid):
+        raise DeploymentConflictError(
+            f"a Deployment named {name} exists and is not controlled by this TDSet; delete or rename it"
+        )
+    deployments.observe("MODIFIED", existing)
+    return desired.deployment_view(existing)
+
+
+async def scale(
+    body: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    dep: DeploymentView,
+    replicas: int | None,
+    *,
+    previous: Mapping[str, Any],
+    why: str,
+) -> None:
+    """Patch the Deployment to the spec (and ``replicas`` unless None) and say what was done."""
+    meta = body["metadata"]
+    key = (meta["uid"], "deployment")
+    if expectations.in_flight(key, dep.fields()):
+        return
+    patch = desired.deployment_patch(dep, spec, replicas)
+    if patch is None:
+        return
+    await api.patch_deployment(meta["namespace"], dep.name, patch)
+    expectations.expect(key, desired.expected_fields(spec, replicas, dep))
+    if "template" in patch["spec"]:
+        c = desired.container(spec)
+        _event(
+            body,
+            "UpdatedDeployment",
+            f"Updated deployment {dep.name}: image {c['image']}, port {c['ports'][0]['containerPort']}",
+        )
+    if "replicas" in patch["spec"]:
+        before, after = dep.replicas, patch["spec"]["replicas"]
+        if previous.get("autoscaler"):
+            _event(
+                body,
+                "ScaledDeployment",
+                f"Scaled deployment {dep.name} from {before} to {after}: HPA {previous['autoscaler']} "
+                f"no longer targets it; {why}",
+            )
+        elif previous.get("desiredReplicas") not in (None, before):
+            _event(
+                body,
+                "RevertedManualScale",
+                f"Deployment {dep.name} was scaled to {before} outside the schedule; scaled back to "
+                f"{after} ({why}). Set spec.suspend to scale by hand.",
+            )
+        else:
+            _event(body, "ScaledDeployment", f"Scaled deployment {dep.name} from {before} to {after}: {why}")
+
+
+async def set_floor(body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
+    key = (body["metadata"]["uid"], "hpa", hpa.name)
+    if expectations.in_flight(key, {"min": hpa.min_replicas}) or hpa.min_replicas == floor:
+        return
+    await api.set_autoscaler_floor(hpa.namespace, hpa.name, floor)
+    expectations.expect(key, {"min": floor})
+    _event(
+        body,
+        "SetAutoscalerFloor",
+        f"Set minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}: {why}",
+    )
+
+
+async def reconcile(body: Mapping[str, Any]) -> float | None:
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
+    now = clock.now()
+    current = body.get("status") or {}
+    previous = last_written.get(uid) or current
+
+    errors = validator.errors(spec) or schedule.check(spec)
+    if errors:
+        if await _write_status(
+            body, status.invalid(errors=errors, generation=generation, current=current, now=now)
+        ):
+            _event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
+        return None
+
+    decision = schedule.decide(spec, now)
+    why = schedule.describe(spec, decision.window)
+    warnings = schedule.overlaps(spec)
+    suspended = bool(spec.get("suspend"))
+    hpa = desired.autoscaler_for((a for (ns, _), a in autoscalers.items() if ns == namespace), name)
+    failure: tuple[str, str] | None = None
+    dep: DeploymentView | None = None
+    target = decision.replicas
+    if hpa is not None and not suspended:
+        target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
+        if clamp:
+            warnings.append(clamp)
+    try:
+        dep = await ensure_deployment(body, spec, target, why)
+        if suspended:
+            target = dep.replicas
+        await scale(
+            body, spec, dep, None if suspended or hpa is not None else target, previous=previous, why=why
+        )
+        if hpa is not None and not suspended:
+            await set_floor(body, hpa, target, why)
+        for reason, message in await converge_service(
+            api.kube, namespace, services.children(namespace, uid), desired.service_manifest(body, spec)
+        ):
+            _event(body, reason, message)
+    except DeploymentConflictError as exc:
+        failure = ("DeploymentConflict", str(exc))
+    except Exception as exc:
+        failure = ("FailedUpdate", reason_of(exc))
+
+    if warnings and warnings != previous.get("warnings"):
+        _event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
+    was_suspended = (conditions.get(previous.get("conditions"), conditions.PROGRESSING) or {}).get(
+        "reason"
+    ) == "Suspended"
+    if suspended != was_suspended and previous:
+        _event(
+            body,
+            "Suspended" if suspended else "Resumed",
+            "scheduling paused: replicas are left as they are" if suspended else f"scheduling resumed: {why}",
+        )
+
+    new_status = status.compute(
+        observed=status.Observed(
+            decision=decision,
+            desired=target,
+            deployment=dep,
+            autoscaler=hpa.name if hpa is not None else None,
+            suspended=suspended,
+            warnings=warnings,
+            failure=failure,
+        ),
+        generation=generation,
+        current=previous,
+        now=now,
+    )
+    await _write_status(body, new_status)
+    if failure is not None:
+        _event(body, failure[0], failure[1], "Warning")
+        raise ReconcileError(f"{failure[0]}: {failure[1]}")
+    return recheck_delay(spec, decision, now)
