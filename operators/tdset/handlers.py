@@ -14,7 +14,6 @@ written whole and only when it changed.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +23,7 @@ import kopf
 from operators.tdset import desired, schedule, status
 from operators.tdset.api import PatchExpectations, TDSetAPI
 from operators.tdset.desired import AutoscalerView, DeploymentView
-from operators.tdset.schema import APP, CRD, DEFAULT_RECHECK_MINUTES, GROUP, PLURAL, VERSION
+from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import reason_of
@@ -132,15 +131,6 @@ async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
     kopf.event(body, type=type_, reason=reason, message=message)
-
-
-def recheck_delay(spec: Mapping[str, Any], decision: schedule.Decision, now: datetime.datetime) -> float:
-    """Seconds until the next transition, at most ``intervalMint`` minutes."""
-    delay = float(int(spec.get("intervalMint") or DEFAULT_RECHECK_MINUTES) * 60)
-    if decision.next_transition is not None:
-        # A hair late rather than early: an early wake-up would only find the old value.
-        delay = min(delay, (decision.next_transition - now).total_seconds() + 0.001)
-    return max(delay, 0.001)
 
 
 async def ensure_deployment(
@@ -301,4 +291,4 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     if failure is not None:
         _event(body, failure[0], failure[1], "Warning")
         raise ReconcileError(f"{failure[0]}: {failure[1]}")
-    return recheck_delay(spec, decision, now)
+    return schedule.recheck_delay(spec, decision, now)

@@ -41,6 +41,8 @@ from shared.validation import FieldError
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MINUTES_PER_DAY = 24 * 60
 DEFAULT_TIME_ZONE = "UTC"
+# Re-check interval when spec.intervalMint is unset (the next boundary is still exact).
+DEFAULT_RECHECK_MINUTES = 60
 # Far enough to see every weekday once more; a schedule that does not change within it has no
 # next transition (the controller still re-checks at its safety interval).
 HORIZON = datetime.timedelta(days=8)
@@ -206,6 +208,15 @@ def decide(spec: Mapping[str, Any], now: datetime.datetime) -> Decision:
     replicas, index = schedule.at(now)
     window = schedule.windows[index] if index is not None else None
     return Decision(replicas, window, next_transition(schedule, now))
+
+
+def recheck_delay(spec: Mapping[str, Any], decision: Decision, now: datetime.datetime) -> float:
+    """Seconds until the next pass: the next transition, but at most ``intervalMint`` minutes."""
+    delay = float(int(spec.get("intervalMint") or DEFAULT_RECHECK_MINUTES) * 60)
+    if decision.next_transition is not None:
+        # A hair late rather than early: an early wake-up would only find the old value.
+        delay = min(delay, (decision.next_transition - now).total_seconds() + 0.001)
+    return max(delay, 0.001)
 
 
 def overlaps(spec: Mapping[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.tdset.schedule import DAYS, DEFAULT_TIME_ZONE
+from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
 
 GROUP = "schedule.rs"
@@ -24,7 +24,6 @@ APP = "tdset"  # value of app.kubernetes.io/name on every child
 MAX_WINDOWS = 48
 MAX_REPLICAS = 10000
 # Safety-net re-check when intervalMint is not set (boundaries are woken for exactly anyway).
-DEFAULT_RECHECK_MINUTES = 60
 
 _HOUR = {"type": "integer", "minimum": 0, "maximum": 23}
 _MINUTE = {"type": "integer", "minimum": 0, "maximum": 59, "default": 0}

@@ -1,0 +1,135 @@
+"""Pure builders of the TDSet's children: Deployment, patch, Service and the HPA floor."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.tdset import desired
+from operators.tdset.desired import AutoscalerView
+from shared import ownership
+
+OWNER = {
+    "apiVersion": "schedule.rs/v1",
+    "kind": "TDSet",
+    "metadata": {"name": "shop", "namespace": "ns", "uid": "u1"},
+}
+SPEC = {"container": {"image": "nginx:1.27", "port": 80}, "defaultReplica": 3, "schedulingConfig": []}
+
+
+def observed(replicas=3, image="nginx:1.27", port=80):
+    body = desired.deployment_manifest(OWNER, {"container": {"image": image, "port": port}}, replicas)
+    body["metadata"].update(namespace="ns", generation=1)
+    return desired.deployment_view(body)
+
+
+def test_deployment_is_owned_labelled_and_selects_only_its_pods():
+    dep = desired.deployment_manifest(OWNER, SPEC, 5)
+    assert dep["metadata"]["name"] == "shop"
+    assert ownership.is_controlled_by(dep, "u1")
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert selector == {ownership.NAME: "tdset", ownership.INSTANCE: "shop"}
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert dep["metadata"]["labels"][ownership.MANAGED_BY_LABEL] == ownership.MANAGED_BY
+    assert dep["spec"]["replicas"] == 5
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert (c["image"], c["ports"][0]["containerPort"]) == ("nginx:1.27", 80)
+
+
+def test_view_reads_back_what_the_manifest_set():
+    view = observed(7, "img:2", 8080)
+    assert view.fields() == {"replicas": 7, "image": "img:2", "port": 8080}
+    assert not view.available and view.ready == 0
+
+
+def test_view_of_a_rolled_out_available_deployment():
+    body = desired.deployment_manifest(OWNER, SPEC, 2)
+    body["metadata"]["generation"] = 3
+    body["status"] = {
+        "observedGeneration": 3,
+        "replicas": 2,
+        "readyReplicas": 2,
+        "updatedReplicas": 2,
+        "conditions": [{"type": "Available", "status": "True"}],
+    }
+    view = desired.deployment_view(body)
+    assert view.available and view.rolled_out and (view.ready, view.updated) == (2, 2)
+    body["metadata"]["generation"] = 4
+    assert not desired.deployment_view(body).rolled_out
+
+
+def test_patch_is_none_when_nothing_differs():
+    assert desired.deployment_patch(observed(), SPEC, 3) is None
+    assert desired.deployment_patch(observed(9), SPEC, None) is None
+
+
+def test_patch_sets_replicas_only_when_they_differ():
+    assert desired.deployment_patch(observed(3), SPEC, 5) == {"spec": {"replicas": 5}}
+
+
+def test_image_or_port_change_replaces_the_container_list():
+    for spec in (
+        {**SPEC, "container": {"image": "nginx:1.28", "port": 80}},
+        {**SPEC, "container": {"image": "nginx:1.27", "port": 8080}},
+    ):
+        patch = desired.deployment_patch(observed(), spec, None)
+        assert patch == {"spec": {"template": {"spec": {"containers": [desired.container(spec)]}}}}
+
+
+def test_expected_fields_match_the_view_after_the_patch():
+    spec = {**SPEC, "container": {"image": "nginx:2", "port": 81}}
+    assert desired.expected_fields(spec, 6, observed(3)) == observed(6, "nginx:2", 81).fields()
+    # replicas left alone (HPA or suspend): the observed count stays
+    assert desired.expected_fields(spec, None, observed(4))["replicas"] == 4
+
+
+def test_service_only_when_asked_and_targets_the_container_port():
+    assert desired.service_manifest(OWNER, SPEC) is None
+    svc = desired.service_manifest(OWNER, {**SPEC, "service": {"port": 8000}})
+    assert svc is not None and ownership.is_controlled_by(svc, "u1")
+    assert svc["spec"]["ports"][0]["port"] == 8000
+    assert svc["spec"]["ports"][0]["targetPort"] == 80
+    assert svc["spec"]["selector"] == desired.selector_labels("shop")
+
+
+def hpa_body(target_kind="Deployment", target="shop", api_version="apps/v1", min_r=None, max_r=10):
+    spec = {
+        "scaleTargetRef": {"kind": target_kind, "name": target, "apiVersion": api_version},
+        "maxReplicas": max_r,
+    }
+    if min_r is not None:
+        spec["minReplicas"] = min_r
+    return {"metadata": {"name": "h", "namespace": "ns"}, "spec": spec}
+
+
+def test_autoscaler_view_only_targets_deployments():
+    assert desired.autoscaler_view(hpa_body()).target == "shop"
+    assert desired.autoscaler_view(hpa_body(target_kind="StatefulSet")).target is None
+    assert desired.autoscaler_view(hpa_body(api_version="example.com/v1")).target is None
+    # minReplicas defaults to 1 in the API
+    assert desired.autoscaler_view(hpa_body()).min_replicas == 1
+
+
+def test_autoscaler_for_picks_the_first_by_name_targeting_the_deployment():
+    views = [
+        AutoscalerView("ns", "b", "shop", 1, 5),
+        AutoscalerView("ns", "a", "other", 1, 5),
+        AutoscalerView("ns", "c", "shop", 1, 5),
+    ]
+    found = desired.autoscaler_for(views, "shop")
+    assert found is not None and found.name == "b"
+    assert desired.autoscaler_for(views, "nothing") is None
+
+
+@given(scheduled=st.integers(0, 200), max_replicas=st.integers(1, 100))
+def test_autoscaler_floor_is_within_the_hpa_bounds_and_says_why_when_clamped(scheduled, max_replicas):
+    floor, why = desired.autoscaler_floor(scheduled, AutoscalerView("ns", "h", "shop", 1, max_replicas))
+    assert 1 <= floor <= max_replicas
+    assert (why is None) == (floor == scheduled)
+    if why is not None:
+        assert str(scheduled) in why and "h" in why
+
+
+@pytest.mark.parametrize(("scheduled", "floor"), [(0, 1), (4, 4), (12, 10)])
+def test_autoscaler_floor_examples(scheduled, floor):
+    assert desired.autoscaler_floor(scheduled, AutoscalerView("ns", "h", "shop", 1, 10))[0] == floor
