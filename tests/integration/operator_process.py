@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from localcluster.cluster import free_port
@@ -17,8 +18,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class OperatorProcess:
-    def __init__(self, module: str, kubeconfig: Path, log_path: Path, namespaces: str = "") -> None:
+    def __init__(
+        self,
+        module: str,
+        kubeconfig: Path,
+        log_path: Path,
+        namespaces: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.module = module
+        self.extra_env = dict(env or {})
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.namespaces = namespaces
@@ -33,6 +42,7 @@ class OperatorProcess:
             "WATCH_NAMESPACE": self.namespaces,
             "METRICS_PORT": str(self.metrics_port),
             "HEALTH_PORT": str(self.probe_port),
+            **self.extra_env,
         }
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
