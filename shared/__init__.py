@@ -13,3 +13,7 @@
 
 ``shared`` never imports an operator (enforced by import-linter, see ``pyproject.toml``).
 """
+
+# The release of the operators, their images and the bundle (equal to pyproject.toml's version,
+# checked by a unit test).
+__version__ = "0.1.0"

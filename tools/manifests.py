@@ -10,13 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from operators.netperf.schema import CRD as NETPERF
 from operators.tdset.schema import CRD as TDSET
 from operators.webserver.schema import CRD as WEBSERVER
 from shared.crd import CRDSpec, to_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "bundle" / "manifests"
-CRDS: tuple[CRDSpec, ...] = (TDSET, WEBSERVER)
+CRDS: tuple[CRDSpec, ...] = (NETPERF, TDSET, WEBSERVER)
 
 
 def crd_path(crd: CRDSpec) -> Path:

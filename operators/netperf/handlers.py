@@ -1,0 +1,327 @@
+"""kopf wiring of the Netperf operator: thin handlers around one reconcile pass.
+
+Every Netperf gets one reconcile loop (:class:`shared.workqueue.Controller`), woken by changes
+of the Netperf and of its pods (server-side label selector, indexed by owner) and by time: a
+running test's pass returns the delay to its deadline, so a timeout fires when it is due.
+
+The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
+deterministic pod names, so a restarted operator continues the same run: it finds the pods in
+its cache or gets AlreadyExists when creating them. Each pass moves a run at most one step:
+
+    no run for this generation -> claim it (Initial, startedAt) and clean up older pods
+    Initial/Server -> server pod created; once Running with an IP and Ready -> client pod (Test)
+    Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
+    deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
+    Done/Error -> pods deleted; then nothing at all happens until the spec changes
+
+The final status is written before the pods are deleted: results are never lost, and pods a
+crash left behind are deleted by the next pass (from the cache, without API reads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from prometheus_client import Gauge
+
+from operators.netperf import desired, status
+from operators.netperf.api import NetperfAPI
+from operators.netperf.desired import PodView
+from operators.netperf.parse import ParseError, parse, truncate
+from operators.netperf.schema import APP, CRD, GROUP, PLURAL, VERSION
+from shared import caches, conditions, ownership
+from shared.clock import Clock
+from shared.kube import reason_of
+from shared.runtime import Runtime
+from shared.validation import SchemaValidator
+from shared.workqueue import Controller
+
+CONTROLLER = "netperf"
+runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods",))
+clock = Clock.from_env()
+validator = SchemaValidator(CRD.openapi_schema())
+api = NetperfAPI()
+logger = logging.getLogger("operators.netperf")
+throughput_gauge = Gauge(
+    "netperf_throughput_bits_per_second",
+    "Mean throughput of the latest finished STREAM test of a Netperf, in bits per second",
+    ["namespace", "name"],
+    registry=runtime.metrics.registry,
+)
+# The status each Netperf was last given by this process (see operators.tdset.handlers).
+last_written: dict[str, dict[str, Any]] = {}
+pods = caches.OwnerCache(desired.pod_view)
+MANAGED = caches.managed_labels(APP)
+
+
+class ReconcileError(Exception):
+    """A pod could not be written; the loop retries with backoff."""
+
+
+async def reconcile_netperf(body: Mapping[str, Any]) -> float | None:
+    return await reconcile(body)
+
+
+controller = Controller(
+    CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.readiness.is_ready
+)
+
+
+@kopf.on.event("pods", labels=MANAGED)
+def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    owner = pods.observe(type, body)
+    if owner is not None:
+        controller.kick(owner)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+    controller.observe(type, body)
+    if type == "DELETED":
+        meta = body["metadata"]
+        last_written.pop(meta["uid"], None)
+        with contextlib.suppress(KeyError):  # no finished STREAM test: no series
+            throughput_gauge.remove(meta["namespace"], meta["name"])
+
+
+@kopf.on.startup()
+async def load_credentials(**_: Any) -> None:
+    if clock.offset:
+        logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s (OPERATOR_CLOCK_OFFSET)")
+    await api.kube.load()
+
+
+@kopf.on.cleanup()
+async def stop_controller(**_: Any) -> None:
+    await controller.shutdown()
+    await api.kube.close()
+
+
+def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+    kopf.event(body, type=type_, reason=reason, message=message)
+
+
+async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
+    meta = body["metadata"]
+    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
+        return False
+    await api.write_status(meta["namespace"], meta["name"], new)
+    last_written[meta["uid"]] = new
+    return True
+
+
+def _parse_time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+async def _delete_pods(body: Mapping[str, Any], views: list[PodView]) -> None:
+    namespace = body["metadata"]["namespace"]
+    for pod in views:
+        if not pod.deleting and await api.delete_pod(namespace, pod.name):
+            _event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
+
+
+async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
+    """Record the end of a run, then remove its pods (in that order: results first)."""
+    meta = body["metadata"]
+    await _write_status(body, new)
+    if new["status"] == "Done":
+        if new.get("speedBitsPerSec") is not None:
+            throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"])
+        _event(body, "TestFinished", conditions.get(new["conditions"], status.COMPLETE)["message"])
+    else:
+        _event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
+    await _delete_pods(body, views)
+
+
+def _server_timeout(server: PodView | None, seconds: int) -> tuple[str, str]:
+    if server is None:
+        return "ServerNotCreated", f"the server pod was not created within {seconds}s"
+    if server.unschedulable:
+        return "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+    detail = f" ({server.waiting})" if server.waiting else ""
+    return (
+        "ServerNotReady",
+        f"server pod {server.name} was not Running and Ready with an IP within {seconds}s "
+        f"(phase {server.phase}){detail}",
+    )
+
+
+def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
+    if client is not None and client.unschedulable:
+        return "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+    name = client.name if client is not None else "the client pod"
+    detail = f" ({client.waiting})" if client is not None and client.waiting else ""
+    return (
+        "ClientTimeout",
+        f"{name} did not finish within {seconds}s of the start{detail}; is traffic to the server "
+        "blocked (e.g. by a NetworkPolicy), or is timeoutSeconds too short for samples x duration?",
+    )
+
+
+@dataclass
+class Pass:
+    """One reconcile pass over a claimed run: the Netperf, its run's pods and its deadline."""
+
+    body: Mapping[str, Any]
+    spec: dict[str, Any]
+    current: dict[str, Any]
+    names: desired.PodNames
+    views: list[PodView]
+    server: PodView | None
+    client: PodView | None
+    now: datetime.datetime
+    timeout: int
+    remaining: float
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    async def fail(self, reason: str, message: str) -> None:
+        await _finish(
+            self.body,
+            status.error(current=self.current, reason=reason, message=message, now=self.now),
+            self.views,
+        )
+
+    async def create(self, manifest: dict[str, Any], what: str) -> bool:
+        """Create a pod of this run; False (and Error) when a stranger has its name."""
+        created = await api.create_pod(self.namespace, manifest)
+        if not ownership.is_controlled_by(created, self.body["metadata"]["uid"]):
+            await self.fail(
+                "PodConflict", f"a pod named {manifest['metadata']['name']} exists and is not ours"
+            )
+            return False
+        pods.observe("ADDED", created)  # write-through: the watch may be slower than the next pass
+        _event(self.body, "CreatedPod", f"Created {what}")
+        return True
+
+
+async def server_step(p: Pass) -> float | None:
+    """Initial/Server: the server pod until it is Running and Ready with an IP, then the client."""
+    server, names = p.server, p.names
+    if server is not None and server.finished:
+        await p.fail("ServerFailed", f"server pod {server.name} ended: {server.phase}")
+        return None
+    if server is not None and server.ready and server.ip and server.phase == "Running":
+        if not await p.create(desired.client_pod(p.body, p.spec, server.ip), f"client pod {names.client}"):
+            return None
+        summary = f"client pod {names.client} running {p.spec['testType']} against {server.ip}"
+        new = status.phase(current=p.current, phase="Test", summary=summary, now=p.now, serverIP=server.ip)
+        await _write_status(p.body, new)
+        return max(p.remaining, 0.001)
+    if p.remaining <= 0:
+        await p.fail(*_server_timeout(server, p.timeout))
+        return None
+    if server is None and not await p.create(
+        desired.server_pod(p.body, p.spec), f"server pod {names.server}"
+    ):
+        return None
+    if p.current["status"] == "Initial":
+        summary = f"waiting for server pod {names.server}"
+        await _write_status(
+            p.body, status.phase(current=p.current, phase="Server", summary=summary, now=p.now)
+        )
+    return p.remaining
+
+
+def test_failure(p: Pass) -> tuple[str, str] | None:
+    """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
+    server, client = p.server, p.client
+    if client is not None and client.phase == "Failed":
+        text = truncate(client.message) or "(no termination message)"
+        return "ClientFailed", f"netperf exited with {client.exit_code}: {text}"
+    if p.remaining <= 0:
+        return _client_timeout(client, p.timeout)
+    if server is None or server.finished or server.deleting:
+        state = "gone" if server is None else server.phase
+        return "ServerLost", f"server pod {p.names.server} is {state} during the test"
+    return None
+
+
+async def test_step(p: Pass) -> float | None:
+    """Test: wait for the client pod to terminate, then record the result or the failure."""
+    client = p.client
+    if client is not None and client.phase == "Succeeded":
+        try:
+            result = parse(client.message, p.spec["testType"], int(p.spec["samples"]))
+        except ParseError as exc:
+            await p.fail("InvalidResult", str(exc))
+            return None
+        await _finish(p.body, status.done(current=p.current, result=result, now=p.now), p.views)
+        return None
+    failure = test_failure(p)
+    if failure is not None:
+        await p.fail(*failure)
+        return None
+    if client is None:
+        server_ip = p.current.get("serverIP") or (p.server.ip if p.server else None) or ""
+        if not await p.create(desired.client_pod(p.body, p.spec, server_ip), f"client pod {p.names.client}"):
+            return None
+    return p.remaining
+
+
+async def reconcile(body: Mapping[str, Any]) -> float | None:
+    meta = body["metadata"]
+    namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
+    now = clock.now()
+    current = last_written.get(uid) or dict(body.get("status") or {})
+    spec = desired.effective(body.get("spec") or {})
+    views: list[PodView] = pods.children(namespace, uid)
+
+    if current.get("status") in status.FINISHED and current.get("observedGeneration") == generation:
+        # Nothing to do but leftovers of a crash between the final status and the deletes.
+        if current.get("speedBitsPerSec") is not None:
+            throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"])
+        await _delete_pods(body, views)
+        return None
+
+    errors = validator.errors(body.get("spec") or {})
+    if errors:
+        message = "; ".join(map(str, errors))
+        new = status.error(
+            current=current, reason="InvalidSpec", message=message, now=now, generation=generation
+        )
+        await _finish(body, new, views)
+        return None
+
+    names = desired.pod_names(name, generation)
+    try:
+        if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
+            # A new run: claim it first, so a restart continues it instead of starting another.
+            current = status.started(current=current, generation=generation, names=names, now=now)
+            await _write_status(body, current)
+            what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
+            _event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
+        await _delete_pods(body, [p for p in views if p.run != str(generation)])
+
+        timeout = desired.timeout_seconds(spec)
+        started_at = _parse_time(current.get("startedAt")) or now
+        mine = {p.name: p for p in views if p.run == str(generation)}
+        run = Pass(
+            body=body,
+            spec=spec,
+            current=current,
+            names=names,
+            views=views,
+            server=mine.get(names.server),
+            client=mine.get(names.client),
+            now=now,
+            timeout=timeout,
+            remaining=(started_at + datetime.timedelta(seconds=timeout) - now).total_seconds(),
+        )
+        if current["status"] in ("Initial", "Server"):
+            return await server_step(run)
+        return await test_step(run)
+    except Exception as exc:
+        _event(body, "FailedUpdate", reason_of(exc), "Warning")
+        raise ReconcileError(reason_of(exc)) from exc

@@ -1,0 +1,216 @@
+"""Parse the client's termination message into results with statistics (pure).
+
+The client pod runs netperf ``samples`` times in keyval form (``-P 0 ... -- -k KEYS``) and
+appends each run to its termination message as::
+
+    SAMPLE=0
+    EXIT=0
+    THROUGHPUT=14509.18
+    THROUGHPUT_UNITS=10^6bits/s
+    ...
+
+netperf drops unknown selectors in a comma list silently, so every key asked for must be
+present; a throughput of 0 or less is netperf's silent failure mode (colliding data ports)
+and is rejected; any other line (warnings) is ignored. For UDP_STREAM netperf's omni
+``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. Latencies are
+reported by netperf in microseconds and returned in seconds; throughput in bits/s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+COMMON_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "PROTOCOL")
+KEYS: Mapping[str, tuple[str, ...]] = {
+    "TCP_STREAM": (*COMMON_KEYS, "LOCAL_TRANSPORT_RETRANS"),
+    "UDP_STREAM": COMMON_KEYS,
+    "TCP_RR": (
+        *COMMON_KEYS,
+        "TRANSACTION_RATE",
+        "MEAN_LATENCY",
+        "P50_LATENCY",
+        "P90_LATENCY",
+        "P99_LATENCY",
+        "LOCAL_TRANSPORT_RETRANS",
+    ),
+}
+PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP"}
+BITS_PER_UNIT = {"10^9bits/s": 1e9, "10^6bits/s": 1e6, "10^3bits/s": 1e3, "bits/s": 1.0}
+RAW_LIMIT = 1024  # characters of raw output kept in an error message
+
+# Two-sided 95% quantiles of Student's t distribution by degrees of freedom (n - 1).
+T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+class ParseError(ValueError):
+    """The message is not a complete, plausible result; ``str()`` includes the raw text."""
+
+    def __init__(self, problem: str, raw: str) -> None:
+        self.problem = problem
+        self.raw = raw
+        super().__init__(f"{problem}; output: {truncate(raw)!r}")
+
+
+def truncate(text: str, limit: int = RAW_LIMIT) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+@dataclass(frozen=True)
+class Stats:
+    samples: tuple[float, ...]
+    mean: float
+    stddev: float
+    ci95_low: float
+    ci95_high: float
+
+    def as_status(self) -> dict[str, Any]:
+        return {
+            "samples": list(self.samples),
+            "mean": self.mean,
+            "stddev": self.stddev,
+            "ci95Low": self.ci95_low,
+            "ci95High": self.ci95_high,
+        }
+
+
+def stats(values: Sequence[float]) -> Stats:
+    """Mean, sample standard deviation and the t-based 95% confidence interval of the mean."""
+    if not values:
+        raise ValueError("no values")
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return Stats(tuple(values), mean, 0.0, mean, mean)
+    sd = statistics.stdev(values)
+    df = len(values) - 1
+    t = T95[df - 1] if df <= len(T95) else 1.960
+    half = t * sd / math.sqrt(len(values))
+    return Stats(tuple(values), mean, sd, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class Result:
+    test_type: str
+    throughput_bits: Stats | None = None  # STREAM tests
+    transactions: Stats | None = None  # TCP_RR
+    latency_seconds: Mapping[str, float] = field(default_factory=dict)  # TCP_RR: mean, p50, p90, p99
+    retransmits: int | None = None
+
+    @property
+    def speed_bits_per_sec(self) -> float | None:
+        return self.throughput_bits.mean if self.throughput_bits is not None else None
+
+
+def split_samples(message: str) -> list[tuple[int, int, dict[str, str], str]]:
+    """(sample index, exit code, KEY=VALUE pairs, raw text) per ``SAMPLE=`` block."""
+    blocks: list[tuple[int, int, dict[str, str], str]] = []
+    for chunk in message.split("SAMPLE=")[1:]:
+        lines = chunk.splitlines()
+        index = lines[0].strip() if lines else ""
+        pairs: dict[str, str] = {}
+        exit_code = -1
+        for line in lines[1:]:
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip().isupper():
+                continue
+            if key.strip() == "EXIT":
+                exit_code = int(value) if value.strip().lstrip("-").isdigit() else -1
+            else:
+                pairs[key.strip()] = value.strip()
+        blocks.append((int(index) if index.isdigit() else -1, exit_code, pairs, "SAMPLE=" + chunk))
+    return blocks
+
+
+def _number(pairs: Mapping[str, str], key: str, raw: str) -> float:
+    try:
+        value = float(pairs[key])
+    except ValueError:
+        raise ParseError(f"{key} is not a number: {pairs[key]!r}", raw) from None
+    if not math.isfinite(value):
+        raise ParseError(f"{key} is not finite: {pairs[key]!r}", raw)
+    return value
+
+
+@dataclass(frozen=True)
+class Sample:
+    throughput_bits: float | None
+    transactions: float | None
+    latency_seconds: Mapping[str, float]
+    retransmits: int | None
+
+
+LATENCY_KEYS = (
+    ("mean", "MEAN_LATENCY"),
+    ("p50", "P50_LATENCY"),
+    ("p90", "P90_LATENCY"),
+    ("p99", "P99_LATENCY"),
+)
+
+
+def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str, str], raw: str) -> Sample:
+    """One run's keyval output, checked: every key present, plausible values, known units."""
+    if exit_code != 0:
+        raise ParseError(f"netperf run {index} exited with {exit_code}", raw)
+    missing = [k for k in KEYS[test_type] if k not in pairs]
+    if missing:
+        raise ParseError(f"netperf run {index} lacks {', '.join(missing)}", raw)
+    if pairs["PROTOCOL"] != PROTOCOL[test_type]:
+        raise ParseError(f"netperf run {index} used {pairs['PROTOCOL']}, not {PROTOCOL[test_type]}", raw)
+    throughput = _number(pairs, "THROUGHPUT", raw)
+    if throughput <= 0:
+        raise ParseError(f"netperf run {index} reports throughput {pairs['THROUGHPUT']} (no data moved)", raw)
+    if _number(pairs, "ELAPSED_TIME", raw) <= 0:
+        raise ParseError(f"netperf run {index} reports no elapsed time", raw)
+    retransmits = None
+    if "LOCAL_TRANSPORT_RETRANS" in pairs:
+        value = int(_number(pairs, "LOCAL_TRANSPORT_RETRANS", raw))
+        retransmits = value if value >= 0 else None  # -1: not available on this platform
+    units = pairs["THROUGHPUT_UNITS"]
+    if test_type != "TCP_RR":
+        if units not in BITS_PER_UNIT:
+            raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r}", raw)
+        return Sample(throughput * BITS_PER_UNIT[units], None, {}, retransmits)
+    if units != "Trans/s":
+        raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r} for TCP_RR", raw)
+    latency = {}
+    for name, key in LATENCY_KEYS:
+        usec = _number(pairs, key, raw)
+        if usec < 0:
+            raise ParseError(f"netperf run {index} reports {key}={pairs[key]}", raw)
+        latency[name] = usec / 1e6
+    return Sample(None, _number(pairs, "TRANSACTION_RATE", raw), latency, retransmits)
+
+
+def parse(message: str, test_type: str, samples: int) -> Result:
+    """The result of ``samples`` runs of ``test_type``, or :class:`ParseError`."""
+    if test_type not in KEYS:
+        raise ValueError(f"unknown test type {test_type!r}")
+    blocks = split_samples(message)
+    if not blocks:
+        raise ParseError("no SAMPLE= block in the client's termination message", message)
+    runs = [parse_sample(test_type, *block) for block in blocks]
+    if len(runs) != samples:
+        raise ParseError(f"expected {samples} samples, got {len(runs)}", message)
+    throughputs = [r.throughput_bits for r in runs if r.throughput_bits is not None]
+    transactions = [r.transactions for r in runs if r.transactions is not None]
+    retransmits = [r.retransmits for r in runs if r.retransmits is not None]
+    latency = {
+        name: statistics.fmean(r.latency_seconds[name] for r in runs)
+        for name, _ in LATENCY_KEYS
+        if all(name in r.latency_seconds for r in runs)
+    }
+    return Result(
+        test_type=test_type,
+        throughput_bits=stats(throughputs) if throughputs else None,
+        transactions=stats(transactions) if transactions else None,
+        latency_seconds=latency,
+        retransmits=sum(retransmits) if retransmits else None,
+    )

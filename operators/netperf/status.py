@@ -1,0 +1,131 @@
+"""Netperf status for each phase, written whole (pure).
+
+Phases in ``status.status``: ``Initial`` (a run is claimed: ``startedAt`` and the pod names
+are recorded before any pod exists) → ``Server`` → ``Test`` → ``Done``, or ``Error`` with a
+CamelCase ``reason`` and a ``message``. A new run (new generation) clears the previous
+results. Conditions:
+
+- ``Progressing``: True while a run is under way (reason = phase), False when it ended
+  (``Completed`` or the error's reason);
+- ``Complete``: True once results are recorded;
+- ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
+  the field paths for a spec the schema rejects), False otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from operators.netperf.desired import PodNames
+from operators.netperf.parse import Result
+from shared import conditions
+
+COMPLETE = "Complete"
+RESULT_FIELDS = (
+    "speedBitsPerSec",
+    "throughputBitsPerSec",
+    "transactionsPerSec",
+    "latencySeconds",
+    "retransmits",
+    "completedAt",
+    "reason",
+    "message",
+    "serverIP",
+)
+RUNNING = ("Initial", "Server", "Test")
+FINISHED = ("Done", "Error")
+
+
+def _conditions(
+    current: Mapping[str, Any],
+    phase: str,
+    reason: str,
+    message: str,
+    *,
+    generation: int,
+    now: datetime.datetime,
+) -> list[dict[str, Any]]:
+    def cond(type_: str, status: bool, why: str, text: str) -> conditions.Condition:
+        return conditions.make(type_, status, why, text, generation=generation, now=now)
+
+    running = phase in RUNNING
+    return conditions.set_all(
+        current.get("conditions"),
+        cond(conditions.PROGRESSING, running, phase if running else reason, message),
+        cond(COMPLETE, phase == "Done", "Completed" if phase == "Done" else phase, message),
+        cond(conditions.DEGRADED, phase == "Error", reason if phase == "Error" else "AsExpected", message),
+    )
+
+
+def started(
+    *, current: Mapping[str, Any], generation: int, names: PodNames, now: datetime.datetime
+) -> dict[str, Any]:
+    """A new run: previous results are cleared (None deletes them in the merge patch)."""
+    message = f"starting server pod {names.server}"
+    return {
+        **{k: None for k in RESULT_FIELDS},
+        "status": "Initial",
+        "observedGeneration": generation,
+        "startedAt": conditions.rfc3339(now),
+        "serverPod": names.server,
+        "clientPod": names.client,
+        "conditions": _conditions(current, "Initial", "Initial", message, generation=generation, now=now),
+    }
+
+
+def phase(
+    *, current: Mapping[str, Any], phase: str, summary: str, now: datetime.datetime, **fields: Any
+) -> dict[str, Any]:
+    """``current`` moved to a running phase (or Done) with ``fields`` set."""
+    generation = int(current.get("observedGeneration") or 0)
+    return {
+        **current,
+        **fields,
+        "status": phase,
+        "conditions": _conditions(current, phase, phase, summary, generation=generation, now=now),
+    }
+
+
+def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "completedAt": conditions.rfc3339(now),
+        "speedBitsPerSec": result.speed_bits_per_sec,
+        "throughputBitsPerSec": result.throughput_bits.as_status() if result.throughput_bits else None,
+        "transactionsPerSec": result.transactions.as_status() if result.transactions else None,
+        "latencySeconds": dict(result.latency_seconds) or None,
+        "retransmits": result.retransmits,
+        "reason": None,
+        "message": None,
+    }
+    if result.throughput_bits is not None:
+        n = len(result.throughput_bits.samples)
+        summary = f"{result.throughput_bits.mean / 1e9:.3f} Gbit/s, mean of {n} samples"
+    elif result.transactions is not None:
+        n = len(result.transactions.samples)
+        summary = f"{result.transactions.mean:.0f} transactions/s, mean of {n} samples"
+    else:
+        summary = "completed"
+    return phase(current=current, phase="Done", summary=summary, now=now, **fields)
+
+
+def error(
+    *,
+    current: Mapping[str, Any],
+    reason: str,
+    message: str,
+    now: datetime.datetime,
+    generation: int | None = None,
+) -> dict[str, Any]:
+    """The run ended without a result; ``generation`` when it failed before it was claimed."""
+    gen = int(current.get("observedGeneration") or 0) if generation is None else generation
+    return {
+        **current,
+        "observedGeneration": gen,
+        "status": "Error",
+        "reason": reason,
+        "message": message,
+        "completedAt": conditions.rfc3339(now),
+        "conditions": _conditions(current, "Error", reason, message, generation=gen, now=now),
+    }
