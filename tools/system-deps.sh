@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# OS packages the tests and `make run` use, from Debian's archive (run by `make system-deps`):
+#   prometheus (promtool, and the server for the observability tests)  main
+#   iproute2   (network namespaces for the netperf end-to-end runner)   main
+#   netperf    (netperf/netserver for the netperf end-to-end runner)    non-free
+# Debian ships netperf only in non-free, so that component is added for this one package when
+# the machine's sources lack it.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v ip >/dev/null || missing+=(iproute2)
+command -v netperf >/dev/null || missing+=(netperf)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+start=$(date +%s)
+if [[ " ${missing[*]} " == *" netperf "* ]] && ! grep -rqsE '^(Components:|deb ).*non-free( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  . /etc/os-release
+  echo "==> adding Debian's non-free component for netperf (${VERSION_CODENAME})"
+  $SUDO tee /etc/apt/sources.list.d/k8s-operators-py-non-free.sources >/dev/null <<SRC
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: ${VERSION_CODENAME} ${VERSION_CODENAME}-updates
+Components: non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+fi
+echo "==> apt-get install ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "==> system packages ready in $(( $(date +%s) - start ))s"
