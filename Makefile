@@ -9,7 +9,6 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 CRDS := bundle/manifests/*.yaml
 
@@ -31,12 +30,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 venv: $(VENV)/.installed ## Create the virtualenv and install dependencies
 
 .PHONY: system-deps
-system-deps: ## Install OS tools the tests use (promtool from Debian's prometheus); check Go
+system-deps: ## Install OS packages the tests use (prometheus, iproute2, netperf from non-free); check Go
 	@command -v go >/dev/null || { echo "Go >= 1.24 is needed to build the control plane (https://go.dev/dl)"; exit 1; }
-	@command -v promtool >/dev/null || { \
-	  echo "==> apt-get install prometheus (for promtool)"; \
-	  $(SUDO) apt-get update -qq; \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@bash tools/system-deps.sh
 
 .PHONY: testbin
 testbin: venv ## Build (or reuse) kube-apiserver, controller-manager, scheduler, etcd, kwok

@@ -71,7 +71,7 @@ class OperatorProcess:
         assert status == 200
         return text
 
-    def metric(self, name: str, **labels: str) -> float:
+    def metric(self, name: str, /, **labels: str) -> float:
         """One sample's value from /metrics (0 when absent)."""
         want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         for line in self.metrics().splitlines():

@@ -1,0 +1,328 @@
+"""The Netperf operator against the real control plane.
+
+Pods do not run here: kwok makes them Running with an IP, and a test finishes the client pod
+with a chosen exit code and termination message (kwok's ``pod-finish`` stage, driven by the
+``localcluster.dev/*`` annotations), using messages captured from real netperf runs. The last
+test runs netperf for real: the pods' own commands in network namespaces joined by a veth pair.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from localcluster.netperf_pods import NetperfPodRunner, direct_netperf, unavailable_reason
+from operators.netperf import desired
+from tests.helpers import wait_for
+from tests.integration.conftest import Cluster
+from tests.integration.operator_process import OperatorProcess
+
+GROUP, VERSION, PLURAL = "app.example.com", "v1alpha1", "netperfs"
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "netperf" / "fixtures"
+UNPULLABLE = "localcluster.dev/unpullable:latest"
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("netperf") / "operator.log"
+    op = OperatorProcess("operators.netperf", cluster.kubeconfig, log).start()
+    yield op
+    op.stop()
+
+
+def co(cluster: Cluster) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(cluster.api)
+
+
+def create(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Netperf", "metadata": {"name": name}, "spec": spec}
+    return co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+
+def get(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return co(cluster).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def st(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return get(cluster, namespace, name).get("status") or {}
+
+
+def pods(cluster: Cluster, namespace: str) -> list[client.V1Pod]:
+    return (
+        client.CoreV1Api(cluster.api)
+        .list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=netperf")
+        .items
+    )
+
+
+def pod(cluster: Cluster, namespace: str, name: str) -> client.V1Pod:
+    return client.CoreV1Api(cluster.api).read_namespaced_pod(name, namespace)
+
+
+def finish_client(cluster: Cluster, namespace: str, name: str, message: str, exit_code: int = 0) -> None:
+    """Act as the kubelet: terminate the client container with this exit code and message."""
+    annotations = {
+        "localcluster.dev/exit-code": str(exit_code),
+        "localcluster.dev/termination-message": message,
+    }
+    client.CoreV1Api(cluster.api).patch_namespaced_pod(
+        name, namespace, {"metadata": {"annotations": annotations}}
+    )
+
+
+def phase_is(
+    cluster: Cluster, namespace: str, name: str, *phases: str, timeout: float = 60
+) -> dict[str, Any]:
+    return wait_for(
+        lambda: (s := st(cluster, namespace, name)).get("status") in phases and s,
+        timeout,
+        f"{name} in phase {'/'.join(phases)}",
+    )
+
+
+def in_test(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """Wait for phase Test and the client pod, Running with an IP (kwok)."""
+    s = phase_is(cluster, namespace, name, "Test")
+    wait_for(
+        lambda: pod(cluster, namespace, s["clientPod"]).status.phase == "Running", 60, "client pod Running"
+    )
+    return s
+
+
+def no_pods_left(cluster: Cluster, namespace: str) -> None:
+    wait_for(lambda: not pods(cluster, namespace), 60, "both pods deleted")
+
+
+def reasons(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    events = client.CoreV1Api(cluster.api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=Netperf"
+    )
+    return [e.reason for e in events.items for _ in range(e.count or 1)]
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / f"{name}.txt").read_text()
+
+
+def mbits(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"^THROUGHPUT=(.*)$", text, re.M)]
+
+
+def test_one_step_run_records_results_and_cleans_up(cluster, namespace, operator):
+    create(cluster, namespace, "np", {"serverNode": "kwok-node-0", "clientNode": "kwok-node-1", "samples": 3})
+    s = in_test(cluster, namespace, "np")
+    assert (s["serverPod"], s["clientPod"]) == ("np-server-1", "np-client-1")
+    server, client_pod = pod(cluster, namespace, "np-server-1"), pod(cluster, namespace, "np-client-1")
+    assert (server.spec.node_name, client_pod.spec.node_name) == ("kwok-node-0", "kwok-node-1")
+    assert s["serverIP"] == server.status.pod_ip
+    command = client_pod.spec.containers[0].command
+    assert command[5:] == desired.netperf_argv({"samples": 3}, server.status.pod_ip)
+    assert client_pod.metadata.owner_references[0].kind == "Netperf"
+
+    text = fixture("tcp_stream")
+    finish_client(cluster, namespace, "np-client-1", text)
+    s = phase_is(cluster, namespace, "np", "Done")
+    assert s["speedBitsPerSec"] == pytest.approx(statistics.fmean(mbits(text)) * 1e6)
+    assert s["throughputBitsPerSec"]["samples"] == pytest.approx([m * 1e6 for m in mbits(text)])
+    assert s["throughputBitsPerSec"]["ci95Low"] < s["speedBitsPerSec"] < s["throughputBitsPerSec"]["ci95High"]
+    assert s["retransmits"] > 0
+    assert s["startedAt"] <= s["completedAt"]
+    assert s["observedGeneration"] == 1
+    conds = {c["type"]: c for c in s["conditions"]}
+    assert conds["Complete"]["status"] == "True" and conds["Progressing"]["status"] == "False"
+    no_pods_left(cluster, namespace)
+    assert st(cluster, namespace, "np")["speedBitsPerSec"] == s["speedBitsPerSec"]  # results stay
+    wait_for(lambda: {"TestStarted", "TestFinished"} <= set(reasons(cluster, namespace, "np")), 30, "Events")
+    assert reasons(cluster, namespace, "np").count("CreatedPod") == 2
+    assert operator.metric(
+        "netperf_throughput_bits_per_second", namespace=namespace, name="np"
+    ) == pytest.approx(s["speedBitsPerSec"])
+
+
+def test_tcp_rr_results(cluster, namespace, operator):
+    create(cluster, namespace, "rr", {"testType": "TCP_RR", "samples": 3})
+    s = in_test(cluster, namespace, "rr")
+    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_rr"))
+    s = phase_is(cluster, namespace, "rr", "Done")
+    assert "speedBitsPerSec" not in s
+    assert s["transactionsPerSec"]["mean"] > 0
+    assert 0 < s["latencySeconds"]["p50"] <= s["latencySeconds"]["p99"] < 1
+
+
+def test_default_placement_puts_the_client_on_another_node(cluster, namespace, operator):
+    create(cluster, namespace, "apart", {})
+    s = in_test(cluster, namespace, "apart")
+    assert (
+        pod(cluster, namespace, s["serverPod"]).spec.node_name
+        != pod(cluster, namespace, s["clientPod"]).spec.node_name
+    )
+    create(cluster, namespace, "together", {"placement": "SameNode"})
+    s = in_test(cluster, namespace, "together")
+    assert (
+        pod(cluster, namespace, s["serverPod"]).spec.node_name
+        == pod(cluster, namespace, s["clientPod"]).spec.node_name
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (fixture("no_server"), 255, "ClientFailed", "are you sure there is a netserver listening"),
+        ("SAMPLE=0\nEXIT=0\nTHROUGHPUT=0.00\n", 0, "InvalidResult", "THROUGHPUT=0.00"),
+    ],
+    ids=["netperf-failed", "unparseable"],
+)
+def test_client_failures_end_in_error_with_the_raw_output(cluster, namespace, operator, case):
+    message, exit_code, reason, fragment = case
+    create(cluster, namespace, "bad", {"samples": 1})
+    s = in_test(cluster, namespace, "bad")
+    finish_client(cluster, namespace, s["clientPod"], message, exit_code)
+    s = phase_is(cluster, namespace, "bad", "Error")
+    assert s["reason"] == reason and fragment in s["message"]
+    assert {c["type"]: c for c in s["conditions"]}["Degraded"]["status"] == "True"
+    no_pods_left(cluster, namespace)
+    wait_for(lambda: "TestFailed" in reasons(cluster, namespace, "bad"), 30, "TestFailed Event")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ({"serverNode": "no-such-node"}, "Unschedulable", "NodeAffinity"),
+        ({"image": UNPULLABLE}, "ServerNotReady", "ErrImagePull"),
+        ({}, "ClientTimeout", "NetworkPolicy"),
+    ],
+    ids=["unschedulable-node", "server-never-ready", "client-never-finishes"],
+)
+def test_timeouts_end_in_error_with_a_clear_reason_and_no_pods(cluster, namespace, operator, case):
+    spec, reason, fragment = case
+    create(cluster, namespace, "slow", {**spec, "timeoutSeconds": 6, "samples": 1, "duration": 1})
+    s = phase_is(cluster, namespace, "slow", "Error", timeout=60)
+    assert s["reason"] == reason, s
+    assert fragment in s["message"]
+    no_pods_left(cluster, namespace)
+
+
+def test_operator_killed_mid_test_continues_the_same_run(cluster, namespace, operator):
+    create(cluster, namespace, "r", {"samples": 3})
+    s = in_test(cluster, namespace, "r")
+    uids = {p.metadata.name: p.metadata.uid for p in pods(cluster, namespace)}
+    assert set(uids) == {s["serverPod"], s["clientPod"]}
+    operator.kill()
+    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream"))  # finishes while it is down
+    operator.start()
+    done = phase_is(cluster, namespace, "r", "Done")
+    assert done["startedAt"] == s["startedAt"] and done["speedBitsPerSec"] > 0
+    assert reasons(cluster, namespace, "r").count("CreatedPod") == 2
+    assert reasons(cluster, namespace, "r").count("TestStarted") == 1
+
+
+def test_operator_killed_before_the_server_is_up_creates_no_duplicates(cluster, namespace, operator):
+    operator.kill()
+    create(cluster, namespace, "k", {"samples": 1})
+    operator.start()
+    s = in_test(cluster, namespace, "k")
+    operator.kill()
+    operator.start()
+    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream").split("SAMPLE=1")[0])
+    phase_is(cluster, namespace, "k", "Done")
+    assert reasons(cluster, namespace, "k").count("CreatedPod") == 2
+
+
+def test_spec_change_reruns_and_a_finished_test_is_left_alone(cluster, namespace, operator):
+    create(cluster, namespace, "again", {"samples": 1})
+    s = in_test(cluster, namespace, "again")
+    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream").split("SAMPLE=1")[0])
+    first = phase_is(cluster, namespace, "again", "Done")
+    no_pods_left(cluster, namespace)
+
+    before = operator.metric("controller_runtime_reconcile_total", controller="netperf", result="success")
+    touched = co(cluster).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "again", {"metadata": {"labels": {"touched": "yes"}}}
+    )
+    wait_for(
+        lambda: (
+            operator.metric("controller_runtime_reconcile_total", controller="netperf", result="success")
+            > before
+        ),
+        30,
+        "a pass after the touch",
+    )
+    assert (
+        get(cluster, namespace, "again")["metadata"]["resourceVersion"]
+        == touched["metadata"]["resourceVersion"]
+    )
+    assert not pods(cluster, namespace)
+
+    co(cluster).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "again", {"spec": {"samples": 3}}
+    )
+    s = in_test(cluster, namespace, "again")
+    assert s["observedGeneration"] == 2 and s["clientPod"] == "again-client-2"
+    assert "speedBitsPerSec" not in s  # the old result is cleared with the new run
+    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream"))
+    second = phase_is(cluster, namespace, "again", "Done")
+    assert second["observedGeneration"] == 2 and second["startedAt"] >= first["startedAt"]
+    assert len(second["throughputBitsPerSec"]["samples"]) == 3
+
+
+def test_deleting_the_netperf_garbage_collects_its_pods(cluster, namespace, operator):
+    create(cluster, namespace, "gc", {})
+    in_test(cluster, namespace, "gc")
+    co(cluster).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gc")
+    wait_for(lambda: not pods(cluster, namespace), 120, "pods garbage-collected")
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragments"),
+    [
+        ({"testType": "SCTP_STREAM"}, ["spec.testType", "Unsupported value"]),
+        ({"samples": 11}, ["spec.samples", "less than or equal to 10"]),
+        ({"duration": 0}, ["spec.duration", "greater than or equal to 1"]),
+        ({"serverNode": "Bad Node"}, ["spec.serverNode", "should match"]),
+        ({"placement": "Anywhere"}, ["spec.placement", "Unsupported value"]),
+    ],
+)
+def test_invalid_specs_are_rejected_with_the_field(cluster, namespace, spec, fragments):
+    with pytest.raises(ApiException) as err:
+        create(cluster, namespace, "bad", spec)
+    assert err.value.status == 422
+    for fragment in fragments:
+        assert fragment in err.value.body
+
+
+def test_real_netperf_in_network_namespaces_agrees_with_a_direct_run(cluster, namespace, operator):
+    """End to end: the pods' own commands run for real over a veth pair (needs root + netperf)."""
+    reason = unavailable_reason()
+    assert reason is None, (
+        f"the end-to-end measurement needs root and netperf: {reason} (run make system-deps as root)"
+    )
+    runner = NetperfPodRunner(cluster.api, namespace=namespace, keep_namespaces=True).start()
+    try:
+        spec = {"serverNode": "kwok-node-0", "clientNode": "kwok-node-1", "duration": 3, "samples": 5}
+        create(cluster, namespace, "real", spec)
+        s = phase_is(cluster, namespace, "real", "Done", "Error", timeout=120)
+        assert s["status"] == "Done", s
+        executed = runner.executed["real-client-1"]
+        # What ran is the client pod's command, verbatim, behind the netns/user wrapper.
+        command = desired.client_pod(get(cluster, namespace, "real"), spec, s["serverIP"])["spec"][
+            "containers"
+        ][0]
+        assert executed.argv[executed.argv.index("sh") :] == command["command"]
+        assert executed.exit_code == 0
+        direct = direct_netperf(executed, "TCP_STREAM", spec["duration"], spec["samples"])
+        measured, reference = s["speedBitsPerSec"], statistics.fmean(direct) * 1e6
+        samples = [round(x / 1e9, 2) for x in s["throughputBitsPerSec"]["samples"]]
+        print(
+            f"operator {measured / 1e9:.2f} Gbit/s {samples}, direct netperf {reference / 1e9:.2f} Gbit/s "
+            f"{[round(x / 1e3, 2) for x in direct]}; started {s['startedAt']}, completed {s['completedAt']}"
+        )
+        assert abs(measured - reference) <= 0.10 * reference, (measured, reference, direct)
+    finally:
+        runner.stop()
