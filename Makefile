@@ -48,6 +48,7 @@ lint: venv ## ruff check, ruff format --check, import contracts, generated files
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m tools.manifests --check
+	$(BIN)/hadolint images/*/Dockerfile
 
 .PHONY: fmt
 fmt: venv ## Format and auto-fix
@@ -63,7 +64,7 @@ test: lint system-deps testbin ## Lint, unit and integration tests on a local co
 	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
 
 .PHONY: run
-run: venv testbin ## Local control plane + CRDs + the operators; Ctrl-C stops everything
+run: venv system-deps testbin ## Local control plane + CRDs + the operators; Ctrl-C stops everything
 	$(BIN)/python -m localcluster run --crds '$(CRDS)' --operators operators
 
 .PHONY: clean

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from localcluster import netperf_pods
 from localcluster.binaries import ensure_binaries
 from localcluster.cluster import DEFAULT_NODES, LocalCluster, free_port, in_use_kubeconfig, log, start
 
@@ -58,6 +59,21 @@ def _print_howto(kubeconfig: Path, operators: list[str]) -> None:
     )
 
 
+def _start_netperf_runner(kubeconfig: Path) -> netperf_pods.NetperfPodRunner | None:
+    """Netperf pods run for real here when this machine can (see localcluster.netperf_pods)."""
+    reason = netperf_pods.unavailable_reason()
+    if reason:
+        log(
+            f"netperf pods will NOT run: {reason}. Netperfs will end in Error (timeout) "
+            "instead of showing a measured number."
+        )
+        return None
+    from kubernetes import config
+
+    log("netperf pods run for real in network namespaces on this machine (development aid)")
+    return netperf_pods.NetperfPodRunner(config.new_client_from_config(config_file=str(kubeconfig))).start()
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     crds = [Path(p) for pattern in args.crds for p in sorted(glob.glob(pattern))]
     operators = _operators(Path(args.operators)) if args.operators else []
@@ -81,7 +97,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         kubeconfig = local.kubeconfig
 
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+    runner = None
     try:
+        if "netperf" in operators and local is not None:
+            runner = _start_netperf_runner(kubeconfig)
         for op in operators:
             env = {
                 **os.environ,
@@ -96,6 +115,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         _print_howto(kubeconfig, operators)
         _wait_for_signal()
     finally:
+        if runner is not None:
+            runner.stop()
         for op, proc in reversed(procs):
             log(f"stopping operator {op} (pid {proc.pid})")
             proc.terminate()
