@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ SELECTOR = "app.kubernetes.io/name=netperf"
 RUN_LABEL = "netperf.app.example.com/run"
 RESULT_ENV = "NETPERF_RESULT"
 MESSAGE_LIMIT = 4096  # bytes the kubelet keeps of a termination message
-TOOLS = ("ip", "netperf", "netserver", "setpriv")
+TOOLS = ("ip", "tc", "netperf", "netserver", "setpriv")
 
 
 def unavailable_reason() -> str | None:
@@ -112,6 +112,12 @@ class NetperfPodRunner:
     api: client.ApiClient
     namespace: str | None = None  # None: all namespaces
     keep_namespaces: bool = False  # keep namespaces after the pods are gone (for direct runs)
+    # Called with (client netns, server IP) once a client's namespace is wired, before its
+    # command runs: the end-to-end test measures the same path directly there too.
+    before_client: Callable[[str, str], None] | None = None
+    # Shape the veth pair to this rate (tc tbf, e.g. "2gbit"): a link-limited path instead of a
+    # CPU-limited one, whose throughput on a shared VM swings with the hypervisor's CPU steal.
+    link_rate: str | None = None
     servers: dict[tuple[str, str, str], Server] = field(default_factory=dict)
     executed: dict[str, Executed] = field(default_factory=dict)
     _namespaces: list[str] = field(default_factory=list)
@@ -231,27 +237,17 @@ class NetperfPodRunner:
         suffix = hashlib.sha256(client_ns.encode()).hexdigest()[:6]
         a, b = f"np{suffix}s", f"np{suffix}c"
         sh(
-            "ip",
-            "link",
-            "add",
-            a,
-            "netns",
-            server.netns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            b,
-            "netns",
-            client_ns,
+            *("ip", "link", "add", a, "netns", server.netns),
+            *("type", "veth", "peer", "name", b, "netns", client_ns),
         )
-        for ns, dev, mine, peer in (
-            (server.netns, a, server.ip, client_ip),
-            (client_ns, b, client_ip, server.ip),
-        ):
+        ends = ((server.netns, a, server.ip, client_ip), (client_ns, b, client_ip, server.ip))
+        for ns, dev, mine, peer in ends:
             sh("ip", "-n", ns, "addr", "add", f"{mine}/32", "dev", dev)
             sh("ip", "-n", ns, "link", "set", dev, "up")
             sh("ip", "-n", ns, "route", "add", f"{peer}/32", "dev", dev)
+            if self.link_rate:
+                shape = ("tbf", "rate", self.link_rate, "burst", "2mb", "latency", "20ms")
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *shape)
 
     def _run_client(self, key: tuple[str, str, str], pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -265,6 +261,8 @@ class NetperfPodRunner:
             self._add_netns(ns)
             self._wire(server, ns, pod["status"]["podIP"])
             _wait_listening(server.netns, container_argv(container))
+            if self.before_client is not None:
+                self.before_client(ns, server.ip)
             fd, result = tempfile.mkstemp(prefix="netperf-result-")
             os.close(fd)
             os.chmod(result, 0o666)  # written by the pod's (non-root) user
@@ -317,14 +315,16 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def direct_netperf(executed: Executed, test_type: str, duration: int, samples: int) -> list[float]:
-    """Throughputs of plain ``netperf`` runs over the same veth pair (10^6 bits/s per run)."""
+def direct_netperf(
+    client_netns: str, server_ip: str, test_type: str, duration: int, samples: int
+) -> list[float]:
+    """Throughputs of plain ``netperf`` runs from a client namespace (10^6 bits/s per run)."""
     out = []
     for _ in range(samples):
         proc = subprocess.run(
             [
-                *("ip", "netns", "exec", executed.client_netns),
-                *("netperf", "-P", "0", "-H", executed.server_ip, "-l", str(duration), "-t", test_type),
+                *("ip", "netns", "exec", client_netns),
+                *("netperf", "-P", "0", "-H", server_ip, "-l", str(duration), "-t", test_type),
                 *("--", "-k", "THROUGHPUT"),
             ],
             capture_output=True,
