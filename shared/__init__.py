@@ -3,6 +3,9 @@
 - :mod:`shared.conditions`  status conditions after the Kubernetes conventions
 - :mod:`shared.ownership`   owner references and standard labels of child objects
 - :mod:`shared.caches`      server-side label-filtered watches and owner -> children indexes
+- :mod:`shared.statuses`    status written whole, only when it changed
+- :mod:`shared.clock`       the operators' notion of now (shiftable for tests and demos)
+- :mod:`shared.services`    the optional one-port Service in front of an operator's pods
 - :mod:`shared.validation`  spec validation from the CRD's own OpenAPI schema
 - :mod:`shared.retry`       per-object exponential backoff
 - :mod:`shared.reconcile`   handler decorator: metrics + retry policy

@@ -12,11 +12,13 @@ from typing import Any
 
 from operators.netperf.schema import GROUP, PLURAL, VERSION
 from shared.kube import ApiError, KubeClient, namespaced
+from shared.statuses import StatusWriter
 
 
 class NetperfAPI:
     def __init__(self, kube: KubeClient | None = None) -> None:
         self.kube = kube or KubeClient()
+        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create the pod; when it already exists (a restart, a stale cache), return the existing one."""
@@ -36,7 +38,3 @@ class NetperfAPI:
                 return False
             raise
         return True
-
-    async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
-        await self.kube.merge_patch(path, {"status": dict(status)})

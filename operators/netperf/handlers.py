@@ -54,8 +54,6 @@ throughput_gauge = Gauge(
     ["namespace", "name"],
     registry=runtime.metrics.registry,
 )
-# The status each Netperf was last given by this process (see operators.tdset.handlers).
-last_written: dict[str, dict[str, Any]] = {}
 pods = caches.OwnerCache(desired.pod_view)
 MANAGED = caches.managed_labels(APP)
 
@@ -85,7 +83,7 @@ async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
     if type == "DELETED":
         meta = body["metadata"]
-        last_written.pop(meta["uid"], None)
+        api.status.forget(meta["uid"])
         with contextlib.suppress(KeyError):  # no finished STREAM test: no series
             throughput_gauge.remove(meta["namespace"], meta["name"])
 
@@ -107,15 +105,6 @@ def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Nor
     kopf.event(body, type=type_, reason=reason, message=message)
 
 
-async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
-    meta = body["metadata"]
-    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
-        return False
-    await api.write_status(meta["namespace"], meta["name"], new)
-    last_written[meta["uid"]] = new
-    return True
-
-
 def _parse_time(value: str | None) -> datetime.datetime | None:
     if not value:
         return None
@@ -132,7 +121,7 @@ async def _delete_pods(body: Mapping[str, Any], views: list[PodView]) -> None:
 async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
     """Record the end of a run, then remove its pods (in that order: results first)."""
     meta = body["metadata"]
-    await _write_status(body, new)
+    await api.status.write(body, new)
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"])
@@ -217,7 +206,7 @@ async def server_step(p: Pass) -> float | None:
             return None
         summary = f"client pod {names.client} running {p.spec['testType']} against {server.ip}"
         new = status.phase(current=p.current, phase="Test", summary=summary, now=p.now, serverIP=server.ip)
-        await _write_status(p.body, new)
+        await api.status.write(p.body, new)
         return max(p.remaining, 0.001)
     if p.remaining <= 0:
         await p.fail(*_server_timeout(server, p.timeout))
@@ -228,7 +217,7 @@ async def server_step(p: Pass) -> float | None:
         return None
     if p.current["status"] == "Initial":
         summary = f"waiting for server pod {names.server}"
-        await _write_status(
+        await api.status.write(
             p.body, status.phase(current=p.current, phase="Server", summary=summary, now=p.now)
         )
     return p.remaining
@@ -274,7 +263,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     meta = body["metadata"]
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
     now = clock.now()
-    current = last_written.get(uid) or dict(body.get("status") or {})
+    current = api.status.current(body)
     spec = desired.effective(body.get("spec") or {})
     views: list[PodView] = pods.children(namespace, uid)
 
@@ -299,7 +288,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
             # A new run: claim it first, so a restart continues it instead of starting another.
             current = status.started(current=current, generation=generation, names=names, now=now)
-            await _write_status(body, current)
+            await api.status.write(body, current)
             what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
             _event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
         await _delete_pods(body, [p for p in views if p.run != str(generation)])

@@ -15,6 +15,7 @@ from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
 from shared.kube import ApiError, KubeClient, namespaced
+from shared.statuses import StatusWriter
 
 EXPECTATION_TTL = 30.0
 
@@ -45,6 +46,7 @@ class PatchExpectations:
 class TDSetAPI:
     def __init__(self, kube: KubeClient | None = None) -> None:
         self.kube = kube or KubeClient()
+        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """Create the Deployment; None when one of that name already exists."""
@@ -64,7 +66,3 @@ class TDSetAPI:
     async def set_autoscaler_floor(self, namespace: str, name: str, min_replicas: int) -> None:
         path = namespaced(namespace, "horizontalpodautoscalers", name, "autoscaling/v2")
         await self.kube.merge_patch(path, {"spec": {"minReplicas": min_replicas}})
-
-    async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
-        await self.kube.merge_patch(path, {"status": dict(status)})

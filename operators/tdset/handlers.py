@@ -40,9 +40,6 @@ validator = SchemaValidator(CRD.openapi_schema())
 api = TDSetAPI()
 expectations = PatchExpectations()
 logger = logging.getLogger("operators.tdset")
-# The status each TDSet was last given by this process: a pass that runs before the watch
-# delivers our own write must neither write it again nor judge the Deployment by older values.
-last_written: dict[str, dict[str, Any]] = {}
 
 deployments = caches.OwnerCache(desired.deployment_view)
 services = caches.OwnerCache(service_view)
@@ -101,7 +98,7 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
     if type == "DELETED":
         tdsets_by_name.pop(key, None)
-        last_written.pop(meta["uid"], None)
+        api.status.forget(meta["uid"])
         expectations.forget(meta["uid"])
     else:
         tdsets_by_name[key] = meta["uid"]
@@ -118,15 +115,6 @@ async def load_credentials(**_: Any) -> None:
 async def stop_controller(**_: Any) -> None:
     await controller.shutdown()
     await api.kube.close()
-
-
-async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
-    meta = body["metadata"]
-    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
-        return False
-    await api.write_status(meta["namespace"], meta["name"], new)
-    last_written[meta["uid"]] = new
-    return True
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
@@ -221,11 +209,11 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
     now = clock.now()
     current = body.get("status") or {}
-    previous = last_written.get(uid) or current
+    previous = api.status.last(body) or current
 
     errors = validator.errors(spec) or schedule.check(spec)
     if errors:
-        if await _write_status(
+        if await api.status.write(
             body, status.invalid(errors=errors, generation=generation, current=current, now=now)
         ):
             _event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
@@ -287,7 +275,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         current=previous,
         now=now,
     )
-    await _write_status(body, new_status)
+    await api.status.write(body, new_status)
     if failure is not None:
         _event(body, failure[0], failure[1], "Warning")
         raise ReconcileError(f"{failure[0]}: {failure[1]}")

@@ -16,6 +16,7 @@ from typing import Any
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
 from shared.kube import ApiError, KubeClient, namespaced
+from shared.statuses import StatusWriter
 
 EXPECTATION_TTL = 300.0
 
@@ -51,6 +52,7 @@ class DeleteExpectations:
 class WebServerAPI:
     def __init__(self, kube: KubeClient | None = None) -> None:
         self.kube = kube or KubeClient()
+        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
         """Create a pod; False when it already exists (a stale view, not an error)."""
@@ -71,7 +73,3 @@ class WebServerAPI:
                 return False
             raise
         return True
-
-    async def write_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        path = namespaced(namespace, PLURAL, name, f"{GROUP}/{VERSION}") + "/status"
-        await self.kube.merge_patch(path, {"status": dict(status)})

@@ -20,7 +20,7 @@ import kopf
 from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
-from shared import caches, conditions
+from shared import caches
 from shared.kube import reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
@@ -32,9 +32,6 @@ runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods", "
 expectations = DeleteExpectations()
 validator = SchemaValidator(CRD.openapi_schema())
 api = WebServerAPI()
-# The status each WebServer was last given by this process: a pass that runs before the watch
-# delivers our own write must not write the same status again.
-last_written: dict[str, dict[str, Any]] = {}
 
 pods = caches.OwnerCache(desired.pod_view)
 services = caches.OwnerCache(desired.service_view)
@@ -75,7 +72,7 @@ async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None
     if type == "DELETED":
         uid = body["metadata"]["uid"]
         expectations.forget(uid)
-        last_written.pop(uid, None)
+        api.status.forget(uid)
 
 
 @kopf.on.startup()
@@ -87,15 +84,6 @@ async def load_credentials(**_: Any) -> None:
 async def stop_controller(**_: Any) -> None:
     await controller.shutdown()
     await api.kube.close()
-
-
-async def _write_status(body: Mapping[str, Any], new: dict[str, Any]) -> bool:
-    meta = body["metadata"]
-    if new == last_written.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
-        return False
-    await api.write_status(meta["namespace"], meta["name"], new)
-    last_written[meta["uid"]] = new
-    return True
 
 
 async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
@@ -118,7 +106,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
 
     errors = validator.errors(spec)
     if errors:
-        if await _write_status(
+        if await api.status.write(
             body, status.invalid(errors=errors, generation=generation, current=current, now=now)
         ):
             kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
@@ -179,7 +167,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         current=current,
         now=now,
     )
-    await _write_status(body, new_status)
+    await api.status.write(body, new_status)
     if failure is not None:
         kopf.event(body, type="Warning", reason=failure[0], message=failure[1])
         raise ReconcileError(f"{failure[0]}: {failure[1]}")
