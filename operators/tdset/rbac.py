@@ -1,0 +1,36 @@
+"""The TDSet operator's RBAC rules: exactly the calls it makes, in the namespaces it watches.
+
+Each rule names the code that makes the calls. The bundle's CSV grants these (namespaced
+``permissions``), and the RBAC tests run the operator with a ServiceAccount holding nothing
+else and compare the calls the API server saw (audit log) with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.tdset.schema import GROUP, PLURAL
+
+RULES: list[dict[str, Any]] = [
+    # kopf watches TDSets (handlers.tdset_changed): list + watch.
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]},
+    # api.StatusWriter: the status subresource, merge patch.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # kopf watches Deployments (handlers.deployment_changed); api.create_deployment, patch_deployment;
+    # get_deployment after AlreadyExists (to tell ours from a stranger's).
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["create", "get", "list", "patch", "watch"],
+    },
+    # kopf watches Services (handlers.service_changed); shared.services.converge.
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "delete", "list", "patch", "watch"]},
+    # kopf watches HPAs (handlers.autoscaler_changed); api.set_autoscaler_floor.
+    {
+        "apiGroups": ["autoscaling"],
+        "resources": ["horizontalpodautoscalers"],
+        "verbs": ["list", "patch", "watch"],
+    },
+    # kopf.event: Events about each TDSet.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]

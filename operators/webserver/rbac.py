@@ -1,0 +1,25 @@
+"""The WebServer operator's RBAC rules: exactly the calls it makes, in the namespaces it watches.
+
+Each rule names the code that makes the calls. The bundle's CSV grants these (namespaced
+``permissions``), and the RBAC tests run the operator with a ServiceAccount holding nothing
+else and compare the calls the API server saw (audit log) with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.webserver.schema import GROUP, PLURAL
+
+RULES: list[dict[str, Any]] = [
+    # kopf watches WebServers (handlers.webserver_changed): list + watch.
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]},
+    # api.StatusWriter: the status subresource, merge patch.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "list", "watch"]},
+    # kopf watches Services (handlers.service_changed); shared.services.converge.
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "delete", "list", "patch", "watch"]},
+    # kopf.event: Events about each WebServer.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]

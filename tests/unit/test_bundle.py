@@ -1,0 +1,163 @@
+"""The OLM bundle: what scorecard's static OLM checks, OperatorHub users and a restricted cluster expect.
+
+These mirror scorecard's ``olm-spec-descriptors``, ``olm-status-descriptors``,
+``olm-crds-have-resources`` and ``olm-bundle-validation`` (example keys exist in the CRD
+schemas), plus the deployment and RBAC rules of our own standards.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shared.validation import SchemaValidator, openapi_schema
+from tests.integration.conftest import bundle_crds
+from tools import bundle
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "bundle" / "manifests"
+CSV = yaml.safe_load((MANIFESTS / f"{bundle.PACKAGE}.clusterserviceversion.yaml").read_text())
+OWNED = {c["kind"]: c for c in CSV["spec"]["customresourcedefinitions"]["owned"]}
+EXAMPLES = json.loads(CSV["metadata"]["annotations"]["alm-examples"])
+CRDS = {
+    doc["spec"]["names"]["kind"]: doc
+    for path in MANIFESTS.glob("*.yaml")
+    for doc in yaml.safe_load_all(path.read_text())
+    if doc and doc.get("kind") == "CustomResourceDefinition"
+}
+DEPLOYMENTS = {d["name"]: d for d in CSV["spec"]["install"]["spec"]["deployments"]}
+
+
+def manifests_of(kind: str) -> list[dict]:
+    docs = [yaml.safe_load(p.read_text()) for p in MANIFESTS.glob("*.yaml")]
+    return [d for d in docs if d and d.get("kind") == kind]
+
+
+def test_committed_bundle_is_what_make_bundle_renders():
+    assert bundle.main(["--check"]) == 0
+
+
+def test_one_example_per_owned_kind_and_the_examples_are_valid():
+    assert sorted(e["kind"] for e in EXAMPLES) == sorted(OWNED) == sorted(CRDS)
+    for example in EXAMPLES:
+        schema = openapi_schema(CRDS[example["kind"]])
+        errors = SchemaValidator(schema).errors(example["spec"])
+        assert errors == [], (example["kind"], errors)
+        assert set(example["spec"]) <= set(schema["properties"]["spec"]["properties"])
+
+
+def test_every_example_spec_key_has_a_spec_descriptor():
+    for example in EXAMPLES:
+        paths = {d["path"] for d in OWNED[example["kind"]]["specDescriptors"]}
+        assert set(example["spec"]) <= paths, example["kind"]
+
+
+def test_descriptors_cover_every_top_level_field_and_crds_list_resources():
+    for kind, owned in OWNED.items():
+        schema = openapi_schema(CRDS[kind])
+        assert {d["path"] for d in owned["specDescriptors"]} == set(
+            schema["properties"]["spec"]["properties"]
+        )
+        assert {d["path"] for d in owned["statusDescriptors"]} == set(
+            schema["properties"]["status"]["properties"]
+        )
+        assert owned["resources"], kind
+        assert owned["description"] and owned["displayName"]
+        assert owned["version"] == CRDS[kind]["spec"]["versions"][0]["name"]
+
+
+def test_csv_metadata_a_catalog_user_expects():
+    spec, annotations = CSV["spec"], CSV["metadata"]["annotations"]
+    assert CSV["metadata"]["name"] == f"{bundle.PACKAGE}.v{spec['version']}"
+    for key in ("displayName", "description", "keywords", "maintainers", "provider", "links", "maturity"):
+        assert spec[key], key
+    assert len(spec["icon"]) == 1 and spec["icon"][0]["mediatype"] == "image/svg+xml"
+    assert spec["minKubeVersion"]
+    assert annotations["capabilities"] == "Basic Install" and annotations["categories"]
+    images = {i["image"] for i in spec["relatedImages"]}
+    assert {
+        c["image"] for d in DEPLOYMENTS.values() for c in d["spec"]["template"]["spec"]["containers"]
+    } <= images
+    assert any("/netperf:" in i for i in images)  # the benchmark image the Netperf pods use
+    assert {m["type"] for m in spec["installModes"] if m["supported"]} == {
+        "OwnNamespace",
+        "SingleNamespace",
+        "MultiNamespace",
+        "AllNamespaces",
+    }
+
+
+@pytest.mark.parametrize("name", ["netperf-operator", "tdset-operator", "webserver-operator"])
+def test_operator_deployment(name):
+    d = DEPLOYMENTS[name]["spec"]
+    assert d["replicas"] == 1 and d["strategy"] == {"type": "Recreate"}
+    pod = d["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (c,) = pod["containers"]
+    assert c["image"].endswith(f"/{name}:{CSV['spec']['version']}")
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(
+        c["resources"]["limits"]
+    )
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {p["name"] for p in c["ports"]} == {"metrics", "probes"}
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    (env,) = [e for e in c["env"] if e["name"] == "WATCH_NAMESPACE"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']"
+
+
+def test_rbac_is_namespaced_and_least_privilege():
+    install = CSV["spec"]["install"]["spec"]
+    assert not install.get("clusterPermissions")
+    assert {p["serviceAccountName"] for p in install["permissions"]} == set(DEPLOYMENTS)
+    for perm in install["permissions"]:
+        for rule in perm["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (perm["serviceAccountName"], rule)
+            assert "customresourcedefinitions" not in rule["resources"]
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+    # No ServiceAccount manifest may shadow a CSV deployment's account (OLM creates those).
+    assert not {sa["metadata"]["name"] for sa in manifests_of("ServiceAccount")} & set(DEPLOYMENTS)
+
+
+def test_service_monitors_select_the_metrics_services_by_label_and_port_name():
+    services = manifests_of("Service")
+    monitors = manifests_of("ServiceMonitor")
+    assert len(services) == len(monitors) == len(DEPLOYMENTS)
+    for monitor in monitors:
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        (svc,) = [s for s in services if selector.items() <= s["metadata"]["labels"].items()]
+        port_names = {p["name"] for p in svc["spec"]["ports"]}
+        assert {e["port"] for e in monitor["spec"]["endpoints"]} <= port_names
+        # ... and the Service reaches the operator pods' named metrics port.
+        deployment = DEPLOYMENTS[svc["spec"]["selector"]["app.kubernetes.io/name"]]
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= pod_labels.items()
+        (c,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= {p["name"] for p in c["ports"]}
+
+
+def test_annotations_and_bundle_dockerfile_agree():
+    annotations = yaml.safe_load((REPO / "bundle" / "metadata" / "annotations.yaml").read_text())[
+        "annotations"
+    ]
+    dockerfile = (REPO / "bundle" / "bundle.Dockerfile").read_text()
+    for key, value in annotations.items():
+        assert f"LABEL {key}={value}" in dockerfile
+    assert annotations["operators.operatorframework.io.bundle.channel.default.v1"] in annotations[
+        "operators.operatorframework.io.bundle.channels.v1"
+    ].split(",")
+
+
+def test_integration_tests_install_the_bundles_crds():
+    installed = {
+        yaml.safe_load(p.read_text())["metadata"]["name"]
+        for p in bundle_crds()
+        if "CustomResourceDefinition" in p.read_text()
+    }
+    assert installed == {c["name"] for c in OWNED.values()}

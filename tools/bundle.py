@@ -1,0 +1,494 @@
+"""``make bundle``: render the OLM bundle (registry+v1) from the same sources as the operators.
+
+    python -m tools.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py] [--check]
+
+Sources: each operator's ``schema.py`` (CRDs, descriptors), ``rbac.py`` (permissions) and
+package docstring; ``examples/*.yaml`` (alm-examples); ``shared.serving`` (ports). Output:
+
+    bundle/manifests/   the CSV, the CRDs, a metrics Service and a ServiceMonitor per operator
+    bundle/metadata/annotations.yaml
+    bundle/tests/scorecard/config.yaml
+    bundle/bundle.Dockerfile
+    images/<operator>-operator/Dockerfile   (one image per operator)
+
+``--check`` exits 1 naming the files that differ from what would be generated (CI runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import shared
+from operators.netperf import rbac as netperf_rbac
+from operators.netperf.schema import CRD as NETPERF
+from operators.netperf.schema import DEFAULT_IMAGE as NETPERF_IMAGE
+from operators.tdset import rbac as tdset_rbac
+from operators.tdset.schema import CRD as TDSET
+from operators.webserver import rbac as webserver_rbac
+from operators.webserver.schema import CRD as WEBSERVER
+from shared.crd import CRDSpec, to_yaml
+from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
+from tools.manifests import crd_path
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLE = REPO / "bundle"
+PACKAGE = "k8s-operators-py"
+CHANNELS = ("stable",)
+DEFAULT_CHANNEL = "stable"
+DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"
+MIN_KUBE_VERSION = "1.29.0"  # CEL validation rules GA, autoscaling/v2
+SCORECARD_IMAGE = "quay.io/operator-framework/scorecard-test:v1.33.0"
+ICON = REPO / "bundle" / "icon.svg"
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str  # netperf, tdset, webserver
+    crd: CRDSpec
+    rules: Sequence[Mapping[str, Any]]
+    example: str  # file in examples/
+    display: str
+    description: str
+    resources: Sequence[tuple[str, str]]  # (kind, version) of the objects it creates or changes
+
+    @property
+    def deployment(self) -> str:
+        return f"{self.name}-operator"
+
+
+OPERATORS = (
+    Operator(
+        "netperf",
+        NETPERF,
+        netperf_rbac.RULES,
+        "netperf.yaml",
+        "Netperf",
+        "A one-step pod-to-pod network benchmark: a netserver pod, a netperf client pod, results in status.",
+        (("Pod", "v1"),),
+    ),
+    Operator(
+        "tdset",
+        TDSET,
+        tdset_rbac.RULES,
+        "tdset.yaml",
+        "TDSet",
+        "A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",
+        (("Deployment", "v1"), ("Service", "v1"), ("HorizontalPodAutoscaler", "v2")),
+    ),
+    Operator(
+        "webserver",
+        WEBSERVER,
+        webserver_rbac.RULES,
+        "webserver.yaml",
+        "WebServer",
+        "N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",
+        (("Pod", "v1"), ("Service", "v1")),
+    ),
+)
+
+DESCRIPTION = """\
+Three small operators written in Python on [kopf](https://kopf.readthedocs.io), built to
+behave like the best Go operators: level-based, idempotent, restart-safe, observable and
+least-privilege. Each runs as its own Deployment with its own image and ServiceAccount.
+
+## Netperf
+Create a `Netperf` and the operator runs a netperf server pod and a client pod against it,
+records throughput per sample (bits/s) with mean, standard deviation and 95% confidence
+interval (TCP_RR: transactions/s and latency percentiles) in the status, and deletes the pods.
+
+```yaml
+apiVersion: app.example.com/v1alpha1
+kind: Netperf
+metadata: {name: np}
+spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
+```
+
+## TDSet
+A Deployment whose replica count follows time windows in a time zone, acted on exactly at
+each boundary; an HPA on the Deployment gets the schedule as its `minReplicas`.
+
+```yaml
+apiVersion: schedule.rs/v1
+kind: TDSet
+metadata: {name: shop}
+spec:
+  container: {image: nginx:1.27, port: 80}
+  schedulingConfig: [{startTime: 9, endTime: 17, replica: 5}]
+  defaultReplica: 2
+  timeZone: Europe/Berlin
+```
+
+## WebServer
+N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling image
+changes), optionally behind a Service.
+
+```yaml
+apiVersion: demo.k8s.io/v1alpha1
+kind: WebServer
+metadata: {name: web}
+spec: {replicas: 3, image: nginxdemos/hello}
+```
+
+Metrics (controller-runtime compatible) are served on port 8080 of each operator and scraped
+through the bundled ServiceMonitors.
+"""
+
+
+def image(registry: str, name: str, version: str) -> str:
+    return f"{registry}/{name}-operator:{version}"
+
+
+def _title(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", key).replace("_", " ").title().replace("Ip", "IP")
+
+
+def _descriptors(schema: Mapping[str, Any], *, status: bool) -> list[dict[str, Any]]:
+    out = []
+    for key, prop in sorted((schema.get("properties") or {}).items()):
+        d: dict[str, Any] = {
+            "path": key,
+            "displayName": _title(key),
+            "description": str(prop.get("description") or _title(key)),
+        }
+        if key == "conditions":
+            d["x-descriptors"] = ["urn:alm:descriptor:io.kubernetes.conditions"]
+        elif status and key == "status":
+            d["x-descriptors"] = ["urn:alm:descriptor:io.kubernetes.phase"]
+        out.append(d)
+    return out
+
+
+def owned_crd(op: Operator) -> dict[str, Any]:
+    crd = op.crd
+    return {
+        "name": crd.name,
+        "version": crd.version,
+        "kind": crd.kind,
+        "displayName": op.display,
+        "description": op.description,
+        "resources": [{"kind": k, "name": "", "version": v} for k, v in op.resources],
+        "specDescriptors": _descriptors(crd.spec_schema, status=False),
+        "statusDescriptors": _descriptors(crd.status_schema, status=True),
+    }
+
+
+def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
+    labels = {
+        "app.kubernetes.io/name": op.deployment,
+        "app.kubernetes.io/component": "operator",
+        "app.kubernetes.io/part-of": PACKAGE,
+    }
+    probe = {"port": "probes"}
+    container = {
+        "name": "operator",
+        "image": image(registry, op.name, version),
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {
+                # OLM's OperatorGroup target namespaces (comma list; empty = all) -> what we watch.
+                "name": "WATCH_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}},
+            },
+            {"name": "LOG_FORMAT", "value": "json"},
+        ],
+        "ports": [
+            {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
+            {"name": "probes", "containerPort": DEFAULT_PROBE_PORT, "protocol": "TCP"},
+        ],
+        "livenessProbe": {
+            "httpGet": {**probe, "path": "/healthz"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {"httpGet": {**probe, "path": "/readyz"}, "periodSeconds": 5},
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "limits": {"cpu": "500m", "memory": "256Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    return {
+        "name": op.deployment,
+        "label": labels,
+        "spec": {
+            "replicas": 1,
+            # kopf has no leader election: never two pods at once, also not during an upgrade.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"kubectl.kubernetes.io/default-container": "operator"},
+                },
+                "spec": {
+                    "serviceAccountName": op.deployment,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def metrics_service(op: Operator) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{op.deployment}-metrics",
+            "labels": {"app.kubernetes.io/name": op.deployment, "app.kubernetes.io/part-of": PACKAGE},
+        },
+        "spec": {
+            "selector": {"app.kubernetes.io/name": op.deployment},
+            "ports": [
+                {"name": "metrics", "port": DEFAULT_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+def service_monitor(op: Operator) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {
+            "name": op.deployment,
+            "labels": {"app.kubernetes.io/name": op.deployment, "app.kubernetes.io/part-of": PACKAGE},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "http"}],
+        },
+    }
+
+
+def alm_examples() -> list[dict[str, Any]]:
+    return [yaml.safe_load((REPO / "examples" / op.example).read_text()) for op in OPERATORS]
+
+
+def csv(version: str, registry: str) -> dict[str, Any]:
+    import base64
+
+    name = f"{PACKAGE}.v{version}"
+    related = [
+        {"name": f"{op.name}-operator", "image": image(registry, op.name, version)} for op in OPERATORS
+    ]
+    related.append({"name": "netperf-benchmark", "image": NETPERF_IMAGE.rsplit(":", 1)[0] + f":{version}"})
+    return {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": name,
+            "namespace": "placeholder",
+            "annotations": {
+                "alm-examples": json.dumps(alm_examples(), indent=2),
+                "capabilities": "Basic Install",
+                "categories": "Networking,Developer Tools",
+                "containerImage": image(registry, "webserver", version),
+                "description": "Netperf benchmarks, time-of-day scaling and web-server pods, in Python.",
+                "repository": "https://github.com/k8s-operators-py/k8s-operators-py",
+                "support": "k8s-operators-py",
+                "operatorframework.io/suggested-namespace": PACKAGE,
+            },
+            "labels": {
+                "operatorframework.io/arch.amd64": "supported",
+                "operatorframework.io/os.linux": "supported",
+            },
+        },
+        "spec": {
+            "displayName": "Python Operators: Netperf, TDSet, WebServer",
+            "description": DESCRIPTION,
+            "version": version,
+            "minKubeVersion": MIN_KUBE_VERSION,
+            "maturity": "alpha",
+            "keywords": [
+                "netperf",
+                "network benchmark",
+                "scheduled scaling",
+                "time of day",
+                "web server",
+                "kopf",
+            ],
+            "maintainers": [
+                {"name": "k8s-operators-py maintainers", "email": "maintainers@k8s-operators-py.dev"}
+            ],
+            "provider": {"name": "k8s-operators-py", "url": "https://github.com/k8s-operators-py"},
+            "links": [
+                {"name": "Source", "url": "https://github.com/k8s-operators-py/k8s-operators-py"},
+                {
+                    "name": "Documentation",
+                    "url": "https://github.com/k8s-operators-py/k8s-operators-py#readme",
+                },
+            ],
+            "icon": [
+                {"base64data": base64.b64encode(ICON.read_bytes()).decode(), "mediatype": "image/svg+xml"}
+            ],
+            "installModes": [
+                {"type": mode, "supported": True}
+                for mode in ("OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces")
+            ],
+            "customresourcedefinitions": {"owned": [owned_crd(op) for op in OPERATORS]},
+            "install": {
+                "strategy": "deployment",
+                "spec": {
+                    "permissions": [
+                        {"serviceAccountName": op.deployment, "rules": [dict(r) for r in op.rules]}
+                        for op in OPERATORS
+                    ],
+                    "deployments": [deployment(op, registry, version) for op in OPERATORS],
+                },
+            },
+            "relatedImages": related,
+        },
+    }
+
+
+ANNOTATIONS = {
+    "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
+    "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
+    "operators.operatorframework.io.bundle.metadata.v1": "metadata/",
+    "operators.operatorframework.io.bundle.package.v1": PACKAGE,
+    "operators.operatorframework.io.bundle.channels.v1": ",".join(CHANNELS),
+    "operators.operatorframework.io.bundle.channel.default.v1": DEFAULT_CHANNEL,
+    "operators.operatorframework.io.test.mediatype.v1": "scorecard+v1",
+    "operators.operatorframework.io.test.config.v1": "tests/scorecard/",
+}
+
+
+def scorecard_config() -> dict[str, Any]:
+    tests = [
+        "basic-check-spec",
+        "olm-bundle-validation",
+        "olm-crds-have-validation",
+        "olm-crds-have-resources",
+    ]
+    tests += ["olm-spec-descriptors", "olm-status-descriptors"]
+    return {
+        "apiVersion": "scorecard.operatorframework.io/v1alpha3",
+        "kind": "Configuration",
+        "metadata": {"name": "config"},
+        "stages": [
+            {
+                "parallel": True,
+                "tests": [
+                    {
+                        "entrypoint": ["scorecard-test", test],
+                        "image": SCORECARD_IMAGE,
+                        "labels": {"suite": "basic" if test.startswith("basic") else "olm", "test": test},
+                    }
+                    for test in tests
+                ],
+            }
+        ],
+    }
+
+
+def bundle_dockerfile() -> str:
+    labels = "".join(f"LABEL {k}={v}\n" for k, v in ANNOTATIONS.items())
+    return (
+        "# The OLM bundle image (generated by `make bundle`; build from bundle/):\n"
+        f"#   docker build -f bundle.Dockerfile -t {DEFAULT_REGISTRY}/{PACKAGE}-bundle:<version> bundle\n"
+        "FROM scratch\n\n"
+        f"{labels}\n"
+        "COPY manifests /manifests/\n"
+        "COPY metadata /metadata/\n"
+        "COPY tests/scorecard /tests/scorecard/\n"
+    )
+
+
+PYTHON_IMAGE = "python:3.11-slim-bookworm"
+OPERATOR_UID = 65532
+
+
+def operator_dockerfile(op: Operator, registry: str, version: str) -> str:
+    """One image per operator: the same build, a different entry point."""
+    return f"""\
+# The {op.display} operator image. Generated by `make bundle` (tools/bundle.py): do not edit.
+# Build from the repository root (`make images` builds all three):
+#   docker build -f images/{op.deployment}/Dockerfile -t {image(registry, op.name, version)} .
+FROM {PYTHON_IMAGE} AS build
+WORKDIR /src
+COPY pyproject.toml constraints.txt README.md ./
+COPY shared ./shared
+COPY operators ./operators
+# Exactly the versions CI tested: constraints.txt is the lock.
+RUN python -m venv /venv \\
+ && /venv/bin/pip install --no-cache-dir --disable-pip-version-check -c constraints.txt .
+
+FROM {PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="{op.deployment}" \\
+      org.opencontainers.image.description="{op.description}" \\
+      org.opencontainers.image.source="https://github.com/k8s-operators-py/k8s-operators-py" \\
+      org.opencontainers.image.version="{version}" \\
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/venv/bin:$PATH \\
+    PYTHONDONTWRITEBYTECODE=1 \\
+    PYTHONUNBUFFERED=1
+COPY --from=build /venv /venv
+USER {OPERATOR_UID}:{OPERATOR_UID}
+EXPOSE {DEFAULT_METRICS_PORT} {DEFAULT_PROBE_PORT}
+ENTRYPOINT ["python", "-m", "operators.{op.name}"]
+"""
+
+
+def render(version: str, registry: str) -> dict[Path, str]:
+    files: dict[Path, str] = {crd_path(op.crd): to_yaml(op.crd.manifest()) for op in OPERATORS}
+    manifests = BUNDLE / "manifests"
+    files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = to_yaml(csv(version, registry))
+    for op in OPERATORS:
+        files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = to_yaml(metrics_service(op))
+        files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = to_yaml(
+            service_monitor(op)
+        )
+    files[BUNDLE / "metadata" / "annotations.yaml"] = to_yaml({"annotations": ANNOTATIONS})
+    files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = to_yaml(scorecard_config())
+    files[BUNDLE / "bundle.Dockerfile"] = bundle_dockerfile()
+    for op in OPERATORS:
+        files[REPO / "images" / op.deployment / "Dockerfile"] = operator_dockerfile(op, registry, version)
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", default=shared.__version__)
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY)
+    parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
+    args = parser.parse_args(argv)
+    files = render(args.version, args.registry)
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    extra = [p for p in (BUNDLE / "manifests").glob("*.yaml") if p not in files]
+    if args.check:
+        if stale or extra:
+            names = ", ".join(str(p.relative_to(REPO)) for p in [*stale, *extra])
+            print(f"bundle out of date (run `make bundle`): {names}", file=sys.stderr)
+            return 1
+        return 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[path])
+        print(f"wrote {path.relative_to(REPO)}")
+    for path in extra:
+        path.unlink()
+        print(f"removed {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
