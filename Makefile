@@ -1,5 +1,5 @@
 # Everything a fresh machine needs is installed by these targets (virtualenv + pinned Python
-# dependencies, Debian's prometheus for promtool, control-plane binaries built from Go modules).
+# dependencies, Debian packages, control-plane binaries and OLM tools built from Go modules).
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -11,6 +11,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 CRDS := bundle/manifests/*.yaml
+# The release and where its images go (bundle, catalog and images are rendered with them).
+VERSION ?= 0.1.0
+REGISTRY ?= ghcr.io/k8s-operators-py
+CONTAINER_TOOL ?= docker
+OPERATORS := netperf tdset webserver
 
 # Versions of the control plane live in localcluster/binaries.py; override per run, e.g.
 #   make test K8S_VERSION=v1.35.4
@@ -42,13 +47,38 @@ testbin: venv ## Build (or reuse) kube-apiserver, controller-manager, scheduler,
 manifests: venv ## Generate the CRDs in bundle/manifests/ from each operator's schema.py
 	$(BIN)/python -m tools.manifests
 
+.PHONY: bundle
+bundle: venv ## Render the OLM bundle and the operator Dockerfiles (VERSION, REGISTRY)
+	$(BIN)/python -m tools.bundle --version $(VERSION) --registry $(REGISTRY)
+
+.PHONY: gotools
+gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go modules in tools/go/
+	$(BIN)/python -m tools.gotools
+
+.PHONY: catalog
+catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
+	$(BIN)/python -m tools.catalog --version $(VERSION) --registry $(REGISTRY)
+
+.PHONY: validate
+validate: gotools ## operator-sdk bundle validate (operatorframework suite) and opm validate
+	$(BIN)/python -m tools.olm_validate
+
+.PHONY: images
+images: ## Build every image with $(CONTAINER_TOOL) (needs Docker or Podman; not run by CI)
+	for op in $(OPERATORS); do \
+	  $(CONTAINER_TOOL) build -f images/$$op-operator/Dockerfile -t $(REGISTRY)/$$op-operator:$(VERSION) . ; \
+	done
+	$(CONTAINER_TOOL) build -t $(REGISTRY)/netperf:$(VERSION) images/netperf
+	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(REGISTRY)/k8s-operators-py-bundle:$(VERSION) bundle
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(REGISTRY)/k8s-operators-py-catalog:$(VERSION) .
+
 .PHONY: lint
-lint: venv ## ruff check, ruff format --check, import contracts, generated files up to date
+lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles) up to date
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m tools.manifests --check
-	$(BIN)/hadolint images/*/Dockerfile
+	$(BIN)/python -m tools.bundle --check
+	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
 
 .PHONY: fmt
 fmt: venv ## Format and auto-fix
@@ -60,7 +90,8 @@ unit: venv system-deps ## Unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin ## Lint, unit and integration tests on a local control plane
+test: lint system-deps testbin catalog ## Lint, catalog, unit and integration tests
+	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
 
 .PHONY: run

@@ -79,7 +79,7 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _run_go(args: list[str], cwd: Path, label: str, **extra_env: str) -> None:
+def run_go(args: list[str], cwd: Path, label: str, **extra_env: str) -> None:
     """Run a go command, printing a heartbeat with elapsed time and packages compiled."""
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -186,16 +186,16 @@ def _build_kube(version: str, out: Path) -> None:
     (src / "tools.go").write_text(TOOLS_GO)
     (src / "cmd" / "etcd").mkdir(parents=True, exist_ok=True)
     (src / "cmd" / "etcd" / "main.go").write_text(ETCD_MAIN)
-    _run_go(["mod", "tidy"], src, "resolving module graph (go mod tidy)")
+    run_go(["mod", "tidy"], src, "resolving module graph (go mod tidy)")
     tags = "selinux,notest"
     for name in KUBE_COMPONENTS:
-        _run_go(
+        run_go(
             ["build", "-v", "-trimpath", "-tags", tags, "-ldflags", _ldflags(version),
              "-o", str(out / name), f"k8s.io/kubernetes/cmd/{name}"],
             src,
             f"building {name} {version}",
         )  # fmt: skip
-    _run_go(
+    run_go(
         ["build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "./cmd/etcd"],
         src,
         "building etcd (version selected by kubernetes)",
@@ -206,7 +206,7 @@ def _build_kwok(version: str, out: Path) -> None:
     gobin = out / ".gobin"
     gobin.mkdir(parents=True, exist_ok=True)
     # go install of a versioned package must run outside any module; out's parent is not one.
-    _run_go(
+    run_go(
         ["install", "-v", "-trimpath", "-ldflags", "-s -w", f"sigs.k8s.io/kwok/cmd/kwok@{version}"],
         out.parent,
         f"building kwok {version}",

@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins opm (operator-registry) for make catalog; built by tools/gotools.py.
+package tools
+
+import _ "github.com/operator-framework/operator-registry/cmd/opm"
