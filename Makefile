@@ -90,7 +90,7 @@ unit: venv system-deps ## Unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin catalog ## Lint, catalog, unit and integration tests
+test: lint system-deps testbin catalog validate ## Lint, OLM validation, unit and integration tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
 
