@@ -43,6 +43,18 @@ NODE_LABEL = "localcluster.dev/node"
 NODE_POOL_LABEL = "localcluster.dev/pool"
 DEFAULT_NODES = 3
 SERVICE_CIDR = "10.96.0.0/16"
+# The operators under test run as ServiceAccounts of this namespace; the API server records
+# what they call (verb, resource, outcome) so tests can compare it with what RBAC grants them.
+AUDITED_NAMESPACE = "k8s-operators-py"
+AUDIT_POLICY = f"""\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:{AUDITED_NAMESPACE}"]
+- level: None
+"""
 
 
 def log(msg: str) -> None:
@@ -131,6 +143,11 @@ class LocalCluster:
     @property
     def pki_dir(self) -> Path:
         return self.workdir / "pki"
+
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines: every request made by a ServiceAccount of ``AUDITED_NAMESPACE``."""
+        return self.workdir / "logs" / "audit.log"
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -289,6 +306,8 @@ class LocalCluster:
 
     def _start_apiserver(self, timeout: float) -> None:
         d = self.pki_dir
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
         comp = self._component(
             "kube-apiserver",
             [
@@ -307,6 +326,10 @@ class LocalCluster:
                 f"--service-account-key-file={d / 'sa.crt'}",
                 f"--service-account-signing-key-file={d / 'sa.key'}",
                 "--allow-privileged=true",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
                 "--profiling=false",
                 "--v=1",
             ],

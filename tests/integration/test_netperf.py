@@ -32,7 +32,7 @@ UNPULLABLE = "localcluster.dev/unpullable:latest"
 @pytest.fixture(scope="module")
 def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("netperf") / "operator.log"
-    op = OperatorProcess("operators.netperf", cluster.kubeconfig, log).start()
+    op = OperatorProcess("operators.netperf", cluster.operator_kubeconfig("netperf"), log).start()
     yield op
     op.stop()
 
@@ -365,3 +365,16 @@ def test_pods_are_admitted_under_the_restricted_pod_security_standard(cluster, n
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(namespace, root, dry_run="All")
     assert err.value.status == 403 and "restricted" in err.value.body
+
+
+def test_a_strangers_pod_with_the_server_name_is_a_conflict_not_a_takeover(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    stranger = {
+        "metadata": {"name": "taken-server-1"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "nodeName": "kwok-node-2"},
+    }
+    core.create_namespaced_pod(namespace, stranger)
+    create(cluster, namespace, "taken", {})
+    s = phase_is(cluster, namespace, "taken", "Error")
+    assert s["reason"] == "PodConflict" and "taken-server-1" in s["message"]
+    assert core.read_namespaced_pod("taken-server-1", namespace).metadata.owner_references is None

@@ -40,7 +40,7 @@ def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator
         offset = (at - datetime.datetime.now(UTC)).total_seconds() if at is not None else 0.0
         op = OperatorProcess(
             "operators.tdset",
-            cluster.kubeconfig,
+            cluster.operator_kubeconfig("tdset"),
             tmp_path / f"operator-{len(started)}.log",
             namespaces=namespace,
             env={OFFSET_ENV: f"{offset:.6f}"},
@@ -497,3 +497,33 @@ def test_operator_killed_mid_way_converges_after_restart(cluster, namespace, sta
     assert [d.metadata.name for d in deps] == ["r"]
     wait_event(cluster, namespace, "r", "RevertedManualScale", "scaled to 8", "scaled back to 2")
     assert "clock shifted" in second.log_tail(200_000)
+
+
+def test_a_strangers_deployment_with_the_name_is_reported_not_adopted(cluster, namespace, start_operator):
+    start_operator()
+    apps = client.AppsV1Api(cluster.api)
+    labels = {"app": "mine"}
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "taken"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        },
+    )
+    create(cluster, namespace, "taken", steady(3))
+
+    def conflict() -> dict[str, Any] | None:
+        c = condition(get(cluster, namespace, "taken"), "Degraded")
+        return c if c.get("status") == "True" else None
+
+    cond = wait_for(conflict, 60, "Degraded=True DeploymentConflict")
+    assert cond["reason"] == "DeploymentConflict" and "not controlled by this TDSet" in cond["message"]
+    dep = deployment(cluster, namespace, "taken")
+    assert dep.metadata.owner_references is None and dep.spec.replicas == 1

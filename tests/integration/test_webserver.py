@@ -21,7 +21,7 @@ GROUP, VERSION, PLURAL = "demo.k8s.io", "v1alpha1", "webservers"
 @pytest.fixture(scope="module")
 def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("webserver") / "operator.log"
-    op = OperatorProcess("operators.webserver", cluster.kubeconfig, log).start()
+    op = OperatorProcess("operators.webserver", cluster.operator_kubeconfig("webserver"), log).start()
     yield op
     op.stop()
 
