@@ -23,7 +23,7 @@ from typing import Any
 
 from operators.netperf.parse import KEYS
 from operators.netperf.schema import APP, DEFAULTS
-from shared import ownership
+from shared import ownership, podsecurity
 
 CONTROL_PORT = 12865
 RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to
@@ -79,21 +79,6 @@ def netperf_argv(spec: Mapping[str, Any], server_ip: str) -> list[str]:
     return argv
 
 
-def _security() -> tuple[dict[str, Any], dict[str, Any]]:
-    pod = {
-        "runAsNonRoot": True,
-        "runAsUser": NON_ROOT,
-        "runAsGroup": NON_ROOT,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    container = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    return pod, container
-
-
 def _node_affinity(node: str) -> dict[str, Any]:
     # matchFields on the node's name, as DaemonSets do: node names and hostname labels may differ.
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
@@ -104,7 +89,6 @@ def _pod(
     owner: Mapping[str, Any], name: str, component: str, container: dict[str, Any], affinity: dict[str, Any]
 ) -> dict[str, Any]:
     meta = owner["metadata"]
-    pod_security, container_security = _security()
     labels = {
         **ownership.standard_labels(APP, meta["name"], component),
         RUN_LABEL: str(meta.get("generation", 0)),
@@ -118,12 +102,12 @@ def _pod(
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 5,
-            "securityContext": pod_security,
+            "securityContext": podsecurity.restricted_pod(NON_ROOT),
             "containers": [
                 {
                     **container,
                     "imagePullPolicy": "IfNotPresent",
-                    "securityContext": container_security,
+                    "securityContext": podsecurity.restricted_container(read_only_root=True),
                     "resources": {
                         "requests": {"cpu": "250m", "memory": "64Mi"},
                         "limits": {"memory": "256Mi"},

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
-from shared import ownership, services
+from shared import ownership, podsecurity, services
 
 CONTAINER = "web"
 HASH_LABEL = "demo.k8s.io/template-hash"
@@ -66,11 +66,15 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
 
 def template(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of the spec that define a pod; a change to them rolls the pods."""
-    return {
+    tpl: dict[str, Any] = {
         "image": spec.get("image") or DEFAULT_IMAGE,
         "port": int(spec.get("port") or DEFAULT_PORT),
         "resources": spec.get("resources") or {},
     }
+    # Only when set: WebServers without it keep their template hash (no roll on upgrade).
+    if spec.get("runAsUser") is not None:
+        tpl["runAsUser"] = int(spec["runAsUser"])
+    return tpl
 
 
 def template_hash(spec: Mapping[str, Any]) -> str:
@@ -107,6 +111,11 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
     }
     if tpl["resources"]:
         container["resources"] = tpl["resources"]
+    pod_spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Always"}
+    if "runAsUser" in tpl:
+        # The restricted Pod Security Standard: admitted in namespaces that enforce it.
+        pod_spec["securityContext"] = podsecurity.restricted_pod(tpl["runAsUser"])
+        container["securityContext"] = podsecurity.restricted_container()
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -115,7 +124,7 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
             # app=<name> is what the original operator labelled its pods with.
             "labels": {"app": name, HASH_LABEL: thash, SLOT_LABEL: str(slot)},
         },
-        "spec": {"containers": [container], "restartPolicy": "Always"},
+        "spec": pod_spec,
     }
     return ownership.adopt(pod, owner, APP, "web-server")
 

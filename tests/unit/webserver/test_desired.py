@@ -162,3 +162,17 @@ def test_service_manifest_and_drift():
     assert desired.service_differs({**observed, "targetPort": 80}, svc)
     pinned = desired.service_manifest(OWNER, {**spec, "service": {**spec["service"], "nodePort": 30001}})
     assert desired.service_differs(observed, pinned)
+
+
+def test_run_as_user_gives_restricted_pods_and_leaves_other_hashes_alone():
+    # A WebServer without runAsUser keeps the hash it had before the field existed.
+    assert desired.template(SPEC) == {"image": "nginx:1", "port": 80, "resources": {}}
+    spec = {**SPEC, "runAsUser": 101}
+    assert desired.template_hash(spec) != H
+    pod = desired.pod_manifest(OWNER, spec, 0)
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["securityContext"]["runAsUser"] == 101
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (c,) = pod["spec"]["containers"]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert "securityContext" not in desired.pod_manifest(OWNER, SPEC, 0)["spec"]
