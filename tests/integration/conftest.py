@@ -51,22 +51,23 @@ class Cluster:
             pytest.skip("needs the local control plane's kwok nodes (USE_EXISTING_CLUSTER is set)")
         return self.local
 
-    def operator_kubeconfig(self, operator: str) -> Path:
+    def operator_kubeconfig(self, operator: str, account: str | None = None) -> Path:
         """A kubeconfig for ``<operator>-operator``'s ServiceAccount holding exactly the CSV's rules.
 
         The rules are bound cluster-wide (a ClusterRole), as OLM does for the AllNamespaces
         install mode; the token comes from the TokenRequest API. Operators under test run with
-        it, so a verb missing from the CSV fails their tests with 403s.
+        it, so a verb missing from the CSV fails their tests with 403s. ``account`` names another
+        ServiceAccount with the same rules (its requests can then be told apart in the audit log).
         """
-        account, namespace = f"{operator}-operator", localcluster.AUDITED_NAMESPACE
+        rules = csv_permissions()[f"{operator}-operator"]
+        account = account or f"{operator}-operator"
+        namespace = localcluster.AUDITED_NAMESPACE
         core, rbac = client.CoreV1Api(self.api), client.RbacAuthorizationV1Api(self.api)
         role = f"test:{account}"
         for create in (
             lambda: core.create_namespace({"metadata": {"name": namespace}}),
             lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": account}}),
-            lambda: rbac.create_cluster_role(
-                {"metadata": {"name": role}, "rules": csv_permissions()[account]}
-            ),
+            lambda: rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules}),
             lambda: rbac.create_cluster_role_binding(
                 {
                     "metadata": {"name": role},
