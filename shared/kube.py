@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Mapping
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -54,8 +56,14 @@ def _load_configuration() -> Any:
 class KubeClient:
     """An async JSON client for one API server."""
 
-    def __init__(self, configuration: Any | None = None) -> None:
+    def __init__(
+        self,
+        configuration: Any | None = None,
+        observer: Callable[[str, str, int | str, float], None] | None = None,
+    ) -> None:
         self._cfg = configuration
+        # Called with (method, host, status code or "<error>", seconds) after every request.
+        self._observer = observer
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = None
 
@@ -101,22 +109,31 @@ class KubeClient:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         url = self._cfg.host.rstrip("/") + path
         data = json.dumps(body) if body is not None else None
-        async with self._session.request(
-            method, url, data=data, params=params, headers=self._headers(content_type), ssl=self._ssl
-        ) as resp:
-            text = await resp.text()
-            try:
-                payload = json.loads(text) if text else {}
-            except ValueError:
-                payload = {"message": text[:500]}
-            if resp.status >= 400:
-                raise ApiError(
-                    resp.status,
-                    str(payload.get("reason") or resp.reason),
-                    str(payload.get("message") or ""),
-                    payload,
-                )
-            return payload if isinstance(payload, dict) else {"items": payload}
+        host = urllib.parse.urlsplit(self._cfg.host).netloc
+        start = time.monotonic()
+        code: int | str = "<error>"
+        try:
+            async with self._session.request(
+                method, url, data=data, params=params, headers=self._headers(content_type), ssl=self._ssl
+            ) as resp:
+                status, reason = resp.status, resp.reason
+                code = status
+                text = await resp.text()
+        finally:
+            if self._observer is not None:
+                self._observer(method, host, code, time.monotonic() - start)
+        try:
+            payload = json.loads(text) if text else {}
+        except ValueError:
+            payload = {"message": text[:500]}
+        if status >= 400:
+            raise ApiError(
+                status,
+                str(payload.get("reason") or reason),
+                str(payload.get("message") or ""),
+                payload,
+            )
+        return payload if isinstance(payload, dict) else {"items": payload}
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path, body)

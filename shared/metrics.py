@@ -13,18 +13,33 @@ operators work unchanged:
 - ``controller_runtime_max_concurrent_reconciles{controller}`` and
   ``controller_runtime_active_workers{controller}`` (gauges).
 
-How kopf outcomes map onto ``result`` is decided in :mod:`shared.reconcile`. Each process uses
+plus client-go's ``rest_client_requests_total{code,method,host}`` and
+``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
+(:class:`shared.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
+operator's domain metrics. Every metric is declared once, in :data:`TABLE` (name, type, help,
+labels, which operator); the registry and the README's metrics list are both made from it.
+
+How kopf outcomes map onto ``result`` is decided in :mod:`shared.workqueue`. Each process uses
 its own :class:`Metrics` (a private ``CollectorRegistry``), never the global default registry,
 and ``_created`` series are disabled to match Go's output.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import kopf
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 # Go's client has no *_created series; dashboards built for controller-runtime don't expect them.
 prometheus_client.disable_created_metrics()
@@ -55,55 +70,170 @@ RECONCILE_BUCKETS = (
 )  # fmt: skip
 
 
+# client-go's request latency buckets (k8s.io/client-go/tools/metrics via component-base).
+REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+NAMESPACED = ("namespace", "name")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: the single place its name, type, help text and labels are written."""
+
+    name: str
+    kind: str  # counter | gauge | histogram
+    help: str
+    labels: tuple[str, ...]
+    operator: str = ""  # "" = every operator exposes it
+    buckets: tuple[float, ...] = ()
+
+
+TABLE: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "controller_runtime_reconcile_total",
+        "counter",
+        "Total number of reconciliations per controller",
+        ("controller", "result"),
+    ),
+    MetricSpec(
+        "controller_runtime_reconcile_errors_total",
+        "counter",
+        "Total number of reconciliation errors per controller",
+        ("controller",),
+    ),
+    MetricSpec(
+        "controller_runtime_terminal_reconcile_errors_total",
+        "counter",
+        "Total number of terminal reconciliation errors per controller",
+        ("controller",),
+    ),
+    MetricSpec(
+        "controller_runtime_reconcile_panics_total",
+        "counter",
+        "Total number of reconciliation panics per controller",
+        ("controller",),
+    ),
+    MetricSpec(
+        "controller_runtime_reconcile_time_seconds",
+        "histogram",
+        "Length of time per reconciliation per controller",
+        ("controller",),
+        buckets=RECONCILE_BUCKETS,
+    ),
+    MetricSpec(
+        "controller_runtime_max_concurrent_reconciles",
+        "gauge",
+        "Maximum number of concurrent reconciles per controller",
+        ("controller",),
+    ),
+    MetricSpec(
+        "controller_runtime_active_workers",
+        "gauge",
+        "Number of currently used workers per controller",
+        ("controller",),
+    ),
+    MetricSpec(
+        "rest_client_requests_total",
+        "counter",
+        "Number of HTTP requests to the API server, partitioned by status code, method, and host",
+        ("code", "method", "host"),
+    ),
+    MetricSpec(
+        "rest_client_request_duration_seconds",
+        "histogram",
+        "Request latency in seconds, broken down by verb and host",
+        ("verb", "host"),
+        buckets=REQUEST_BUCKETS,
+    ),
+    MetricSpec(
+        "netperf_throughput_bits_per_second",
+        "gauge",
+        "Mean throughput of the latest finished STREAM test of a Netperf, in bits per second",
+        NAMESPACED,
+        "netperf",
+    ),
+    MetricSpec(
+        "netperf_failed",
+        "gauge",
+        "1 when a Netperf's latest test ended in Error, else 0",
+        NAMESPACED,
+        "netperf",
+    ),
+    MetricSpec(
+        "netperf_tests_total",
+        "counter",
+        "Finished Netperf tests by result (done or error)",
+        ("result",),
+        "netperf",
+    ),
+    MetricSpec(
+        "tdset_desired_replicas",
+        "gauge",
+        "Replicas the TDSet operator maintains for a TDSet now",
+        NAMESPACED,
+        "tdset",
+    ),
+    MetricSpec(
+        "tdset_scheduled_replicas", "gauge", "Replicas a TDSet's schedule asks for now", NAMESPACED, "tdset"
+    ),
+    MetricSpec(
+        "tdset_degraded", "gauge", "1 when a TDSet's Degraded condition is True, else 0", NAMESPACED, "tdset"
+    ),
+    MetricSpec(
+        "webserver_desired_replicas", "gauge", "spec.replicas of a WebServer", NAMESPACED, "webserver"
+    ),
+    MetricSpec("webserver_ready_replicas", "gauge", "Ready pods of a WebServer", NAMESPACED, "webserver"),
+)
+BY_NAME = {m.name: m for m in TABLE}
+
+
 class Metrics:
-    """All reconcile metrics of one operator process."""
+    """All metrics of one operator process, on a private registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.reconcile_total = Counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ["controller", "result"],
-            registry=r,
-        )
-        self.reconcile_errors = Counter(
-            "controller_runtime_reconcile_errors_total",
-            "Total number of reconciliation errors per controller",
-            ["controller"],
-            registry=r,
-        )
-        self.terminal_errors = Counter(
-            "controller_runtime_terminal_reconcile_errors_total",
-            "Total number of terminal reconciliation errors per controller",
-            ["controller"],
-            registry=r,
-        )
-        self.panics = Counter(
-            "controller_runtime_reconcile_panics_total",
-            "Total number of reconciliation panics per controller",
-            ["controller"],
-            registry=r,
-        )
-        self.reconcile_time = Histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            ["controller"],
-            buckets=RECONCILE_BUCKETS,
-            registry=r,
-        )
-        self.max_concurrent = Gauge(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            ["controller"],
-            registry=r,
-        )
-        self.active_workers = Gauge(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            ["controller"],
-            registry=r,
-        )
+        # process_* (CPU, memory, file descriptors, start time) and python_info, as Go's
+        # process and build-info collectors give controller-runtime operators.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self._made: dict[str, Counter | Gauge | Histogram] = {}
+        self.reconcile_total = self.counter("controller_runtime_reconcile_total")
+        self.reconcile_errors = self.counter("controller_runtime_reconcile_errors_total")
+        self.terminal_errors = self.counter("controller_runtime_terminal_reconcile_errors_total")
+        self.panics = self.counter("controller_runtime_reconcile_panics_total")
+        self.reconcile_time = self.histogram("controller_runtime_reconcile_time_seconds")
+        self.max_concurrent = self.gauge("controller_runtime_max_concurrent_reconciles")
+        self.active_workers = self.gauge("controller_runtime_active_workers")
+        self.requests = self.counter("rest_client_requests_total")
+        self.request_duration = self.histogram("rest_client_request_duration_seconds")
+
+    def _make(self, name: str, kind: str) -> Counter | Gauge | Histogram:
+        spec = BY_NAME[name]
+        assert spec.kind == kind, f"{name} is a {spec.kind}"
+        if name not in self._made:
+            if kind == "counter":
+                self._made[name] = Counter(name, spec.help, spec.labels, registry=self.registry)
+            elif kind == "gauge":
+                self._made[name] = Gauge(name, spec.help, spec.labels, registry=self.registry)
+            else:
+                self._made[name] = Histogram(
+                    name, spec.help, spec.labels, buckets=spec.buckets, registry=self.registry
+                )
+        return self._made[name]
+
+    def counter(self, name: str) -> Counter:
+        made = self._make(name, "counter")
+        assert isinstance(made, Counter)
+        return made
+
+    def gauge(self, name: str) -> Gauge:
+        made = self._make(name, "gauge")
+        assert isinstance(made, Gauge)
+        return made
+
+    def histogram(self, name: str) -> Histogram:
+        made = self._make(name, "histogram")
+        assert isinstance(made, Histogram)
+        return made
 
     def init_controllers(self, controllers: Iterable[str], max_concurrent: int) -> None:
         """Create every labelled series at zero so rates and alerts work from the first scrape."""
@@ -127,6 +257,19 @@ class Metrics:
             self.terminal_errors.labels(controller).inc()
         if exc is not None and isinstance(exc, PROGRAMMING_ERRORS):
             self.panics.labels(controller).inc()
+
+    def observe_request(self, method: str, host: str, code: int | str, seconds: float) -> None:
+        """One API request by the operator's client (code ``<error>`` when none came back)."""
+        self.requests.labels(str(code), method.upper(), host).inc()
+        self.request_duration.labels(method.upper(), host).observe(seconds)
+
+    def forget_object(self, namespace: str, name: str) -> None:
+        """Drop an object's series from every namespace/name metric (it was deleted)."""
+        for metric in self._made.values():
+            # prometheus_client has no public accessor for a metric's label names.
+            if metric._labelnames == NAMESPACED:
+                with contextlib.suppress(KeyError):  # no series for this object
+                    metric.remove(namespace, name)
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)

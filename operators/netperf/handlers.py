@@ -20,7 +20,6 @@ crash left behind are deleted by the next pass (from the cache, without API read
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 from collections.abc import Mapping
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from prometheus_client import Gauge
 
 from operators.netperf import desired, status
 from operators.netperf.api import NetperfAPI
@@ -37,7 +35,7 @@ from operators.netperf.parse import ParseError, parse, truncate
 from operators.netperf.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
-from shared.kube import reason_of
+from shared.kube import KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.validation import SchemaValidator
 from shared.workqueue import Controller
@@ -46,14 +44,11 @@ CONTROLLER = "netperf"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods",))
 clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
-api = NetperfAPI()
+api = NetperfAPI(KubeClient(observer=runtime.metrics.observe_request))
 logger = logging.getLogger("operators.netperf")
-throughput_gauge = Gauge(
-    "netperf_throughput_bits_per_second",
-    "Mean throughput of the latest finished STREAM test of a Netperf, in bits per second",
-    ["namespace", "name"],
-    registry=runtime.metrics.registry,
-)
+throughput_gauge = runtime.metrics.gauge("netperf_throughput_bits_per_second")
+failed_gauge = runtime.metrics.gauge("netperf_failed")
+tests_total = runtime.metrics.counter("netperf_tests_total")
 pods = caches.OwnerCache(desired.pod_view)
 MANAGED = caches.managed_labels(APP)
 
@@ -84,8 +79,7 @@ async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     if type == "DELETED":
         meta = body["metadata"]
         api.status.forget(meta["uid"])
-        with contextlib.suppress(KeyError):  # no finished STREAM test: no series
-            throughput_gauge.remove(meta["namespace"], meta["name"])
+        runtime.metrics.forget_object(meta["namespace"], meta["name"])
 
 
 @kopf.on.startup()
@@ -122,6 +116,8 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
     """Record the end of a run, then remove its pods (in that order: results first)."""
     meta = body["metadata"]
     await api.status.write(body, new)
+    failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
+    tests_total.labels("done" if new["status"] == "Done" else "error").inc()
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"])
@@ -271,6 +267,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         # Nothing to do but leftovers of a crash between the final status and the deletes.
         if current.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"])
+        failed_gauge.labels(namespace, name).set(1 if current.get("status") == "Error" else 0)
         await _delete_pods(body, views)
         return None
 
@@ -288,6 +285,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
             # A new run: claim it first, so a restart continues it instead of starting another.
             current = status.started(current=current, generation=generation, names=names, now=now)
+            failed_gauge.labels(namespace, name).set(0)
             await api.status.write(body, current)
             what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
             _event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")

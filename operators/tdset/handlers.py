@@ -26,7 +26,7 @@ from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
-from shared.kube import reason_of
+from shared.kube import KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.services import view as service_view
@@ -35,9 +35,12 @@ from shared.workqueue import Controller
 
 CONTROLLER = "tdset"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("deployments", "services"))
+desired_gauge = runtime.metrics.gauge("tdset_desired_replicas")
+scheduled_gauge = runtime.metrics.gauge("tdset_scheduled_replicas")
+degraded_gauge = runtime.metrics.gauge("tdset_degraded")
 clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
-api = TDSetAPI()
+api = TDSetAPI(KubeClient(observer=runtime.metrics.observe_request))
 expectations = PatchExpectations()
 logger = logging.getLogger("operators.tdset")
 
@@ -99,6 +102,7 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     if type == "DELETED":
         tdsets_by_name.pop(key, None)
         api.status.forget(meta["uid"])
+        runtime.metrics.forget_object(meta["namespace"], meta["name"])
         expectations.forget(meta["uid"])
     else:
         tdsets_by_name[key] = meta["uid"]
@@ -213,6 +217,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
 
     errors = validator.errors(spec) or schedule.check(spec)
     if errors:
+        degraded_gauge.labels(namespace, name).set(1)
         if await api.status.write(
             body, status.invalid(errors=errors, generation=generation, current=current, now=now)
         ):
@@ -276,6 +281,9 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         now=now,
     )
     await api.status.write(body, new_status)
+    desired_gauge.labels(namespace, name).set(target)
+    scheduled_gauge.labels(namespace, name).set(decision.replicas)
+    degraded_gauge.labels(namespace, name).set(1 if failure is not None else 0)
     if failure is not None:
         _event(body, failure[0], failure[1], "Warning")
         raise ReconcileError(f"{failure[0]}: {failure[1]}")

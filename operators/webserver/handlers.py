@@ -21,7 +21,7 @@ from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches
-from shared.kube import reason_of
+from shared.kube import KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.validation import SchemaValidator
@@ -29,9 +29,11 @@ from shared.workqueue import Controller
 
 CONTROLLER = "webserver"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods", "services"))
+desired_gauge = runtime.metrics.gauge("webserver_desired_replicas")
+ready_gauge = runtime.metrics.gauge("webserver_ready_replicas")
 expectations = DeleteExpectations()
 validator = SchemaValidator(CRD.openapi_schema())
-api = WebServerAPI()
+api = WebServerAPI(KubeClient(observer=runtime.metrics.observe_request))
 
 pods = caches.OwnerCache(desired.pod_view)
 services = caches.OwnerCache(desired.service_view)
@@ -73,6 +75,7 @@ async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None
         uid = body["metadata"]["uid"]
         expectations.forget(uid)
         api.status.forget(uid)
+        runtime.metrics.forget_object(body["metadata"]["namespace"], body["metadata"]["name"])
 
 
 @kopf.on.startup()
@@ -168,6 +171,8 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         now=now,
     )
     await api.status.write(body, new_status)
+    desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
+    ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
     if failure is not None:
         kopf.event(body, type="Warning", reason=failure[0], message=failure[1])
         raise ReconcileError(f"{failure[0]}: {failure[1]}")

@@ -1,0 +1,221 @@
+"""Alerts, the Grafana dashboard and the README's metrics list, from one place each.
+
+- :func:`prometheus_rule`: the bundle's ``PrometheusRule`` (alerts with summary, description
+  and a ``runbook_url`` into ``docs/runbook.md``);
+- :func:`dashboard`: ``docs/grafana-dashboard.json`` (reconcile, client and domain metrics);
+- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.metrics.TABLE``.
+
+``tools/bundle.py`` writes all three (``make bundle``) and ``--check`` catches drift.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.metrics import TABLE
+
+RUNBOOK = "https://github.com/k8s-operators-py/k8s-operators-py/blob/main/docs/runbook.md"
+OPERATORS = ("netperf", "tdset", "webserver")
+CONTROLLERS = "|".join(OPERATORS)
+JOB = "{op}-operator-metrics"  # the ServiceMonitor's job label: the metrics Service's name
+_BY_CONTROLLER = 'sum by (controller) (rate({metric}{{controller=~"{sel}"}}[5m]))'
+ERRORS = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_errors_total", sel=CONTROLLERS)
+TOTAL = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_total", sel=CONTROLLERS)
+
+
+def _alert(
+    name: str, expr: str, *, for_: str, severity: str, summary: str, description: str
+) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {
+            "summary": summary,
+            "description": description,
+            "runbook_url": f"{RUNBOOK}#{name.lower()}",
+        },
+    }
+
+
+def alerts() -> list[dict[str, Any]]:
+    jobs = "|".join(JOB.format(op=op) for op in OPERATORS)
+    rules = [
+        _alert(
+            "K8sOperatorsPyOperatorDown",
+            f'up{{job=~"{jobs}"}} == 0',
+            for_="5m",
+            severity="critical",
+            summary="Operator {{ $labels.job }} is down",
+            description="Prometheus has failed to scrape {{ $labels.job }} ({{ $labels.instance }}) for "
+            "5 minutes: the operator is not running or its metrics port is unreachable; its resources "
+            "are not reconciled.",
+        ),
+    ]
+    for op in OPERATORS:
+        rules.append(
+            _alert(
+                f"{op.capitalize()}OperatorNotScraped",
+                f'absent(up{{job="{JOB.format(op=op)}"}})',
+                for_="15m",
+                severity="warning",
+                summary=f"The {op} operator is not scraped",
+                description=f"No scrape target for job {JOB.format(op=op)} for 15 minutes: the operator "
+                "is not installed, or its ServiceMonitor does not select its metrics Service.",
+            )
+        )
+    rules += [
+        _alert(
+            "K8sOperatorsPyReconcileErrorsHigh",
+            f"{ERRORS} / {TOTAL} > 0.1",
+            for_="15m",
+            severity="warning",
+            summary="More than 10% of {{ $labels.controller }} reconciles fail",
+            description="{{ $value | humanizePercentage }} of the {{ $labels.controller }} controller's "
+            "reconciles ended in an error over the last 5 minutes, for 15 minutes.",
+        ),
+        _alert(
+            "NetperfTestFailed",
+            "netperf_failed == 1",
+            for_="0m",
+            severity="warning",
+            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ended in Error",
+            description="The latest test of Netperf {{ $labels.namespace }}/{{ $labels.name }} failed; "
+            "status.reason and status.message say why.",
+        ),
+        _alert(
+            "TDSetDegraded",
+            "tdset_degraded == 1",
+            for_="10m",
+            severity="warning",
+            summary="TDSet {{ $labels.namespace }}/{{ $labels.name }} is Degraded",
+            description="TDSet {{ $labels.namespace }}/{{ $labels.name }} has been Degraded for 10 minutes "
+            "(invalid spec or its Deployment cannot be written): its replicas do not follow the schedule.",
+        ),
+    ]
+    return rules
+
+
+def prometheus_rule() -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "k8s-operators-py", "labels": {"app.kubernetes.io/part-of": "k8s-operators-py"}},
+        "spec": {"groups": [{"name": "k8s-operators-py.rules", "rules": alerts()}]},
+    }
+
+
+def _panel(
+    panel_id: int, title: str, exprs: list[tuple[str, str]], unit: str, grid: tuple[int, int]
+) -> dict[str, Any]:
+    x, y = grid
+    return {
+        "id": panel_id,
+        "type": "timeseries",
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"x": x, "y": y, "w": 12, "h": 8},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [
+            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend}
+            for i, (expr, legend) in enumerate(exprs)
+        ],
+    }
+
+
+def dashboard() -> dict[str, Any]:
+    sel = "$controller"
+    errors = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_errors_total", sel=sel)
+    total = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_total", sel=sel)
+    by_result = (
+        f'sum by (controller, result) (rate(controller_runtime_reconcile_total{{controller=~"{sel}"}}[5m]))'
+    )
+    buckets = (
+        "sum by (controller, le) "
+        f'(rate(controller_runtime_reconcile_time_seconds_bucket{{controller=~"{sel}"}}[5m]))'
+    )
+    request_buckets = "sum by (job, le) (rate(rest_client_request_duration_seconds_bucket[5m]))"
+    obj = "{{namespace}}/{{name}}"
+    panels: list[tuple[str, list[tuple[str, str]], str]] = [
+        ("Reconciles per second by result", [(by_result, "{{controller}} {{result}}")], "ops"),
+        ("Reconcile error ratio", [(f"{errors} / {total}", "{{controller}}")], "percentunit"),
+        (
+            "Reconcile duration p50 / p99",
+            [
+                (f"histogram_quantile({q}, {buckets})", f"{{{{controller}}}} p{int(q * 100)}")
+                for q in (0.5, 0.99)
+            ],
+            "s",
+        ),
+        (
+            "Active workers",
+            [(f'controller_runtime_active_workers{{controller=~"{sel}"}}', "{{controller}}")],
+            "short",
+        ),
+        (
+            "API requests per second by code",
+            [("sum by (job, code) (rate(rest_client_requests_total[5m]))", "{{job}} {{code}}")],
+            "reqps",
+        ),
+        ("API request duration p99", [(f"histogram_quantile(0.99, {request_buckets})", "{{job}}")], "s"),
+        ("Netperf throughput", [("netperf_throughput_bits_per_second", obj)], "bps"),
+        (
+            "Netperf tests by result",
+            [("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}")],
+            "short",
+        ),
+        (
+            "TDSet desired vs scheduled replicas",
+            [("tdset_desired_replicas", f"{obj} desired"), ("tdset_scheduled_replicas", f"{obj} scheduled")],
+            "short",
+        ),
+        (
+            "WebServer desired vs ready replicas",
+            [("webserver_desired_replicas", f"{obj} desired"), ("webserver_ready_replicas", f"{obj} ready")],
+            "short",
+        ),
+        ("Operator memory (RSS)", [("process_resident_memory_bytes", "{{job}}")], "bytes"),
+        ("Operator CPU", [("rate(process_cpu_seconds_total[5m])", "{{job}}")], "short"),
+    ]
+    return {
+        "title": "k8s-operators-py",
+        "uid": "k8s-operators-py",
+        "tags": ["kubernetes", "operators", "kopf"],
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "30s",
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
+                {
+                    "name": "controller",
+                    "type": "custom",
+                    "label": "Controller",
+                    "query": ",".join(OPERATORS),
+                    "multi": True,
+                    "includeAll": True,
+                    "allValue": CONTROLLERS,
+                    "current": {"text": "All", "value": "$__all"},
+                },
+            ]
+        },
+        "panels": [
+            _panel(i + 1, title, exprs, unit, ((i % 2) * 12, (i // 2) * 8))
+            for i, (title, exprs, unit) in enumerate(panels)
+        ],
+    }
+
+
+def dashboard_json() -> str:
+    return json.dumps(dashboard(), indent=2) + "\n"
+
+
+def metrics_table() -> str:
+    rows = ["| metric | type | labels | operator | help |", "| --- | --- | --- | --- | --- |"]
+    for m in TABLE:
+        labels = ", ".join(f"`{label}`" for label in m.labels)
+        rows.append(f"| `{m.name}` | {m.kind} | {labels} | {m.operator or 'all'} | {m.help} |")
+    return "\n".join(rows) + "\n"
