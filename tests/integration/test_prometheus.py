@@ -1,0 +1,179 @@
+"""The three operators scraped by a real Prometheus server (Debian's ``prometheus`` package).
+
+The module starts the three operators (as their ServiceAccounts) and a Prometheus with a static
+scrape config, one job per operator named like the job its ServiceMonitor would produce
+(``<operator>-operator-metrics``), scraping every second. Then it drives reconciles and asks
+Prometheus' HTTP API what it saw, comparing with each operator's own ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from localcluster.cluster import free_port
+from tests.helpers import wait_for
+from tests.integration.conftest import Cluster
+from tests.integration.operator_process import OperatorProcess
+
+OPERATORS = ("netperf", "tdset", "webserver")
+
+
+class Prometheus:
+    def __init__(self, targets: dict[str, int], workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+                for op, port in targets.items()
+            ],
+        }
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus is installed by make system-deps (Debian's prometheus package)"
+        self.log = (workdir / "prometheus.log").open("wb")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: self._get("/-/ready") is not None, 60, "Prometheus /-/ready")
+
+    def _get(self, path: str) -> Any:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
+                body = resp.read()
+        except OSError:
+            assert self.proc.poll() is None, (self.workdir / "prometheus.log").read_text()[-2000:]
+            return None
+        return json.loads(body) if path.startswith("/api/") else body
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        data = self._get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        assert data is not None and data["status"] == "success", data
+        return data["data"]["result"]
+
+    def value(self, expr: str) -> float | None:
+        result = self.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+    def targets(self) -> list[dict[str, Any]]:
+        return self._get("/api/v1/targets")["data"]["activeTargets"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def operators(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, OperatorProcess]]:
+    logs = tmp_path_factory.mktemp("operators")
+    started = {
+        op: OperatorProcess(f"operators.{op}", cluster.operator_kubeconfig(op), logs / f"{op}.log").start()
+        for op in OPERATORS
+    }
+    yield started
+    for op in started.values():
+        op.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    operators: dict[str, OperatorProcess], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
+    prom = Prometheus(
+        {op: p.metrics_port for op, p in operators.items()}, tmp_path_factory.mktemp("prometheus")
+    )
+    yield prom
+    prom.stop()
+
+
+def test_live_metrics_pass_promtool_check_metrics(operators):
+    promtool = shutil.which("promtool")
+    assert promtool
+    for op, process in operators.items():
+        text = process.metrics()
+        assert "_created" not in text
+        assert f'controller_runtime_reconcile_total{{controller="{op}",result="requeue"}} 0.0' in text
+        assert "process_resident_memory_bytes" in text
+        check = subprocess.run(
+            [promtool, "check", "metrics"], input=text.encode(), capture_output=True, check=False
+        )
+        assert check.returncode == 0 and not check.stdout.strip(), (op, check.stdout + check.stderr)
+
+
+def test_prometheus_scrapes_the_operators_and_sees_reconciles_move(cluster, namespace, operators, prometheus):
+    def all_up() -> bool:
+        return {t["labels"]["job"]: t["health"] for t in prometheus.targets()} == {
+            f"{op}-operator-metrics": "up" for op in OPERATORS
+        }
+
+    wait_for(all_up, 60, "three targets up")
+    assert {r["metric"]["job"] for r in prometheus.query("up == 1")} == {
+        f"{op}-operator-metrics" for op in OPERATORS
+    }
+
+    # TDSet passes end in requeue_after (they schedule the next boundary), WebServer's in success.
+    total = 'sum(controller_runtime_reconcile_total{{controller="{op}"}})'
+    before = {op: prometheus.value(total.format(op=op)) or 0.0 for op in OPERATORS}
+
+    co = client.CustomObjectsApi(cluster.api)
+    web = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "w"}}
+    co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", namespace, "webservers", {**web, "spec": {"replicas": 2}}
+    )
+    tds = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "t"}}
+    spec = {"container": {"image": "nginx", "port": 80}, "schedulingConfig": [], "defaultReplica": 3}
+    co.create_namespaced_custom_object("schedule.rs", "v1", namespace, "tdsets", {**tds, "spec": spec})
+    wait_for(
+        lambda: prometheus.value(f'tdset_desired_replicas{{namespace="{namespace}",name="t"}}') == 3,
+        60,
+        "Prometheus sees the TDSet's desired replicas",
+    )
+    wait_for(
+        lambda: prometheus.value(f'webserver_ready_replicas{{namespace="{namespace}",name="w"}}') == 2,
+        90,
+        "Prometheus sees the WebServer's ready replicas",
+    )
+
+    for op, result in (("tdset", "requeue_after"), ("webserver", "success")):
+        # Prometheus catches up with the operator's own counter, and the counter moved.
+        own = operators[op].metric("controller_runtime_reconcile_total", controller=op, result=result)
+        series = f'controller_runtime_reconcile_total{{controller="{op}",result="{result}"}}'
+        wait_for(lambda series=series, own=own: (prometheus.value(series) or 0) >= own, 30, f"{op}'s count")
+        assert (prometheus.value(total.format(op=op)) or 0) > before[op]
+        moved = prometheus.value(f"increase({series}[5m])")
+        assert moved is not None and moved > 0
+        # Every reconcile is timed: the histogram's count equals the sum over all results.
+        count = prometheus.value(f'controller_runtime_reconcile_time_seconds_count{{controller="{op}"}}')
+        assert count == prometheus.value(total.format(op=op))
+        # The operator's own API writes were counted by code.
+        created = prometheus.value(
+            f'sum(rest_client_requests_total{{job="{op}-operator-metrics",code=~"2.."}})'
+        )
+        assert created is not None and created > 0
+    # Series Prometheus keeps for each object carry its namespace and name.
+    assert {
+        (r["metric"]["namespace"], r["metric"]["name"])
+        for r in prometheus.query("webserver_desired_replicas")
+    } >= {(namespace, "w")}
