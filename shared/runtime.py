@@ -120,6 +120,10 @@ class Runtime:
 
         async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
             configure_settings(settings, self.app, self.child_resources)
+            # One watch per watched resource and namespace (one cluster-wide when none given).
+            # kopf has no public accessor for the selectors its watchers were registered with.
+            watched = (registry or kopf.get_default_registry())._watching.get_all_selectors()
+            self.readiness.expect(len(list(watched)) * max(1, len(self.options.namespaces)))
             # kopf runs sync handlers in a thread pool: its size bounds concurrent reconciles.
             workers = settings.execution.max_workers or min(32, (os.cpu_count() or 1) + 4)
             self.metrics.init_controllers(self.controllers, workers)

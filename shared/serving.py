@@ -30,6 +30,14 @@ class Readiness:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._watches: dict[str, bool] = {}
+        # kopf starts its watches one by one: until all have *started*, "every started watch
+        # has listed" would be true too early (a pass would see the parent but no children).
+        self._expected = 1
+
+    def expect(self, count: int) -> None:
+        """How many watch streams must have listed before the process is ready."""
+        with self._lock:
+            self._expected = max(1, count)
 
     def watch_started(self, key: str) -> None:
         with self._lock:
@@ -45,7 +53,7 @@ class Readiness:
 
     def is_ready(self) -> bool:
         with self._lock:
-            return bool(self._watches) and all(self._watches.values())
+            return len(self._watches) >= self._expected and all(self._watches.values())
 
 
 def track_watches(readiness: Readiness) -> Callable[[], None]:

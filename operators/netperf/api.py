@@ -20,14 +20,27 @@ class NetperfAPI:
         self.kube = kube or KubeClient()
         self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
-    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Create the pod; when it already exists (a restart, a stale cache), return the existing one."""
+    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create the pod; (pod, True) when created, (existing pod, False) when it already existed.
+
+        It already exists after a restart or when the cache lags, and also when a stranger took
+        the name: the caller checks the owner.
+        """
         try:
-            return await self.kube.create(namespaced(namespace, "pods"), body)
+            return await self.kube.create(namespaced(namespace, "pods"), body), True
         except ApiError as exc:
             if exc.status != 409:
                 raise
-        return await self.kube.get(namespaced(namespace, "pods", body["metadata"]["name"]))
+        return await self.kube.get(namespaced(namespace, "pods", body["metadata"]["name"])), False
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A live read (None when there is no such pod): for decisions the cache could get wrong."""
+        try:
+            return await self.kube.get(namespaced(namespace, "pods", name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         """Delete the pod; False when it was already gone."""

@@ -124,6 +124,7 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
         _event(body, "TestFinished", conditions.get(new["conditions"], status.COMPLETE)["message"])
     else:
         _event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
+        logger.info(f"{meta['namespace']}/{meta['name']}: test failed: {new['reason']}: {new['message']}")
     await _delete_pods(body, views)
 
 
@@ -180,14 +181,15 @@ class Pass:
 
     async def create(self, manifest: dict[str, Any], what: str) -> bool:
         """Create a pod of this run; False (and Error) when a stranger has its name."""
-        created = await api.create_pod(self.namespace, manifest)
-        if not ownership.is_controlled_by(created, self.body["metadata"]["uid"]):
+        pod, created = await api.create_pod(self.namespace, manifest)
+        if not ownership.is_controlled_by(pod, self.body["metadata"]["uid"]):
             await self.fail(
                 "PodConflict", f"a pod named {manifest['metadata']['name']} exists and is not ours"
             )
             return False
-        pods.observe("ADDED", created)  # write-through: the watch may be slower than the next pass
-        _event(self.body, "CreatedPod", f"Created {what}")
+        pods.observe("ADDED", pod)  # write-through: the watch may be slower than the next pass
+        if created:  # else it was ours already (a restart, a lagging cache): nothing was done
+            _event(self.body, "CreatedPod", f"Created {what}")
         return True
 
 
@@ -244,6 +246,13 @@ async def test_step(p: Pass) -> float | None:
             return None
         await _finish(p.body, status.done(current=p.current, result=result, now=p.now), p.views)
         return None
+    if p.server is None:
+        # Absent from the cache is not proof of absence: right after a restart kopf may not
+        # have delivered every listed pod yet. Ending a run is final, so read before deciding.
+        found = await api.get_pod(p.namespace, p.names.server)
+        if found is not None and ownership.is_controlled_by(found, p.body["metadata"]["uid"]):
+            pods.observe("MODIFIED", found)
+            p.server = desired.pod_view(found)
     failure = test_failure(p)
     if failure is not None:
         await p.fail(*failure)

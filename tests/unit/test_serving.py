@@ -24,6 +24,18 @@ def test_readiness_needs_every_started_watch_listed():
     assert r.is_ready()
 
 
+def test_readiness_waits_for_every_expected_watch_to_start():
+    r = Readiness()
+    r.expect(2)
+    r.watch_started("netperfs@*")
+    r.watch_listed("netperfs@*")
+    assert not r.is_ready()  # the pods watch has not even started: children unknown
+    r.watch_started("pods@*")
+    assert not r.is_ready()
+    r.watch_listed("pods@*")
+    assert r.is_ready()
+
+
 def test_kopf_internal_shape_we_rely_on():
     assert inspect.isasyncgenfunction(watching.continuous_watch)
     params = inspect.signature(watching.continuous_watch).parameters
