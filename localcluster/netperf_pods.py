@@ -63,6 +63,35 @@ def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
 
 
+def add_netns(name: str) -> None:
+    """A fresh network namespace with its loopback up (an old one of that name is replaced)."""
+    subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
+    sh("ip", "netns", "add", name)
+    sh("ip", "-n", name, "link", "set", "lo", "up")
+
+
+def wire(
+    server_ns: str, server_ip: str, client_ns: str, client_ip: str, link_rate: str | None = None
+) -> None:
+    """A veth pair between two namespaces, each end with its IP (/32 + a route to the other).
+
+    ``link_rate`` (e.g. ``2gbit``) shapes both ends with tc tbf.
+    """
+    suffix = hashlib.sha256(client_ns.encode()).hexdigest()[:6]
+    a, b = f"np{suffix}s", f"np{suffix}c"
+    sh(
+        *("ip", "link", "add", a, "netns", server_ns),
+        *("type", "veth", "peer", "name", b, "netns", client_ns),
+    )
+    for ns, dev, mine, peer in ((server_ns, a, server_ip, client_ip), (client_ns, b, client_ip, server_ip)):
+        sh("ip", "-n", ns, "addr", "add", f"{mine}/32", "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "route", "add", f"{peer}/32", "dev", dev)
+        if link_rate:
+            shape = ("tbf", "rate", link_rate, "burst", "2mb", "latency", "20ms")
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *shape)
+
+
 def netns_name(uid: str) -> str:
     return "lcnp-" + hashlib.sha256(uid.encode()).hexdigest()[:10]
 
@@ -195,9 +224,7 @@ class NetperfPodRunner:
     # -- namespaces ---------------------------------------------------------------------------
 
     def _add_netns(self, name: str) -> None:
-        subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
-        sh("ip", "netns", "add", name)
-        sh("ip", "-n", name, "link", "set", "lo", "up")
+        add_netns(name)
         with self._lock:
             self._namespaces.append(name)
 
@@ -232,23 +259,6 @@ class NetperfPodRunner:
             time.sleep(0.1)
         return None
 
-    def _wire(self, server: Server, client_ns: str, client_ip: str) -> None:
-        """A veth pair between the two namespaces, each end with its pod's IP (/32 + route)."""
-        suffix = hashlib.sha256(client_ns.encode()).hexdigest()[:6]
-        a, b = f"np{suffix}s", f"np{suffix}c"
-        sh(
-            *("ip", "link", "add", a, "netns", server.netns),
-            *("type", "veth", "peer", "name", b, "netns", client_ns),
-        )
-        ends = ((server.netns, a, server.ip, client_ip), (client_ns, b, client_ip, server.ip))
-        for ns, dev, mine, peer in ends:
-            sh("ip", "-n", ns, "addr", "add", f"{mine}/32", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "route", "add", f"{peer}/32", "dev", dev)
-            if self.link_rate:
-                shape = ("tbf", "rate", self.link_rate, "burst", "2mb", "latency", "20ms")
-                sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *shape)
-
     def _run_client(self, key: tuple[str, str, str], pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         container = pod["spec"]["containers"][0]
@@ -259,7 +269,7 @@ class NetperfPodRunner:
                 raise RuntimeError(f"no server pod of run {key} is running here")
             ns = netns_name(meta["uid"])
             self._add_netns(ns)
-            self._wire(server, ns, pod["status"]["podIP"])
+            wire(server.netns, server.ip, ns, pod["status"]["podIP"], self.link_rate)
             _wait_listening(server.netns, container_argv(container))
             if self.before_client is not None:
                 self.before_client(ns, server.ip)

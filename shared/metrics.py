@@ -265,9 +265,8 @@ class Metrics:
 
     def forget_object(self, namespace: str, name: str) -> None:
         """Drop an object's series from every namespace/name metric (it was deleted)."""
-        for metric in self._made.values():
-            # prometheus_client has no public accessor for a metric's label names.
-            if metric._labelnames == NAMESPACED:
+        for metric_name, metric in self._made.items():
+            if BY_NAME[metric_name].labels == NAMESPACED:
                 with contextlib.suppress(KeyError):  # no series for this object
                     metric.remove(namespace, name)
 

@@ -28,11 +28,15 @@ from typing import Any
 import kopf
 
 from shared.caches import watch_only_managed
+from shared.clock import OFFSET_ENV, Clock
+from shared.kube import KubeClient
 from shared.metrics import Metrics
 from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT, Endpoints, Readiness, track_watches
+from shared.workqueue import Controller
 
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
+logger = logging.getLogger("shared.runtime")
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,14 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness = field(default_factory=Readiness)
     options: Options = field(default_factory=Options)
+    _managed: list[tuple[Controller, KubeClient, Clock]] = field(default_factory=list)
+
+    def manage(self, controller: Controller, kube: KubeClient, clock: Clock | None = None) -> None:
+        """At start-up load ``kube``'s credentials; at exit stop ``controller``'s loops, close ``kube``.
+
+        A shifted ``clock`` (``OPERATOR_CLOCK_OFFSET``) is announced in the log at start-up.
+        """
+        self._managed.append((controller, kube, clock or Clock()))
 
     def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
         """Register the shared start-up and clean-up activities."""
@@ -127,9 +139,16 @@ class Runtime:
             # kopf runs sync handlers in a thread pool: its size bounds concurrent reconciles.
             workers = settings.execution.max_workers or min(32, (os.cpu_count() or 1) + 4)
             self.metrics.init_controllers(self.controllers, workers)
+            for _, kube, clock in self._managed:
+                if clock.offset:
+                    logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s ({OFFSET_ENV})")
+                await kube.load()
             await endpoints.start()
 
         async def cleanup(**_: Any) -> None:
+            for controller, kube, _ in self._managed:
+                await controller.shutdown()
+                await kube.close()
             await endpoints.stop()
 
         kopf.on.startup(registry=registry, id="shared-startup")(startup)

@@ -19,6 +19,7 @@ package docstring; ``examples/*.yaml`` (alm-examples); ``shared.serving`` (ports
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import re
 import sys
@@ -287,8 +288,6 @@ def alm_examples() -> list[dict[str, Any]]:
 
 
 def csv(version: str, registry: str) -> dict[str, Any]:
-    import base64
-
     name = f"{PACKAGE}.v{version}"
     related = [
         {"name": f"{op.name}-operator", "image": image(registry, op.name, version)} for op in OPERATORS

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from localcluster.netperf_pods import container_argv, container_env, unavailable_reason
+from localcluster.netperf_pods import add_netns, container_argv, container_env, unavailable_reason, wire
 from operators.netperf import desired
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +36,6 @@ CASES = {
 }
 
 
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "unit" / "netperf" / "fixtures")
@@ -50,31 +46,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     server_ns, client_ns = "capture-netperf-s", "capture-netperf-c"
     for ns in (server_ns, client_ns):
-        subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-    sh(
-        "ip",
-        "link",
-        "add",
-        "capnps",
-        "netns",
-        server_ns,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "capnpc",
-        "netns",
-        client_ns,
-    )
-    for ns, dev, mine, peer in (
-        (server_ns, "capnps", SERVER_IP, CLIENT_IP),
-        (client_ns, "capnpc", CLIENT_IP, SERVER_IP),
-    ):
-        sh("ip", "-n", ns, "addr", "add", f"{mine}/32", "dev", dev)
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", ns, "route", "add", f"{peer}/32", "dev", dev)
+        add_netns(ns)
+    wire(server_ns, SERVER_IP, client_ns, CLIENT_IP)
     server = subprocess.Popen(["ip", "netns", "exec", server_ns, "netserver", "-D", "-p", "12865"])
     try:
         for name, (spec, target) in CASES.items():

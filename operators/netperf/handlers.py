@@ -64,6 +64,7 @@ async def reconcile_netperf(body: Mapping[str, Any]) -> float | None:
 controller = Controller(
     CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.readiness.is_ready
 )
+runtime.manage(controller, api.kube, clock)
 
 
 @kopf.on.event("pods", labels=MANAGED)
@@ -80,19 +81,6 @@ async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
         meta = body["metadata"]
         api.status.forget(meta["uid"])
         runtime.metrics.forget_object(meta["namespace"], meta["name"])
-
-
-@kopf.on.startup()
-async def load_credentials(**_: Any) -> None:
-    if clock.offset:
-        logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s (OPERATOR_CLOCK_OFFSET)")
-    await api.kube.load()
-
-
-@kopf.on.cleanup()
-async def stop_controller(**_: Any) -> None:
-    await controller.shutdown()
-    await api.kube.close()
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:

@@ -14,7 +14,6 @@ written whole and only when it changed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +41,6 @@ clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
 api = TDSetAPI(KubeClient(observer=runtime.metrics.observe_request))
 expectations = PatchExpectations()
-logger = logging.getLogger("operators.tdset")
 
 deployments = caches.OwnerCache(desired.deployment_view)
 services = caches.OwnerCache(service_view)
@@ -65,6 +63,7 @@ async def reconcile_tdset(body: Mapping[str, Any]) -> float | None:
 
 
 controller = Controller(CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.readiness.is_ready)
+runtime.manage(controller, api.kube, clock)
 
 
 @kopf.on.event("deployments", labels=MANAGED)
@@ -106,19 +105,6 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
         expectations.forget(meta["uid"])
     else:
         tdsets_by_name[key] = meta["uid"]
-
-
-@kopf.on.startup()
-async def load_credentials(**_: Any) -> None:
-    if clock.offset:
-        logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s (OPERATOR_CLOCK_OFFSET)")
-    await api.kube.load()
-
-
-@kopf.on.cleanup()
-async def stop_controller(**_: Any) -> None:
-    await controller.shutdown()
-    await api.kube.close()
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:

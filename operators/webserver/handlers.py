@@ -52,6 +52,7 @@ async def reconcile_webserver(body: Mapping[str, Any]) -> float | None:
 controller = Controller(
     CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.readiness.is_ready
 )
+runtime.manage(controller, api.kube)
 
 
 @kopf.on.event("pods", labels=MANAGED)
@@ -76,17 +77,6 @@ async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None
         expectations.forget(uid)
         api.status.forget(uid)
         runtime.metrics.forget_object(body["metadata"]["namespace"], body["metadata"]["name"])
-
-
-@kopf.on.startup()
-async def load_credentials(**_: Any) -> None:
-    await api.kube.load()
-
-
-@kopf.on.cleanup()
-async def stop_controller(**_: Any) -> None:
-    await controller.shutdown()
-    await api.kube.close()
 
 
 async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
