@@ -31,6 +31,7 @@ offset twice within 6 hours).
 from __future__ import annotations
 
 import datetime
+import functools
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -221,7 +222,13 @@ def recheck_delay(spec: Mapping[str, Any], decision: Decision, now: datetime.dat
 
 def overlaps(spec: Mapping[str, Any]) -> list[str]:
     """Human-readable notes on windows that overlap an earlier one (allowed; the first wins)."""
-    windows = [window_from_spec(i, item) for i, item in enumerate(spec.get("schedulingConfig") or ())]
+    windows = tuple(window_from_spec(i, item) for i, item in enumerate(spec.get("schedulingConfig") or ()))
+    return list(_overlap_notes(windows))
+
+
+# Every pass asks, but the answer depends on the windows only: up to 48 windows cost ~0.3 s.
+@functools.lru_cache(maxsize=256)
+def _overlap_notes(windows: tuple[Window, ...]) -> tuple[str, ...]:
     week = [_week_minutes(w) for w in windows]
     notes = []
     for later in range(len(windows)):
@@ -233,7 +240,7 @@ def overlaps(spec: Mapping[str, Any]) -> list[str]:
                     f"spec.schedulingConfig[{earlier}] ({windows[earlier].label()}) for "
                     f"{_minutes_text(len(shared))} a week; the earlier window wins there"
                 )
-    return notes
+    return tuple(notes)
 
 
 def _week_minutes(window: Window) -> set[int]:
