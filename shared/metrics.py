@@ -145,9 +145,9 @@ TABLE: tuple[MetricSpec, ...] = (
         buckets=REQUEST_BUCKETS,
     ),
     MetricSpec(
-        "netperf_throughput_bits_per_second",
+        "netperf_throughput_bytes_per_second",
         "gauge",
-        "Mean throughput of the latest finished STREAM test of a Netperf, in bits per second",
+        "Mean throughput of the latest finished STREAM test of a Netperf, in bytes per second",
         NAMESPACED,
         "netperf",
     ),

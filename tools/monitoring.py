@@ -160,7 +160,7 @@ def dashboard() -> dict[str, Any]:
             "reqps",
         ),
         ("API request duration p99", [(f"histogram_quantile(0.99, {request_buckets})", "{{job}}")], "s"),
-        ("Netperf throughput", [("netperf_throughput_bits_per_second", obj)], "bps"),
+        ("Netperf throughput", [("netperf_throughput_bytes_per_second", obj)], "Bps"),
         (
             "Netperf tests by result",
             [("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}")],

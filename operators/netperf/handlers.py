@@ -46,7 +46,8 @@ clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
 api = NetperfAPI(KubeClient(observer=runtime.metrics.observe_request))
 logger = logging.getLogger("operators.netperf")
-throughput_gauge = runtime.metrics.gauge("netperf_throughput_bits_per_second")
+# Prometheus' base unit is bytes; status keeps bits/s (the tutorial's speedBitsPerSec).
+throughput_gauge = runtime.metrics.gauge("netperf_throughput_bytes_per_second")
 failed_gauge = runtime.metrics.gauge("netperf_failed")
 tests_total = runtime.metrics.counter("netperf_tests_total")
 pods = caches.OwnerCache(desired.pod_view)
@@ -108,7 +109,7 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
     tests_total.labels("done" if new["status"] == "Done" else "error").inc()
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
-            throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"])
+            throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
         _event(body, "TestFinished", conditions.get(new["conditions"], status.COMPLETE)["message"])
     else:
         _event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
@@ -263,7 +264,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     if current.get("status") in status.FINISHED and current.get("observedGeneration") == generation:
         # Nothing to do but leftovers of a crash between the final status and the deletes.
         if current.get("speedBitsPerSec") is not None:
-            throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"])
+            throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"] / 8)
         failed_gauge.labels(namespace, name).set(1 if current.get("status") == "Error" else 0)
         await _delete_pods(body, views)
         return None

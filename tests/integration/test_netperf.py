@@ -142,8 +142,8 @@ def test_one_step_run_records_results_and_cleans_up(cluster, namespace, operator
     wait_for(lambda: {"TestStarted", "TestFinished"} <= set(reasons(cluster, namespace, "np")), 30, "Events")
     assert reasons(cluster, namespace, "np").count("CreatedPod") == 2
     assert operator.metric(
-        "netperf_throughput_bits_per_second", namespace=namespace, name="np"
-    ) == pytest.approx(s["speedBitsPerSec"])
+        "netperf_throughput_bytes_per_second", namespace=namespace, name="np"
+    ) == pytest.approx(s["speedBitsPerSec"] / 8)
 
 
 def test_tcp_rr_results(cluster, namespace, operator):
