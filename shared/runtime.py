@@ -19,8 +19,10 @@ reports metrics for and the child resources it watches; everything else is the s
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,24 @@ from shared.workqueue import Controller
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
 logger = logging.getLogger("shared.runtime")
+
+
+def operator_identity() -> str:
+    """Who this process is, for kopf's peering identity and logs; never fails.
+
+    kopf's own detection calls ``getpass.getuser()``, which raises for a UID without a passwd
+    entry and no ``USER``/``LOGNAME`` in the environment: exactly how containers run (our
+    images' UID 65532 before it had an entry; any UID OpenShift's ``restricted-v2`` picks).
+    The pod name (``POD_NAME`` from the downward API) is the best identity when there is one.
+    """
+    for var in ("POD_NAME", "POD_ID"):
+        if value := os.environ.get(var):
+            return value
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ class Runtime:
         kopf.run(
             registry=registry,
             standalone=True,
+            identity=operator_identity(),  # type: ignore[arg-type]  # kopf.Identity is a NewType of str
             clusterwide=self.options.clusterwide,
             namespaces=list(self.options.namespaces),
         )

@@ -1,9 +1,26 @@
 import logging
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import kopf
+import pytest
 
 from shared.ownership import managed_selector
-from shared.runtime import PROGRESS_PREFIX, Options, configure_settings, parse_options, split_namespaces
+from shared.runtime import (
+    PROGRESS_PREFIX,
+    Options,
+    configure_settings,
+    operator_identity,
+    parse_options,
+    split_namespaces,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_watch_all_namespaces():
@@ -42,3 +59,41 @@ def test_configure_settings():
     assert dict(settings.watching.label_selectors.items()) != {}
     selectors = set(settings.watching.label_selectors.values())
     assert selectors == {managed_selector("webserver")}
+
+
+IDENTITY_PROBE = "from shared.runtime import operator_identity; print(operator_identity())"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to switch UID")
+def test_identity_for_a_uid_without_passwd_entry():
+    """How containers run: a UID with no /etc/passwd entry and no USER in the environment.
+
+    kopf's own detection (getpass.getuser) raises KeyError there; that crash-looped the images.
+    """
+    uid = 65532
+    with pytest.raises(KeyError):
+        pwd.getpwuid(uid)  # the premise: no entry on this machine either
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            IDENTITY_PROBE,
+        ],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"uid{uid}@{socket.gethostname()}"
+
+
+def test_identity_prefers_the_pod_name(monkeypatch):
+    monkeypatch.setenv("POD_NAME", "webserver-operator-7d9-abcde")
+    assert operator_identity() == "webserver-operator-7d9-abcde"
