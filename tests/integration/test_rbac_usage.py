@@ -1,25 +1,31 @@
-"""RBAC proof, second half: every verb the CSV grants an operator was needed.
+"""RBAC proof, second half: every verb the CSV grants an operator is needed, and none is refused.
 
-The operators' integration tests (the modules before this one) run each operator as its own
-ServiceAccount holding exactly the CSV's rules, so a missing verb fails those tests with 403.
-The API server of the local control plane writes an audit log of every request by those
-ServiceAccounts (``localcluster.cluster.AUDIT_POLICY``). This module runs last and compares,
-per operator, the (API group, resource[/subresource], verb) triples the log shows with the ones
-the CSV grants: a granted triple nobody used is an unneeded permission.
-
-That is how the set of calls each operator makes is derived: observed, not declared. It
-covers the calls the integration tests provoke, which is why there are tests for the rare
-paths too (a pod or Deployment that already exists and is someone else's: ``get``).
+The operators' integration tests run each operator as its own ServiceAccount holding exactly
+the CSV's rules, so a missing verb fails those tests with 403. This module proves the other
+direction on its own, whatever else ran before it: per operator it starts the operator as a
+ServiceAccount of its own (same rules, a unique name, so its requests can be picked out of the
+local API server's audit log, ``localcluster.cluster.AUDIT_POLICY``), drives a tour that makes
+every call the operator has a rule for (including the rare paths: a stranger's object with the
+name it wants, a pod that vanishes mid-test), and compares the (API group,
+resource[/subresource], verb) triples the log shows with the ones the CSV grants.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+from kubernetes import client
+
 from localcluster.cluster import AUDITED_NAMESPACE
+from tests.helpers import wait_for
+from tests.integration import test_netperf, test_tdset
 from tests.integration.conftest import Cluster, csv_permissions
+from tests.integration.operator_process import OperatorProcess
 
 Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
@@ -34,33 +40,110 @@ def granted(rules: list[dict[str, Any]]) -> set[Triple]:
     }
 
 
-def observed(cluster: Cluster) -> tuple[dict[str, set[Triple]], list[dict[str, Any]]]:
-    """Used triples per ServiceAccount, and the requests RBAC refused."""
-    used: dict[str, set[Triple]] = defaultdict(set)
+def observed(cluster: Cluster, account: str) -> tuple[set[Triple], list[dict[str, Any]]]:
+    """Triples ``account`` used, and its requests RBAC refused."""
+    used: set[Triple] = set()
     refused = []
-    prefix = f"system:serviceaccount:{AUDITED_NAMESPACE}:"
+    user = f"system:serviceaccount:{AUDITED_NAMESPACE}:{account}"
     for line in cluster.need_local().audit_log.read_text().splitlines():
         event = json.loads(line)
-        user = event.get("user", {}).get("username", "")
         ref = event.get("objectRef")
-        if not user.startswith(prefix) or ref is None:
+        if event.get("user", {}).get("username") != user or ref is None:
             continue
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         # RBAC's own verdict; a 403 can also mean "namespace is being terminated" (test teardown).
         if event.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid":
             refused.append(event)
             continue
-        used[user.removeprefix(prefix)].add((ref.get("apiGroup", ""), resource, event["verb"]))
+        used.add((ref.get("apiGroup", ""), resource, event["verb"]))
     return used, refused
 
 
-def test_every_granted_verb_was_used_and_none_was_refused(cluster):
-    used, refused = observed(cluster)
-    assert used, "no requests by operator ServiceAccounts in the audit log"
-    assert not refused, [(e["user"]["username"], e["verb"], e["objectRef"]) for e in refused[:5]]
-    for account, rules in csv_permissions().items():
-        if account not in used:
-            continue  # that operator's tests did not run in this session
-        unused = granted(rules) - used[account]
-        assert not unused, f"{account}: granted but never used: {sorted(unused)}"
-        assert used[account] <= granted(rules)
+def webserver_tour(cluster: Cluster, namespace: str) -> None:
+    co, core = client.CustomObjectsApi(cluster.api), client.CoreV1Api(cluster.api)
+    args = ("demo.k8s.io", "v1alpha1", namespace, "webservers")
+    body = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "tour"}}
+    co.create_namespaced_custom_object(*args, {**body, "spec": {"replicas": 2, "service": {"enabled": True}}})
+    wait_for(lambda: core.read_namespaced_service("tour", namespace), 60, "Service created")
+    co.patch_namespaced_custom_object(*args, "tour", {"spec": {"service": {"port": 8000}}})
+    wait_for(
+        lambda: core.read_namespaced_service("tour", namespace).spec.ports[0].port == 8000, 60, "patched"
+    )
+    co.patch_namespaced_custom_object(*args, "tour", {"spec": {"replicas": 0, "service": {"enabled": False}}})
+    wait_for(lambda: not core.list_namespaced_service(namespace).items, 60, "Service deleted")
+    wait_for(lambda: not core.list_namespaced_pod(namespace).items, 60, "pods deleted")
+
+
+def tdset_tour(cluster: Cluster, namespace: str) -> None:
+    core, autoscaling = client.CoreV1Api(cluster.api), client.AutoscalingV2Api(cluster.api)
+    test_tdset.create(cluster, namespace, "tour", test_tdset.steady(2, service={"port": 80}))
+    test_tdset.replicas_become(cluster, namespace, "tour", 2, "Deployment created")
+    wait_for(lambda: core.read_namespaced_service("tour", namespace), 60, "Service created")
+    test_tdset.patch_spec(cluster, namespace, "tour", {"service": {"port": 8000}})
+    wait_for(
+        lambda: core.read_namespaced_service("tour", namespace).spec.ports[0].port == 8000, 60, "patched"
+    )
+    test_tdset.patch_spec(cluster, namespace, "tour", {"container": {"image": "nginx:1.28", "port": 80}})
+    test_tdset.wait_event(cluster, namespace, "tour", "UpdatedDeployment", "nginx:1.28")
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(namespace, test_tdset.hpa("tour", "tour", 1, 10))
+    floor = lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tour", namespace).spec.min_replicas  # noqa: E731
+    wait_for(lambda: floor() == 2, 60, "HPA floor patched")
+    test_tdset.patch_spec(cluster, namespace, "tour", {"service": None})
+    wait_for(lambda: not core.list_namespaced_service(namespace).items, 60, "Service deleted")
+    # A stranger's Deployment with the name a TDSet wants: the operator reads it to tell.
+    client.AppsV1Api(cluster.api).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "taken"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "mine"}},
+                "template": {
+                    "metadata": {"labels": {"app": "mine"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        },
+    )
+    test_tdset.create(cluster, namespace, "taken", test_tdset.steady(1))
+    test_tdset.wait_event(cluster, namespace, "taken", "DeploymentConflict")
+
+
+def netperf_tour(cluster: Cluster, namespace: str) -> None:
+    core = client.CoreV1Api(cluster.api)
+    test_netperf.create(cluster, namespace, "tour", {"samples": 3})
+    s = test_netperf.in_test(cluster, namespace, "tour")
+    test_netperf.finish_client(cluster, namespace, s["clientPod"], test_netperf.fixture("tcp_stream"))
+    test_netperf.phase_is(cluster, namespace, "tour", "Done")
+    test_netperf.no_pods_left(cluster, namespace)
+    # A server pod that vanishes mid-test: the operator reads it before giving up on the run.
+    test_netperf.create(cluster, namespace, "lost", {})
+    s = test_netperf.in_test(cluster, namespace, "lost")
+    core.delete_namespaced_pod(s["serverPod"], namespace, grace_period_seconds=0)
+    assert test_netperf.phase_is(cluster, namespace, "lost", "Error")["reason"] == "ServerLost"
+
+
+TOURS: dict[str, Callable[[Cluster, str], None]] = {
+    "netperf": netperf_tour,
+    "tdset": tdset_tour,
+    "webserver": webserver_tour,
+}
+
+
+@pytest.mark.parametrize("operator", sorted(TOURS))
+def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, operator, tmp_path: Path):
+    account = f"rbac-{operator}-{uuid.uuid4().hex[:6]}"
+    kubeconfig = cluster.operator_kubeconfig(operator, account=account)
+    process = OperatorProcess(
+        f"operators.{operator}", kubeconfig, tmp_path / "operator.log", namespaces=namespace
+    )
+    process.start()
+    try:
+        TOURS[operator](cluster, namespace)
+        want = granted(csv_permissions()[f"{operator}-operator"])
+        # The audit log is written as requests complete: poll until every grant shows up.
+        wait_for(lambda: observed(cluster, account)[0] >= want, 30, f"{operator}: every granted verb used")
+    finally:
+        process.stop()
+    used, refused = observed(cluster, account)
+    assert not refused, [(e["verb"], e["objectRef"]) for e in refused[:5]]
+    assert used == want, f"used but not granted: {sorted(used - want)}"
