@@ -2,5 +2,8 @@
 
 The pieces are compiled from Go modules (:mod:`localcluster.binaries`) and run as plain
 processes (:mod:`localcluster.cluster`): etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok with a few fake nodes. Nothing here is shipped in an operator image.
+kube-scheduler and kwok with a few fake nodes. As root, this machine can also join as one real
+worker node (:mod:`localcluster.node`: containerd, kubelet, kube-proxy) running pods from images
+made without a registry (:mod:`localcluster.ociimage`). Nothing here is shipped in an operator
+image.
 """

@@ -1,9 +1,15 @@
 """Command line of the local control plane.
 
-    python -m localcluster build                 build/reuse the binaries, print their directory
+    python -m localcluster build [--node]        build/reuse the binaries, print their directory
+                                                 (--node: kubelet and kube-proxy too; default
+                                                 when running as root)
     python -m localcluster up [--workdir D]      start the control plane, wait for Ctrl-C
     python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
                                                  in DIR that has a __main__.py (``make run``)
+
+``up``/``run --real-node`` add this machine as a real worker node (containerd, kubelet,
+kube-proxy; root only, else the kwok nodes alone with a log line saying why);
+``--image-archive X.tar`` (repeatable) imports an OCI/docker image archive into it.
 
 ``run`` honours ``USE_EXISTING_CLUSTER=1``: then nothing is started, the CRDs go to the cluster
 of the current kubeconfig and the operators run against it.
@@ -74,6 +80,28 @@ def _start_netperf_runner(kubeconfig: Path) -> netperf_pods.NetperfPodRunner | N
     return netperf_pods.NetperfPodRunner(config.new_client_from_config(config_file=str(kubeconfig))).start()
 
 
+def _real_node_possible(args: argparse.Namespace) -> bool:
+    """--real-node, unless this machine cannot: then say why and go on with kwok nodes only."""
+    if not args.real_node:
+        return False
+    from localcluster import node
+
+    if reason := node.unavailable_reason():
+        log(f"real node NOT started: {reason}; continuing with the {args.nodes} kwok nodes only")
+        return False
+    return True
+
+
+def _import_images(local: LocalCluster, archives: list[Path]) -> None:
+    """The busybox image (always: handy for trying pods) and the archives given, into the node."""
+    if local.node is None:
+        if archives:
+            log("--image-archive ignored: no real node to import into")
+        return
+    local.node.busybox_image()
+    local.node.import_images(archives)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     crds = [Path(p) for pattern in args.crds for p in sorted(glob.glob(pattern))]
     operators = _operators(Path(args.operators)) if args.operators else []
@@ -93,8 +121,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         workdir = Path(args.workdir).resolve()
         # A fresh cluster each time: old etcd data would not match the new certificates.
         shutil.rmtree(workdir, ignore_errors=True)
-        local = start(workdir=workdir, nodes=args.nodes, crds=crds)
+        local = start(workdir=workdir, nodes=args.nodes, crds=crds, real_node=_real_node_possible(args))
         kubeconfig = local.kubeconfig
+        _import_images(local, [Path(a) for a in args.image_archive])
 
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
     runner = None
@@ -132,7 +161,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="localcluster", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build or reuse the control-plane binaries")
+    build = sub.add_parser("build", help="build or reuse the control-plane binaries")
+    build.add_argument(
+        "--node",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also kubelet and kube-proxy for a real worker node (default: only when running as root)",
+    )
     for name in ("up", "run"):
         p = sub.add_parser(name, help="start the control plane and wait for Ctrl-C")
         p.add_argument(
@@ -143,12 +178,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument("--crds", action="append", default=[], help="glob of CRD YAML files to install")
         p.add_argument(
+            "--real-node",
+            action="store_true",
+            help="also run this machine as a real worker node (root; containerd, kubelet, kube-proxy)",
+        )
+        p.add_argument(
+            "--image-archive",
+            action="append",
+            default=[],
+            help="OCI/docker image archive to import into the real node (repeatable)",
+        )
+        p.add_argument(
             "--operators", default="" if name == "up" else "operators", help="operator packages dir"
         )
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     if args.command == "build":
-        print(ensure_binaries().directory)
+        node = args.node if args.node is not None else os.geteuid() == 0
+        print(ensure_binaries(node=node).directory)
         log(f"done in {time.monotonic() - t0:.1f}s")
         return 0
     return cmd_up(args)

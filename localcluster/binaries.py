@@ -1,5 +1,5 @@
 """Build (or find) the control-plane binaries: kube-apiserver, kube-controller-manager,
-kube-scheduler, etcd and kwok.
+kube-scheduler, etcd and kwok; and, for a real worker node, kubelet and kube-proxy.
 
 No registry reachable from our machines ships these binaries, but ``k8s.io/kubernetes`` is on
 the Go module proxy. ``go install k8s.io/kubernetes/cmd/...@v`` is refused because the
@@ -11,8 +11,11 @@ so we get exactly the etcd version that kubernetes selected.
 
 Binaries are cached outside the repository, keyed by version, under
 ``$LOCALCLUSTER_CACHE`` (default ``~/.cache/k8s-operators-py/testbin``); a second call returns
-in well under a second. ``LOCALCLUSTER_BIN_DIR`` points at a directory of binaries a user
-already has and skips building altogether.
+in well under a second. kubelet and kube-proxy (only needed by :mod:`localcluster.node`) have
+their own entry, ``kubernetes-node-<version>``, built from the same wrapper module and Go caches
+with the same version stamp, so adding them never invalidates the control-plane entry.
+``LOCALCLUSTER_BIN_DIR`` points at a directory of binaries a user already has and skips
+building altogether.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +40,8 @@ DEFAULT_KWOK_VERSION = "v0.7.0"
 
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_COMPONENTS = (*KUBE_COMPONENTS, "etcd", "kwok")
+# A real worker node (localcluster.node); built on request only: most runs need kwok alone.
+NODE_COMPONENTS = ("kubelet", "kube-proxy")
 
 
 def k8s_version() -> str:
@@ -55,15 +61,20 @@ def cache_root() -> Path:
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the five executables a local control plane needs."""
+    """Paths of the five executables a local control plane needs (plus kubelet and kube-proxy
+    when built with ``ensure_binaries(node=True)``)."""
 
     directory: Path
 
     def path(self, name: str) -> Path:
         return self.directory / name
 
-    def missing(self) -> list[str]:
-        return [n for n in ALL_COMPONENTS if not os.access(self.path(n), os.X_OK)]
+    def missing(self, names: tuple[str, ...] = ALL_COMPONENTS) -> list[str]:
+        return [n for n in names if not os.access(self.path(n), os.X_OK)]
+
+    @property
+    def has_node(self) -> bool:
+        return not self.missing(NODE_COMPONENTS)
 
 
 def log(msg: str) -> None:
@@ -129,13 +140,16 @@ def wrapper_gomod(version: str, kubernetes_gomod: str) -> str:
 
 TOOLS_GO = """//go:build tools
 
-// Package tools pins the kubernetes commands so that go mod tidy keeps their dependencies.
+// Package tools pins the kubernetes commands so that go mod tidy keeps their dependencies
+// (go.sum entries included: without them go build of kubelet fails on a missing checksum).
 package tools
 
 import (
 \t_ "k8s.io/kubernetes/cmd/kube-apiserver"
 \t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+\t_ "k8s.io/kubernetes/cmd/kube-proxy"
 \t_ "k8s.io/kubernetes/cmd/kube-scheduler"
+\t_ "k8s.io/kubernetes/cmd/kubelet"
 )
 """
 
@@ -169,7 +183,8 @@ def _ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _build_kube(version: str, out: Path) -> None:
+def _prepare_wrapper(version: str) -> Path:
+    """The wrapper module's source dir, with go.mod/go.sum resolved for every command we build."""
     src = cache_root() / f"src-kubernetes-{version}"
     src.mkdir(parents=True, exist_ok=True)
     log(f"fetching k8s.io/kubernetes {version} go.mod from the module proxy")
@@ -187,19 +202,32 @@ def _build_kube(version: str, out: Path) -> None:
     (src / "cmd" / "etcd").mkdir(parents=True, exist_ok=True)
     (src / "cmd" / "etcd" / "main.go").write_text(ETCD_MAIN)
     run_go(["mod", "tidy"], src, "resolving module graph (go mod tidy)")
+    return src
+
+
+def _build_kube_commands(version: str, src: Path, out: Path, names: tuple[str, ...]) -> None:
     tags = "selinux,notest"
-    for name in KUBE_COMPONENTS:
+    for name in names:
         run_go(
             ["build", "-v", "-trimpath", "-tags", tags, "-ldflags", _ldflags(version),
              "-o", str(out / name), f"k8s.io/kubernetes/cmd/{name}"],
             src,
             f"building {name} {version}",
         )  # fmt: skip
+
+
+def _build_kube(version: str, out: Path) -> None:
+    src = _prepare_wrapper(version)
+    _build_kube_commands(version, src, out, KUBE_COMPONENTS)
     run_go(
         ["build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "./cmd/etcd"],
         src,
         "building etcd (version selected by kubernetes)",
     )
+
+
+def _build_node(version: str, out: Path) -> None:
+    _build_kube_commands(version, _prepare_wrapper(version), out, NODE_COMPONENTS)
 
 
 def _build_kwok(version: str, out: Path) -> None:
@@ -216,52 +244,67 @@ def _build_kwok(version: str, out: Path) -> None:
     shutil.rmtree(gobin, ignore_errors=True)
 
 
-def ensure_binaries() -> Binaries:
-    """Return the binaries, building whatever the version-keyed cache lacks."""
+def _ensure_entry(
+    directory: Path, names: tuple[str, ...], build: Callable[[str, Path], None], ver: str
+) -> None:
+    if all(os.access(directory / n, os.X_OK) for n in names):
+        return
+    # Build into a scratch directory and rename: an interrupted build never leaves a
+    # half-populated cache entry that a later run would trust.
+    tmp = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"building {', '.join(names)} {ver} into {directory} (first time only; cold builds take a while)")
+    build(ver, tmp)
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+
+
+def ensure_binaries(node: bool = False) -> Binaries:
+    """Return the binaries, building whatever the version-keyed cache lacks.
+
+    ``node=True`` adds kubelet and kube-proxy (a real worker node, :mod:`localcluster.node`).
+    """
+    wanted = (*ALL_COMPONENTS, *NODE_COMPONENTS) if node else ALL_COMPONENTS
     user_dir = os.environ.get("LOCALCLUSTER_BIN_DIR")
     if user_dir:
         bins = Binaries(Path(user_dir))
-        if missing := bins.missing():
+        if missing := bins.missing(wanted):
             raise RuntimeError(f"LOCALCLUSTER_BIN_DIR={user_dir} lacks executables: {', '.join(missing)}")
         log(f"using binaries from LOCALCLUSTER_BIN_DIR={user_dir}")
         return bins
 
     version, kwok = k8s_version(), kwok_version()
     kube_dir = cache_root() / f"kubernetes-{version}"
+    node_dir = cache_root() / f"kubernetes-node-{version}"
     kwok_dir = cache_root() / f"kwok-{kwok}"
     start = time.monotonic()
-    for directory, names, build, ver in (
+    entries: list[tuple[Path, tuple[str, ...], Callable[[str, Path], None], str]] = [
         (kube_dir, (*KUBE_COMPONENTS, "etcd"), _build_kube, version),
         (kwok_dir, ("kwok",), _build_kwok, kwok),
-    ):
-        if all(os.access(directory / n, os.X_OK) for n in names):
-            continue
-        # Build into a scratch directory and rename: an interrupted build never leaves a
-        # half-populated cache entry that a later run would trust.
-        tmp = directory.with_name(directory.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        log(f"building {', '.join(names)} {ver} into {directory} (first time only; cold builds take a while)")
-        build(ver, tmp)
-        shutil.rmtree(directory, ignore_errors=True)
-        tmp.rename(directory)
+    ]
+    if node:
+        entries.append((node_dir, NODE_COMPONENTS, _build_node, version))
+    for directory, names, build, ver in entries:
+        _ensure_entry(directory, names, build, ver)
 
     combined = cache_root() / f"bin-{version}-kwok-{kwok}"
     combined.mkdir(parents=True, exist_ok=True)
-    for name in ALL_COMPONENTS:
+    for name in wanted:
         link = combined / name
-        target = (kwok_dir if name == "kwok" else kube_dir) / name
+        home = kwok_dir if name == "kwok" else node_dir if name in NODE_COMPONENTS else kube_dir
         if not link.exists():
-            link.symlink_to(target)
+            link.unlink(missing_ok=True)  # a dangling link left by a removed cache entry
+            link.symlink_to(home / name)
     bins = Binaries(combined)
-    if missing := bins.missing():
+    if missing := bins.missing(wanted):
         raise RuntimeError(f"binaries missing after build: {', '.join(missing)}")
     log(f"binaries ready in {combined} ({time.monotonic() - start:.1f}s)")
     return bins
 
 
 def main() -> None:
-    bins = ensure_binaries()
+    bins = ensure_binaries(node=os.geteuid() == 0)
     print(bins.directory)
 
 

@@ -1,9 +1,10 @@
 """Start and stop a local Kubernetes control plane as plain processes.
 
 Order: etcd -> kube-apiserver (RBAC, client-certificate admin, service-account keys) -> CRDs ->
-kube-controller-manager -> kube-scheduler -> kwok, then a few fake Nodes that kwok makes Ready.
-CRDs go in before the controller manager starts so its garbage collector discovers them on its
-first pass instead of ~30 s later.
+kube-controller-manager -> kube-scheduler -> kwok, then a few fake Nodes that kwok makes Ready,
+and, with ``real_node=True`` (root only), one real node: containerd, kubelet and kube-proxy on
+this machine (:mod:`localcluster.node`). CRDs go in before the controller manager starts so its
+garbage collector discovers them on its first pass instead of ~30 s later.
 
 Every wait has a deadline; when a component dies or never becomes healthy the error names it
 and includes the tail of its log. Teardown stops only the processes this object started, by
@@ -29,12 +30,15 @@ import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from localcluster import pki
 from localcluster.binaries import Binaries, ensure_binaries
+
+if TYPE_CHECKING:
+    from localcluster.node import RealNode
 
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
@@ -81,12 +85,14 @@ class Component:
     name: str
     argv: list[str]
     log_path: Path
+    env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         out = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv,
+            env=self.env,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -131,6 +137,10 @@ class LocalCluster:
     api_port: int = 0
     etcd_port: int = 0
     ca: pki.CertificateAuthority = field(default_factory=pki.CertificateAuthority)
+    # One real worker node on this machine (root only; see localcluster.node). The API server
+    # then binds 0.0.0.0 and advertises the node's IP so pods reach it via `kubernetes`.
+    real_node: bool = False
+    node: RealNode | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -155,6 +165,17 @@ class LocalCluster:
         t0 = time.monotonic()
         self.pki_dir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
+        if self.real_node:
+            from localcluster import node
+
+            # Refuse before starting anything: a half-wanted cluster helps nobody.
+            if reason := node.unavailable_reason():
+                raise node.RealNodeUnavailableError(f"real node requested but {reason}")
+            if missing := self.binaries.missing(("kubelet", "kube-proxy")):
+                raise node.RealNodeUnavailableError(
+                    f"real node requested but {', '.join(missing)} not in {self.binaries.directory} "
+                    "(ensure_binaries(node=True))"
+                )
         try:
             self.api_port = free_port()  # the kubeconfig written with the PKI names it
             self._write_pki()
@@ -165,6 +186,11 @@ class LocalCluster:
             self._start_scheduler(timeout)
             self._start_kwok(timeout)
             self._create_nodes(timeout)
+            if self.real_node:
+                from localcluster.node import RealNode
+
+                self.node = RealNode(self, start_timeout=timeout)
+                self.node.start()
         except BaseException:
             self.down()
             raise
@@ -172,6 +198,9 @@ class LocalCluster:
         return self
 
     def down(self) -> None:
+        if self.node is not None:
+            self.node.stop()  # first: it restores the host, and needs nothing else running
+            self.node = None
         for comp in reversed(self.components):
             if comp.alive():
                 log(f"stopping {comp.name} (pid {comp.proc.pid if comp.proc else '?'})")
@@ -189,16 +218,21 @@ class LocalCluster:
     # -- pieces ----------------------------------------------------------------------------
 
     def _write_pki(self) -> None:
+        from localcluster.node import NODE_IP
+
         d = self.pki_dir
         pki.write(self.ca.pair, d, "ca")
         pki.write(
             self.ca.serving(
                 ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"],
-                ["127.0.0.1", "10.96.0.1"],
+                # NODE_IP: pods of a real node reach the API server there via `kubernetes`.
+                ["127.0.0.1", "10.96.0.1", NODE_IP],
             ),
             d,
             "apiserver",
         )
+        # The API server's identity towards kubelets (kubectl logs/exec/port-forward).
+        pki.write(self.ca.client("kube-apiserver-kubelet-client", ("system:masters",)), d, "kubelet-client")
         pki.write(pki.service_account_keys(), d, "sa")
         probe = self.ca.client("localcluster-probe", ("system:masters",))
         (d / "probe.pem").write_bytes(probe.cert_pem + probe.key_pem)
@@ -244,7 +278,8 @@ class LocalCluster:
         self.components.append(comp)
         return comp
 
-    def _wait(self, comp: Component, what: str, check: Callable[[], bool], timeout: float) -> None:
+    def wait_component(self, comp: Component, what: str, check: Callable[[], bool], timeout: float) -> None:
+        """Poll ``check`` until true; fail with ``comp``'s log tail if it dies or time runs out."""
         t0 = time.monotonic()
         deadline = t0 + timeout
         last_err = ""
@@ -302,21 +337,38 @@ class LocalCluster:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 return b'"health":"true"' in resp.read()
 
-        self._wait(comp, "GET /health", healthy, timeout)
+        self.wait_component(comp, "GET /health", healthy, timeout)
 
     def _start_apiserver(self, timeout: float) -> None:
         d = self.pki_dir
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(AUDIT_POLICY)
+        node_flags: list[str] = []
+        if self.real_node:
+            from localcluster.node import NODE_IP
+
+            # Pods reach the API server through the `kubernetes` Service, whose endpoint is the
+            # advertised address: the node's IP (on its bridge), so bind all addresses.
+            bind, advertise = "0.0.0.0", NODE_IP
+            node_flags = [
+                # Else kubectl logs/exec resolve the node name by DNS, which knows no nodes.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={d / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={d / 'kubelet-client.key'}",
+                f"--kubelet-certificate-authority={d / 'ca.crt'}",
+            ]
+        else:
+            # Without a default route the API server cannot pick an address and dies.
+            bind, advertise = "127.0.0.1", "127.0.0.1"
         comp = self._component(
             "kube-apiserver",
             [
                 str(self.binaries.path("kube-apiserver")),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
                 f"--secure-port={self.api_port}",
-                "--bind-address=127.0.0.1",
-                # Without a default route the API server cannot pick an address and dies.
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={bind}",
+                f"--advertise-address={advertise}",
+                *node_flags,
                 f"--tls-cert-file={d / 'apiserver.crt'}",
                 f"--tls-private-key-file={d / 'apiserver.key'}",
                 f"--client-ca-file={d / 'ca.crt'}",
@@ -334,7 +386,7 @@ class LocalCluster:
                 "--v=1",
             ],
         )
-        self._wait(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
+        self.wait_component(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
 
     def _install_crds(self, timeout: float) -> None:
         if not self.crds:
@@ -365,7 +417,7 @@ class LocalCluster:
                 *extra,
             ],
         )
-        self._wait(
+        self.wait_component(
             comp, "GET /healthz", lambda: self._https_ok(f"https://127.0.0.1:{port}/healthz", False), timeout
         )
 
@@ -378,6 +430,8 @@ class LocalCluster:
             f"--cluster-signing-key-file={d / 'ca.key'}",
             "--use-service-account-credentials=true",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Its default, /usr/libexec/kubernetes/..., is created (and re-created) on the host.
+            f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
         ]
         self._start_kube_component("kube-controller-manager", extra, timeout)
 
@@ -404,7 +458,7 @@ class LocalCluster:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
                 return bool(resp.status == 200)
 
-        self._wait(comp, "GET /healthz", healthy, timeout)
+        self.wait_component(comp, "GET /healthz", healthy, timeout)
 
     def node_names(self) -> list[str]:
         return [f"kwok-node-{i}" for i in range(self.nodes)]
@@ -439,7 +493,7 @@ class LocalCluster:
             ready = api.ready_nodes()
             return all(n in ready for n in self.node_names())
 
-        self._wait(kwok, f"{self.nodes} Ready nodes", all_ready, timeout)
+        self.wait_component(kwok, f"{self.nodes} Ready nodes", all_ready, timeout)
 
 
 def start(
@@ -448,17 +502,24 @@ def start(
     crds: Iterable[Path] = (),
     binaries: Binaries | None = None,
     timeout: float = 180.0,
+    *,
+    real_node: bool = False,
 ) -> LocalCluster:
-    """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir)."""
+    """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir).
+
+    ``real_node=True`` adds this machine as a real worker node (root only; raises
+    :class:`localcluster.node.RealNodeUnavailableError` with the reason otherwise).
+    """
     keep = workdir is not None
     wd = workdir or Path(tempfile.mkdtemp(prefix="localcluster-"))
     wd.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster(
         workdir=wd,
-        binaries=binaries or ensure_binaries(),
+        binaries=binaries or ensure_binaries(node=real_node),
         nodes=nodes,
         crds=list(crds),
         keep_workdir=keep,
+        real_node=real_node,
     )
     return cluster.up(timeout)
 

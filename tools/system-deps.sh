@@ -2,7 +2,11 @@
 # OS packages the tests and `make run` use, from Debian's archive (run by `make system-deps`):
 #   prometheus (promtool, and the server for the observability tests)  main
 #   iproute2   (network namespaces for the netperf end-to-end runner)   main
-#   netperf    (netperf/netserver for the netperf end-to-end runner)    non-free
+#   netperf    (netperf/netserver: direct runs the operator's results are compared with) non-free
+#   containerd, runc, containernetworking-plugins, iptables, conntrack, socat
+#              (the local cluster's real worker node: kubelet's runtime, CNI, kube-proxy) main
+#   buildah, debootstrap, busybox-static
+#              (`make images` without a Docker engine; locally made base layers)  main
 # Debian ships netperf only in non-free, so that component is added for this one package when
 # the machine's sources lack it.
 set -euo pipefail
@@ -14,6 +18,15 @@ missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v netperf >/dev/null || missing+=(netperf)
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
+command -v socat >/dev/null || missing+=(socat)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 start=$(date +%s)

@@ -111,6 +111,33 @@ def cluster() -> Iterator[Cluster]:
         local.down()
 
 
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[localcluster.LocalCluster]:
+    """A second control plane, with this machine as its one real worker node (no kwok nodes).
+
+    Yields the :class:`LocalCluster`; ``.node`` is the :class:`localcluster.node.RealNode`
+    (containerd, kubelet, kube-proxy), with the busybox image imported. Separate from
+    ``cluster``: only one real node can run per host (kube-proxy's chains are global), and the
+    kwok tests need none. Skipped, with the reason, where a real node cannot run (not root, or
+    packages missing) and with ``USE_EXISTING_CLUSTER=1``.
+    """
+    from localcluster import node
+
+    if os.environ.get("USE_EXISTING_CLUSTER") == "1":
+        pytest.skip("the real node joins the local control plane only (USE_EXISTING_CLUSTER is set)")
+    if reason := node.unavailable_reason():
+        # Without root a real node is impossible: say so and skip. As root (CI), a missing
+        # package is a set-up bug, never a reason to run less.
+        (pytest.skip if os.geteuid() != 0 else pytest.fail)(f"no real node on this machine: {reason}")
+    local = localcluster.start(nodes=0, real_node=True)
+    try:
+        assert local.node is not None
+        local.node.busybox_image()
+        yield local
+    finally:
+        local.down()
+
+
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace per test, with its default ServiceAccount present, deleted afterwards."""

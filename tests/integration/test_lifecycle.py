@@ -17,7 +17,7 @@ def test_failing_component_reports_its_log_tail(tmp_path):
     cl = LocalCluster(workdir=tmp_path, binaries=bins, keep_workdir=True)
     comp = cl._component("etcd", [str(bins.path("etcd")), "--no-such-flag"])
     with pytest.raises(ComponentError) as err:
-        cl._wait(comp, "GET /health", lambda: False, timeout=60)
+        cl.wait_component(comp, "GET /health", lambda: False, timeout=60)
     msg = str(err.value)
     assert "etcd exited with code" in msg
     assert "no-such-flag" in msg  # etcd's own complaint, from the log tail
@@ -31,9 +31,9 @@ def test_unready_component_times_out_with_deadline_message(tmp_path):
         "sleeper", [sys.executable, "-c", "print('booting', flush=True); import time; time.sleep(60)"]
     )
     # Let it print first: a loaded machine may take longer than the 1 s deadline to start Python.
-    cl._wait(comp, "booted", lambda: "booting" in comp.log_path.read_text(), timeout=60)
+    cl.wait_component(comp, "booted", lambda: "booting" in comp.log_path.read_text(), timeout=60)
     with pytest.raises(ComponentError) as err:
-        cl._wait(comp, "never", lambda: False, timeout=1)
+        cl.wait_component(comp, "never", lambda: False, timeout=1)
     assert "sleeper not ready (never) within 1s" in str(err.value)
     assert "booting" in str(err.value)
     cl.down()
@@ -56,7 +56,7 @@ def test_down_stops_only_its_own_processes_in_reverse_order(tmp_path):
         order = tmp_path / "order"
         comps = [cl._component(n, [sys.executable, "-c", script, str(order), n]) for n in ("first", "second")]
         for c in comps:
-            cl._wait(c, "started", lambda c=c: "up" in c.log_path.read_text(), timeout=30)
+            cl.wait_component(c, "started", lambda c=c: "up" in c.log_path.read_text(), timeout=30)
         cl.down()
         assert order.read_text().split() == ["second", "first"]
         assert all(not c.alive() for c in comps)

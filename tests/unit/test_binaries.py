@@ -49,3 +49,63 @@ def test_user_bin_dir_must_be_complete(monkeypatch, tmp_path):
         assert "kube-apiserver" in str(exc) and "kwok" in str(exc)
     else:
         raise AssertionError("an incomplete LOCALCLUSTER_BIN_DIR must be rejected")
+
+
+def test_wrapper_pins_node_commands_for_tidy():
+    # go mod tidy keeps go.sum entries only for packages something imports.
+    for cmd in ("kubelet", "kube-proxy", "kube-apiserver"):
+        assert f'_ "k8s.io/kubernetes/cmd/{cmd}"' in binaries.TOOLS_GO
+
+
+def _fake_entry(directory, names):
+    directory.mkdir(parents=True)
+    for name in names:
+        (directory / name).write_text("#!/bin/sh\n")
+        (directory / name).chmod(0o755)
+
+
+def test_node_binaries_have_their_own_cache_entry(monkeypatch, tmp_path):
+    monkeypatch.delenv("LOCALCLUSTER_BIN_DIR", raising=False)
+    monkeypatch.setenv("LOCALCLUSTER_CACHE", str(tmp_path))
+    monkeypatch.setenv("K8S_VERSION", "v1.34.4")
+    monkeypatch.setenv("KWOK_VERSION", "v0.7.0")
+    _fake_entry(tmp_path / "kubernetes-v1.34.4", (*binaries.KUBE_COMPONENTS, "etcd"))
+    _fake_entry(tmp_path / "kwok-v0.7.0", ("kwok",))
+
+    def must_not_rebuild(version, out):
+        raise AssertionError(f"the control-plane entry was rebuilt for {version}")
+
+    built = []
+
+    def build_node(version, out):
+        built.append(version)
+        for name in binaries.NODE_COMPONENTS:
+            (out / name).write_text("#!/bin/sh\n")
+            (out / name).chmod(0o755)
+
+    monkeypatch.setattr(binaries, "_build_kube", must_not_rebuild)
+    monkeypatch.setattr(binaries, "_build_kwok", must_not_rebuild)
+    monkeypatch.setattr(binaries, "_build_node", build_node)
+
+    plain = binaries.ensure_binaries()
+    assert not plain.has_node and built == []
+
+    bins = binaries.ensure_binaries(node=True)
+    assert built == ["v1.34.4"]
+    assert bins.has_node and not bins.missing()
+    assert bins.path("kubelet").resolve() == tmp_path / "kubernetes-node-v1.34.4" / "kubelet"
+    assert bins.path("kube-apiserver").resolve() == tmp_path / "kubernetes-v1.34.4" / "kube-apiserver"
+    binaries.ensure_binaries(node=True)  # cached: no second build
+    assert built == ["v1.34.4"]
+
+
+def test_user_bin_dir_needs_kubelet_for_a_node(monkeypatch, tmp_path):
+    _fake_entry(tmp_path / "bin", binaries.ALL_COMPONENTS)
+    monkeypatch.setenv("LOCALCLUSTER_BIN_DIR", str(tmp_path / "bin"))
+    assert binaries.ensure_binaries().directory == tmp_path / "bin"
+    try:
+        binaries.ensure_binaries(node=True)
+    except RuntimeError as exc:
+        assert "kubelet" in str(exc) and "kube-proxy" in str(exc)
+    else:
+        raise AssertionError("a real node needs kubelet and kube-proxy in LOCALCLUSTER_BIN_DIR")
