@@ -14,8 +14,8 @@ CRDS := bundle/manifests/*.yaml
 # The release and where its images go (bundle, catalog and images are rendered with them).
 VERSION ?= 0.1.0
 REGISTRY ?= ghcr.io/k8s-operators-py
-CONTAINER_TOOL ?= docker
-OPERATORS := netperf tdset webserver
+# docker, buildah or podman; empty: docker when a Docker engine answers, else buildah.
+CONTAINER_TOOL ?=
 
 # Versions of the control plane live in localcluster/binaries.py; override per run, e.g.
 #   make test K8S_VERSION=v1.35.4
@@ -64,13 +64,8 @@ validate: gotools ## operator-sdk bundle validate (operatorframework suite) and 
 	$(BIN)/python -m tools.olm_validate
 
 .PHONY: images
-images: ## Build every image with $(CONTAINER_TOOL) (needs Docker or Podman; not run by CI)
-	for op in $(OPERATORS); do \
-	  $(CONTAINER_TOOL) build -f images/$$op-operator/Dockerfile -t $(REGISTRY)/$$op-operator:$(VERSION) . ; \
-	done
-	$(CONTAINER_TOOL) build -t $(REGISTRY)/netperf:$(VERSION) images/netperf
-	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(REGISTRY)/k8s-operators-py-bundle:$(VERSION) bundle
-	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(REGISTRY)/k8s-operators-py-catalog:$(VERSION) .
+images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
+	$(BIN)/python -m tools.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
 
 .PHONY: lint
 lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles) up to date
