@@ -36,7 +36,7 @@ def opm(*args: str) -> str:
 
 
 def bundle_image(registry: str, version: str) -> str:
-    return f"{registry}/{PACKAGE}-bundle:v{version}"
+    return f"{registry}/{PACKAGE}-bundle:{version}"  # the tag `make images` gives it
 
 
 CATALOG_DOCKERFILE = f"""\
