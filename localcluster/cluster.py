@@ -140,6 +140,9 @@ class LocalCluster:
     # One real worker node on this machine (root only; see localcluster.node). The API server
     # then binds 0.0.0.0 and advertises the node's IP so pods reach it via `kubernetes`.
     real_node: bool = False
+    # Shape traffic into every pod of the real node to this many bits/s (CNI bandwidth plugin):
+    # a link-bound path gives repeatable throughput where an unshaped veth is CPU-bound.
+    pod_ingress_rate: int | None = None
     node: RealNode | None = None
 
     @property
@@ -189,7 +192,7 @@ class LocalCluster:
             if self.real_node:
                 from localcluster.node import RealNode
 
-                self.node = RealNode(self, start_timeout=timeout)
+                self.node = RealNode(self, start_timeout=timeout, pod_ingress_rate=self.pod_ingress_rate)
                 self.node.start()
         except BaseException:
             self.down()
@@ -504,6 +507,7 @@ def start(
     timeout: float = 180.0,
     *,
     real_node: bool = False,
+    pod_ingress_rate: int | None = None,
 ) -> LocalCluster:
     """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir).
 
@@ -520,6 +524,7 @@ def start(
         crds=list(crds),
         keep_workdir=keep,
         real_node=real_node,
+        pod_ingress_rate=pod_ingress_rate,
     )
     return cluster.up(timeout)
 

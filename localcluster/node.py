@@ -71,7 +71,7 @@ BUSYBOX_IMAGE = "localcluster.dev/busybox:1"
 REAL_NODE_LABEL = "localcluster.dev/real-node"
 CRI_NAMESPACE = "k8s.io"
 CNI_BIN_DIR = Path("/usr/lib/cni")
-CNI_PLUGINS = ("bridge", "host-local", "loopback")
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "bandwidth")
 HOST_TOOLS = (
     "containerd",
     "containerd-shim-runc-v2",
@@ -507,6 +507,8 @@ class RealNode:
     ip: str = NODE_IP
     pod_cidr: str = POD_CIDR
     start_timeout: float = 120.0
+    # bits/s into each pod (tc tbf on the host side of its veth, by the CNI bandwidth plugin).
+    pod_ingress_rate: int | None = None
     components: list[Component] = field(default_factory=list)
     # host_state() taken right before the last start(); stop() restores it.
     snapshot: dict[str, Any] | None = None
@@ -757,6 +759,12 @@ class RealNode:
                 }
             ],
         }
+        if self.pod_ingress_rate:
+            # Burst as tc needs at this rate (2 MB at 2 Gbit/s, as the old netns runner used).
+            burst = max(self.pod_ingress_rate // 125, 1_000_000)
+            conf["plugins"].append(
+                {"type": "bandwidth", "ingressRate": self.pod_ingress_rate, "ingressBurst": burst}
+            )
         (net / "10-localcluster.conflist").write_text(json.dumps(conf, indent=2))
         log(f"real node: bridge {NODE_BRIDGE} with node IP {self.ip} ({time.monotonic() - t0:.1f}s)")
 

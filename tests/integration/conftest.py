@@ -129,13 +129,30 @@ def real_cluster() -> Iterator[localcluster.LocalCluster]:
         # Without root a real node is impossible: say so and skip. As root (CI), a missing
         # package is a set-up bug, never a reason to run less.
         (pytest.skip if os.geteuid() != 0 else pytest.fail)(f"no real node on this machine: {reason}")
-    local = localcluster.start(nodes=0, real_node=True)
+    # Traffic into each pod is shaped to 2 Gbit/s: throughput is then bound by that link, not by
+    # the CPU a 2-core VM with steal happens to have, so Netperf results are repeatable.
+    local = localcluster.start(nodes=0, real_node=True, pod_ingress_rate=2_000_000_000)
     try:
         assert local.node is not None
         local.node.busybox_image()
         yield local
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def images(real_cluster: localcluster.LocalCluster) -> dict[str, str]:
+    """Every image ``make images`` builds, imported into the real node: short name -> reference.
+
+    Built from the Dockerfiles users build (``tools.images``: buildah, locally made stand-ins
+    for public bases that cannot be pulled here), rebuilt only when their inputs changed.
+    """
+    from tools import images as image_tools
+
+    assert real_cluster.node is not None
+    archives = image_tools.ensure_images()
+    real_cluster.node.import_images(archives.values())
+    return {ref.rsplit("/", 1)[-1].rsplit(":", 1)[0]: ref for ref in archives}
 
 
 @pytest.fixture

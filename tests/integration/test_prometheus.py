@@ -35,14 +35,15 @@ OPERATORS = ("netperf", "tdset", "webserver")
 
 
 class Prometheus:
-    def __init__(self, targets: dict[str, int], workdir: Path) -> None:
+    def __init__(self, targets: dict[str, str], workdir: Path) -> None:
+        """``targets``: operator name -> ``host:port`` of its metrics endpoint."""
         self.port = free_port()
         self.workdir = workdir
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
-                for op, port in targets.items()
+                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [address]}]}
+                for op, address in targets.items()
             ],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -120,7 +121,8 @@ def prometheus(
     operators: dict[str, OperatorProcess], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
     prom = Prometheus(
-        {op: p.metrics_port for op, p in operators.items()}, tmp_path_factory.mktemp("prometheus")
+        {op: f"127.0.0.1:{p.metrics_port}" for op, p in operators.items()},
+        tmp_path_factory.mktemp("prometheus"),
     )
     yield prom
     prom.stop()

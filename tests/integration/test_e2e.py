@@ -1,0 +1,488 @@
+"""End to end, the way users run it: our images, as pods, on a real node, installed with kubectl.
+
+The session's ``real_cluster`` (its own control plane with this machine as its one real node:
+containerd, kubelet, kube-proxy) gets every image ``make images`` builds (``images`` fixture),
+then the README's "Install without OLM": the three CRDs and ``deploy/install.yaml`` applied with
+kubectl. From there on everything is what a user's cluster does: the operators run in-cluster
+(service-account token, the ``kubernetes`` Service), WebServer pods serve HTTP through their
+Service, a TDSet's Deployment pods run, Netperf pods run netperf for real, a real Prometheus
+scrapes the operators through their metrics Services.
+
+Each test makes its own namespace and objects and polls with deadlines; the install is shared by
+the module (and removed at its end).
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import subprocess
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from localcluster import cluster as localcluster
+from localcluster.node import RealNode
+from shared.clock import OFFSET_ENV
+from tests.helpers import wait_for
+from tests.integration.test_prometheus import Prometheus
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL_NAMESPACE = "k8s-operators-py"
+OPERATORS = ("netperf", "tdset", "webserver")
+CRDS = [
+    REPO / "bundle" / "manifests" / f
+    for f in ("app.example.com_netperfs.yaml", "schedule.rs_tdsets.yaml", "demo.k8s.io_webservers.yaml")
+]
+# Straight to pod and Service IPs, whatever proxy the environment names.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+WEB_UID = 101  # images/web/Dockerfile
+
+
+@dataclass
+class Install:
+    kubeconfig: Path
+    api: client.ApiClient
+    node: RealNode
+    images: dict[str, str]
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def co(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def kubectl(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run(
+            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr or proc.stdout}")
+        return proc.stdout
+
+    def operator_pod(self, op: str) -> client.V1Pod:
+        pods = self.core.list_namespaced_pod(
+            INSTALL_NAMESPACE, label_selector=f"app.kubernetes.io/name={op}-operator"
+        ).items
+        live = [p for p in pods if p.metadata.deletion_timestamp is None]
+        assert len(live) == 1, [p.metadata.name for p in pods]
+        return live[0]
+
+    def operator_ready(self, op: str) -> bool:
+        dep = client.AppsV1Api(self.api).read_namespaced_deployment(f"{op}-operator", INSTALL_NAMESPACE)
+        st = dep.status
+        return bool(
+            st.observed_generation == dep.metadata.generation
+            and st.updated_replicas == 1
+            and st.ready_replicas == 1
+            and (st.replicas or 0) == 1
+        )
+
+    def diagnose(self) -> str:
+        """What a user would look at when an operator does not come up."""
+        return self.kubectl("-n", INSTALL_NAMESPACE, "describe", "pods", check=False)[-6000:] + "".join(
+            self.kubectl("-n", INSTALL_NAMESPACE, "logs", f"deploy/{op}-operator", "--tail=30", check=False)
+            for op in OPERATORS
+        )
+
+    def wait_operators_ready(self, timeout: float = 240) -> None:
+        try:
+            wait_for(lambda: all(self.operator_ready(op) for op in OPERATORS), timeout, "operators Ready")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnose()}") from None
+
+
+@pytest.fixture(scope="module")
+def installed(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iterator[Install]:
+    assert real_cluster.node is not None
+    inst = Install(
+        real_cluster.kubeconfig,
+        config.new_client_from_config(config_file=str(real_cluster.kubeconfig)),
+        real_cluster.node,
+        images,
+    )
+    inst.kubectl("apply", "--server-side", *(f"-f={crd}" for crd in CRDS))
+    inst.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"-f={crd}" for crd in CRDS))
+    inst.kubectl("apply", "-f", str(REPO / "deploy" / "install.yaml"))
+    inst.wait_operators_ready()
+    yield inst
+    inst.kubectl("delete", "--wait=true", "--timeout=120s", "-f", str(REPO / "deploy" / "install.yaml"))
+
+
+@pytest.fixture
+def ns(installed: Install) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    installed.core.create_namespace({"metadata": {"name": name}})
+    wait_for(
+        lambda: installed.core.read_namespaced_service_account("default", name), 60, "default ServiceAccount"
+    )
+    yield name
+    try:
+        installed.core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def http_get(url: str) -> tuple[int, str]:
+    with DIRECT.open(url, timeout=5) as resp:
+        return resp.status, resp.read().decode(errors="replace")
+
+
+def kill_container(node: RealNode, pod: client.V1Pod) -> None:
+    """SIGKILL the pod's (first) container through containerd, as an OOM kill would."""
+    cid = pod.status.container_statuses[0].container_id.removeprefix("containerd://")
+    node.ctr("tasks", "kill", "--signal", "SIGKILL", cid)
+
+
+# -- the operators themselves ------------------------------------------------------------------
+
+
+def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
+    for op in OPERATORS:
+        pod = installed.operator_pod(op)
+        status = pod.status.container_statuses[0]
+        assert status.image == installed.images[f"{op}-operator"]
+        # The first real run crash-looped (kopf's getpass.getuser() for a UID without a passwd
+        # entry): a pod that started clean has never restarted.
+        assert status.ready and status.restart_count == 0, (op, status)
+        container = pod.spec.containers[0]
+        assert container.security_context.read_only_root_filesystem is True
+        assert pod.spec.security_context.run_as_non_root is True
+        assert installed.kubectl(
+            "-n", INSTALL_NAMESPACE, "exec", pod.metadata.name, "--", "id", "-u"
+        ).strip() == ("65532")
+        # In-cluster: credentials from the mounted service-account token, the API server via the
+        # `kubernetes` Service; no kubeconfig anywhere.
+        assert not any(e.name == "KUBECONFIG" for e in container.env or [])
+        logs = installed.kubectl("-n", INSTALL_NAMESPACE, "logs", pod.metadata.name)
+        assert "Traceback" not in logs, logs[-3000:]
+        assert http_get(f"http://{pod.status.pod_ip}:8081/readyz")[0] == 200
+        assert "controller_runtime_reconcile_total" in http_get(f"http://{pod.status.pod_ip}:8080/metrics")[1]
+
+
+def test_an_operator_image_runs_under_a_uid_it_has_never_heard_of(installed, ns):
+    """OpenShift's restricted-v2 runs images under an arbitrary UID with no passwd entry."""
+    image = installed.images["webserver-operator"]
+    probe = "from shared.runtime import operator_identity; print('identity', operator_identity())"
+    pod = {
+        "metadata": {"name": "random-uid"},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 1000770000, "runAsGroup": 0, "runAsNonRoot": True},
+            "containers": [{"name": "c", "image": image, "command": ["python", "-c", probe]}],
+        },
+    }
+    installed.core.create_namespaced_pod(ns, pod)
+    wait_for(
+        lambda: installed.core.read_namespaced_pod("random-uid", ns).status.phase == "Succeeded",
+        120,
+        "the probe pod to succeed",
+    )
+    out = installed.kubectl("-n", ns, "logs", "random-uid")
+    assert out.strip() == "identity uid1000770000@random-uid", out
+
+
+def test_prometheus_scrapes_the_operator_pods_through_their_metrics_services(installed, tmp_path):
+    targets = {}
+    for op in OPERATORS:
+        svc = installed.core.read_namespaced_service(f"{op}-operator-metrics", INSTALL_NAMESPACE)
+        port = next(p.port for p in svc.spec.ports if p.name == "metrics")
+        targets[op] = f"{svc.spec.cluster_ip}:{port}"
+    prom = Prometheus(targets, tmp_path)
+    try:
+        wait_for(
+            lambda: (
+                {t["labels"]["job"]: t["health"] for t in prom.targets()}
+                == {f"{op}-operator-metrics": "up" for op in OPERATORS}
+            ),
+            90,
+            "three targets up",
+        )
+        for op in OPERATORS:
+            series = f'controller_runtime_max_concurrent_reconciles{{controller="{op}"}}'
+            wait_for(lambda series=series: (prom.value(series) or 0) > 0, 30, f"{op}'s metrics in Prometheus")
+    finally:
+        prom.stop()
+
+
+# -- WebServer ----------------------------------------------------------------------------------
+
+
+def webserver(installed: Install, name: str, replicas: int, service: bool = True) -> dict[str, Any]:
+    spec = {
+        "replicas": replicas,
+        "image": installed.images["web"],
+        "port": 8080,
+        "runAsUser": WEB_UID,
+        "service": {"enabled": service, "port": 80},
+    }
+    return {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def web_pods(installed: Install, ns: str, name: str) -> list[client.V1Pod]:
+    pods = installed.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items
+    return [
+        p
+        for p in pods
+        if p.metadata.deletion_timestamp is None and p.status.phase not in ("Succeeded", "Failed")
+    ]
+
+
+def ready_pods(installed: Install, ns: str, name: str) -> list[client.V1Pod]:
+    return [
+        p
+        for p in web_pods(installed, ns, name)
+        if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+    ]
+
+
+def ws_status(installed: Install, ns: str, name: str) -> dict[str, Any]:
+    obj = installed.co.get_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", name)
+    return obj.get("status") or {}
+
+
+def exactly_ready(installed: Install, ns: str, name: str, n: int) -> bool:
+    return (
+        len(web_pods(installed, ns, name)) == n
+        and len(ready_pods(installed, ns, name)) == n
+        and (ws_status(installed, ns, name).get("readyReplicas", 0) == n)
+    )
+
+
+def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):
+    installed.co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", ns, "webservers", webserver(installed, "web", 5)
+    )
+    wait_for(lambda: exactly_ready(installed, ns, "web", 5), 180, "5 real pods Ready")
+    pods = web_pods(installed, ns, "web")
+    assert {p.spec.node_name for p in pods} == {installed.node.name}
+    assert all(p.spec.security_context.run_as_user == WEB_UID for p in pods)
+
+    # Through the WebServer's Service (ClusterIP, kube-proxy): every pod answers in turn.
+    svc = installed.core.read_namespaced_service("web", ns)
+    names = {p.metadata.name for p in pods}
+    seen: set[str] = set()
+
+    def answered_by_all() -> bool:
+        status, body = http_get(f"http://{svc.spec.cluster_ip}/")
+        assert status == 200
+        seen.update(n for n in names if n in body)
+        return seen == names
+
+    wait_for(answered_by_all, 60, "an answer from each of the 5 pods through the Service")
+
+    installed.kubectl("-n", ns, "scale", "webserver/web", "--replicas=3")
+    wait_for(lambda: exactly_ready(installed, ns, "web", 3), 120, "scaled down to 3 Ready pods")
+
+    # A container killed (as by the OOM killer) is restarted in place by kubelet.
+    victim = ready_pods(installed, ns, "web")[0]
+    kill_container(installed.node, victim)
+
+    def restarted() -> bool:
+        pod = installed.core.read_namespaced_pod(victim.metadata.name, ns)
+        return pod.metadata.uid == victim.metadata.uid and pod.status.container_statuses[0].restart_count >= 1
+
+    wait_for(restarted, 60, "the killed container restarted")
+    wait_for(lambda: exactly_ready(installed, ns, "web", 3), 120, "3 Ready pods again")
+
+    # A pod deleted by someone is replaced by the operator.
+    gone = ready_pods(installed, ns, "web")[0]
+    installed.core.delete_namespaced_pod(gone.metadata.name, ns)
+    wait_for(
+        lambda: (
+            exactly_ready(installed, ns, "web", 3)
+            and gone.metadata.uid not in {p.metadata.uid for p in web_pods(installed, ns, "web")}
+        ),
+        120,
+        "the deleted pod replaced",
+    )
+
+
+def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns):
+    """SIGKILL the WebServer operator's container while it creates 20 pods; it restarts in place."""
+    ws = installed.co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", ns, "webservers", webserver(installed, "burst", 0, service=False)
+    )
+    created: list[str] = []
+    stop = threading.Event()
+
+    def record() -> None:
+        w = watch.Watch()
+        for event in w.stream(installed.core.list_namespaced_pod, ns, timeout_seconds=300):
+            if event["type"] == "ADDED":
+                created.append(event["object"].metadata.uid)
+            if stop.is_set():
+                w.stop()
+
+    recorder = threading.Thread(target=record, daemon=True)
+    recorder.start()
+    before = installed.operator_pod("webserver")
+    restarts = before.status.container_statuses[0].restart_count
+    installed.kubectl("-n", ns, "scale", "webserver/burst", "--replicas=20")
+    wait_for(lambda: len(created) >= 3, 60, "the scale-up under way")
+    assert len(created) < 20, "the scale-up finished before the kill: nothing was tested"
+    kill_container(installed.node, before)
+
+    wait_for(
+        lambda: installed.operator_pod("webserver").status.container_statuses[0].restart_count > restarts,
+        60,
+        "the operator container restarted by kubelet",
+    )
+    wait_for(lambda: exactly_ready(installed, ns, "burst", 20), 300, "20 Ready pods")
+    stop.set()
+    pods = web_pods(installed, ns, "burst")
+    assert len({p.metadata.name for p in pods}) == 20
+    assert all(p.metadata.owner_references[0].uid == ws["metadata"]["uid"] for p in pods)
+    # Every pod ever created is one of the 20: none was created twice and deleted again.
+    assert len(set(created)) == 20, len(set(created))
+
+
+# -- TDSet ---------------------------------------------------------------------------------------
+
+
+def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, ns):
+    """The TDSet operator's clock is shifted to 90 s before a whole hour; its pods really run."""
+    now = datetime.datetime.now(datetime.UTC)
+    boundary = (now + datetime.timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
+    lead = datetime.timedelta(seconds=90)
+    offset = (boundary - lead - now).total_seconds()
+    real_boundary = now + lead
+    installed.kubectl(
+        "-n", INSTALL_NAMESPACE, "set", "env", "deployment/tdset-operator", f"{OFFSET_ENV}={offset}"
+    )
+    try:
+        installed.wait_operators_ready()
+        hour = boundary.hour
+        spec = {
+            "container": {"image": installed.images["web"], "port": 8080},
+            "schedulingConfig": [{"startTime": hour, "endTime": (hour + 1) % 24, "replica": 2}],
+            "defaultReplica": 1,
+        }
+        body = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "flip"}, "spec": spec}
+        installed.co.create_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", body)
+        apps = client.AppsV1Api(installed.api)
+
+        def deployment_ready(n: int) -> bool:
+            d = apps.read_namespaced_deployment("flip", ns)
+            return d.spec.replicas == n and d.status.ready_replicas == n
+
+        wait_for(lambda: deployment_ready(1), 60, "1 Ready pod before the boundary")
+        assert datetime.datetime.now(datetime.UTC) < real_boundary, "set-up took longer than the lead"
+        wait_for(lambda: deployment_ready(2), 150, "2 Ready pods after the boundary")
+        assert datetime.datetime.now(datetime.UTC) >= real_boundary - datetime.timedelta(seconds=1)
+        pods = installed.core.list_namespaced_pod(ns).items
+        assert all(p.spec.node_name == installed.node.name for p in pods)
+    finally:
+        installed.kubectl(
+            "-n", INSTALL_NAMESPACE, "set", "env", "deployment/tdset-operator", f"{OFFSET_ENV}-"
+        )
+        installed.wait_operators_ready()
+
+
+# -- Netperf -------------------------------------------------------------------------------------
+
+
+def netperf(installed: Install, ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": "app.example.com/v1alpha1",
+        "kind": "Netperf",
+        "metadata": {"name": name},
+        "spec": {"image": installed.images["netperf"], "placement": "SameNode", **spec},
+    }
+    installed.co.create_namespaced_custom_object("app.example.com", "v1alpha1", ns, "netperfs", body)
+
+    def finished() -> dict[str, Any] | None:
+        obj = installed.co.get_namespaced_custom_object("app.example.com", "v1alpha1", ns, "netperfs", name)
+        st = obj.get("status") or {}
+        return st if st.get("status") in ("Done", "Error") else None
+
+    st = wait_for(finished, 240, f"Netperf {name} finished")
+    assert st["status"] == "Done", st
+    return st
+
+
+class ReferencePair:
+    """Two plain pods from the same netperf image on the same node: netserver, and a client to
+    exec netperf in. A direct run between them is what the operator's result is compared with."""
+
+    def __init__(self, installed: Install, ns: str) -> None:
+        self.installed, self.ns = installed, ns
+        image = installed.images["netperf"]
+        restricted = {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        for name, command in (("ref-server", None), ("ref-client", ["sleep", "infinity"])):
+            container: dict[str, Any] = {"name": "c", "image": image, "securityContext": restricted}
+            if command:
+                container["command"] = command
+            installed.core.create_namespaced_pod(
+                ns, {"metadata": {"name": name}, "spec": {"containers": [container]}}
+            )
+        for name in ("ref-server", "ref-client"):
+            wait_for(
+                lambda name=name: installed.core.read_namespaced_pod(name, ns).status.phase == "Running",
+                120,
+                f"{name} Running",
+            )
+        self.server_ip = installed.core.read_namespaced_pod("ref-server", ns).status.pod_ip
+
+    def run(self, seconds: int) -> float:
+        """One direct TCP_STREAM run, in bits/s."""
+        out = self.installed.kubectl(
+            "-n", self.ns, "exec", "ref-client", "--",
+            "netperf", "-P", "0", "-H", self.server_ip, "-l", str(seconds), "-t", "TCP_STREAM",
+            "--", "-k", "THROUGHPUT,THROUGHPUT_UNITS",
+        )  # fmt: skip
+        values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+        assert values["THROUGHPUT_UNITS"] == "10^6bits/s", out
+        return float(values["THROUGHPUT"]) * 1e6
+
+
+def test_netperf_runs_on_the_real_node_and_agrees_with_a_direct_run(installed, ns):
+    pair = ReferencePair(installed, ns)
+    duration, samples = 3, 3
+    before = [pair.run(duration) for _ in range(2)]
+    st = netperf(installed, ns, "np", testType="TCP_STREAM", duration=duration, samples=samples)
+    after = [pair.run(duration) for _ in range(2)]
+    direct = statistics.mean(before + after)
+    measured = st["speedBitsPerSec"]
+    assert len(st["throughputBitsPerSec"]["samples"]) == samples
+    assert abs(measured - direct) / direct <= 0.10, (measured, before, after)
+    assert 1e9 < measured < 2.1e9  # the node's pod links are shaped to 2 Gbit/s
+    # The pods ran here, and are gone once the result is recorded.
+    assert st["serverPod"] and st["clientPod"]
+    wait_for(
+        lambda: (
+            not installed.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/name=netperf").items
+        ),
+        60,
+        "the Netperf's pods deleted",
+    )
+
+    rr = netperf(installed, ns, "rr", testType="TCP_RR", duration=2, samples=2)
+    latency = rr["latencySeconds"]
+    assert rr["transactionsPerSec"]["mean"] > 0
+    assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"], latency
