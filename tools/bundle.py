@@ -203,6 +203,8 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}},
             },
             {"name": "LOG_FORMAT", "value": "json"},
+            # The operator's identity (logs, kopf): the pod, whatever UID the platform runs it as.
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ],
         "ports": [
             {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
