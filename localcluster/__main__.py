@@ -7,9 +7,11 @@
     python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
                                                  in DIR that has a __main__.py (``make run``)
 
-``up``/``run --real-node`` add this machine as a real worker node (containerd, kubelet,
-kube-proxy; root only, else the kwok nodes alone with a log line saying why);
-``--image-archive X.tar`` (repeatable) imports an OCI/docker image archive into it.
+``run`` (``make run``) adds this machine as a real worker node when it can (root: containerd,
+kubelet, kube-proxy), with no kwok nodes unless ``--nodes`` asks, and imports every image
+``make images`` builds, so the examples really serve and measure; otherwise it says why and
+uses kwok nodes. ``up --real-node`` does the same for ``up``; ``--image-archive X.tar``
+(repeatable) imports an OCI/docker image archive into the node.
 
 ``run`` honours ``USE_EXISTING_CLUSTER=1``: then nothing is started, the CRDs go to the cluster
 of the current kubeconfig and the operators run against it.
@@ -29,7 +31,6 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from localcluster import netperf_pods
 from localcluster.binaries import ensure_binaries
 from localcluster.cluster import DEFAULT_NODES, LocalCluster, free_port, in_use_kubeconfig, log, start
 
@@ -65,30 +66,19 @@ def _print_howto(kubeconfig: Path, operators: list[str]) -> None:
     )
 
 
-def _start_netperf_runner(kubeconfig: Path) -> netperf_pods.NetperfPodRunner | None:
-    """Netperf pods run for real here when this machine can (see localcluster.netperf_pods)."""
-    reason = netperf_pods.unavailable_reason()
-    if reason:
-        log(
-            f"netperf pods will NOT run: {reason}. Netperfs will end in Error (timeout) "
-            "instead of showing a measured number."
-        )
-        return None
-    from kubernetes import config
-
-    log("netperf pods run for real in network namespaces on this machine (development aid)")
-    return netperf_pods.NetperfPodRunner(config.new_client_from_config(config_file=str(kubeconfig))).start()
-
-
 def _real_node_possible(args: argparse.Namespace) -> bool:
-    """--real-node, unless this machine cannot: then say why and go on with kwok nodes only."""
-    if not args.real_node:
+    """--real-node (``run``: by default), unless this machine cannot: then say why, use kwok."""
+    if args.real_node is False or (args.real_node is None and args.command != "run"):
         return False
     from localcluster import node
 
     if reason := node.unavailable_reason():
-        log(f"real node NOT started: {reason}; continuing with the {args.nodes} kwok nodes only")
+        log(
+            f"real node NOT started: {reason}; continuing with kwok nodes only "
+            "(pods there only pretend to run: nothing serves, Netperfs end in Error)"
+        )
         return False
+    log("this machine runs as a real worker node: pods really run (images from `make images`)")
     return True
 
 
@@ -121,15 +111,22 @@ def cmd_up(args: argparse.Namespace) -> int:
         workdir = Path(args.workdir).resolve()
         # A fresh cluster each time: old etcd data would not match the new certificates.
         shutil.rmtree(workdir, ignore_errors=True)
-        local = start(workdir=workdir, nodes=args.nodes, crds=crds, real_node=_real_node_possible(args))
+        real = _real_node_possible(args)
+        if real and args.nodes is None:
+            args.nodes = 0  # pods of the examples must land on the node that runs them
+        nodes = DEFAULT_NODES if args.nodes is None else args.nodes
+        local = start(workdir=workdir, nodes=nodes, crds=crds, real_node=real)
         kubeconfig = local.kubeconfig
-        _import_images(local, [Path(a) for a in args.image_archive])
+        archives = [Path(a) for a in args.image_archive]
+        if real and args.command == "run":
+            from tools.images import ensure_images
+
+            log("building (or reusing) every image of the project for the real node (make images)")
+            archives += ensure_images().values()
+        _import_images(local, archives)
 
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-    runner = None
     try:
-        if "netperf" in operators and local is not None:
-            runner = _start_netperf_runner(kubeconfig)
         for op in operators:
             env = {
                 **os.environ,
@@ -144,8 +141,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         _print_howto(kubeconfig, operators)
         _wait_for_signal()
     finally:
-        if runner is not None:
-            runner.stop()
         for op, proc in reversed(procs):
             log(f"stopping operator {op} (pid {proc.pid})")
             proc.terminate()
@@ -174,13 +169,18 @@ def main(argv: list[str] | None = None) -> int:
             "--workdir", default=".localcluster", help="state, logs and kubeconfig (default: %(default)s)"
         )
         p.add_argument(
-            "--nodes", type=int, default=DEFAULT_NODES, help="kwok fake nodes (default: %(default)s)"
+            "--nodes",
+            type=int,
+            default=None,
+            help=f"kwok fake nodes (default: {DEFAULT_NODES}, or 0 next to a real node)",
         )
         p.add_argument("--crds", action="append", default=[], help="glob of CRD YAML files to install")
         p.add_argument(
             "--real-node",
-            action="store_true",
-            help="also run this machine as a real worker node (root; containerd, kubelet, kube-proxy)",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="run this machine as a real worker node (root; containerd, kubelet, kube-proxy; "
+            "default: for `run` when possible, never for `up`)",
         )
         p.add_argument(
             "--image-archive",

@@ -2,11 +2,11 @@
 
     sudo python -m tools.bench_netperf_overhead [--runs 5] [--duration 2] [--samples 1]
 
-Starts the local control plane with the bundle's CRDs, the Netperf operator and the
-network-namespace pod runner (``localcluster.netperf_pods``: needs root and netperf), then
-creates Netperfs one after the other and times, with a watch, the moment each reaches
-``Done``. The overhead is that time minus ``samples x duration`` (what netperf itself runs):
-pod creation, scheduling, kwok, the runner's namespace set-up, status writes.
+Starts the local control plane with the bundle's CRDs and this machine as its real node
+(``localcluster.node``: root), imports the netperf image (``make images``), runs the Netperf
+operator, then creates Netperfs one after the other and times, with a watch, the moment each
+reaches ``Done``. The overhead is that time minus ``samples x duration`` (what netperf itself
+runs): pod creation, scheduling, image start on the real node, status writes.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
-from localcluster.netperf_pods import NetperfPodRunner
 from tests.integration.operator_process import OperatorProcess
+from tools.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION, PLURAL = "app.example.com", "v1alpha1", "netperfs"
@@ -52,16 +52,18 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1)
     args = parser.parse_args()
     crds = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
-    with localcluster.running(crds=crds) as cl:
+    archives = ensure_images(["netperf"])
+    with localcluster.running(crds=crds, nodes=0, real_node=True) as cl:
+        assert cl.node is not None
+        cl.node.import_images(archives.values())
         api = config.new_client_from_config(config_file=str(cl.kubeconfig))
         ns = f"bench-np-{uuid.uuid4().hex[:6]}"
         client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
-        runner = NetperfPodRunner(api, namespace=ns).start()
         op = OperatorProcess(
             "operators.netperf", cl.kubeconfig, Path(tempfile.mkdtemp()) / "netperf.log"
         ).start()
         try:
-            spec = {"serverNode": "kwok-node-0", "clientNode": "kwok-node-1"}
+            spec: dict[str, object] = {"placement": "SameNode", "image": next(iter(archives))}
             spec |= {"duration": args.duration, "samples": args.samples}
             test_time = args.duration * args.samples
             overheads = []
@@ -74,7 +76,6 @@ def main() -> None:
                 )
         finally:
             op.stop()
-            runner.stop()
     print(
         f"Netperf overhead (creation -> Done minus {args.samples} x {args.duration}s), {args.runs} runs: "
         f"min {min(overheads):.2f}s median {statistics.median(overheads):.2f}s max {max(overheads):.2f}s"

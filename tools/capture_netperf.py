@@ -2,78 +2,103 @@
 
     sudo python -m tools.capture_netperf [--out tests/unit/netperf/fixtures]
 
-Builds the client pod the operator would create for each test type, runs its container
-command exactly as written (the sh loop around netperf) in a network namespace joined by a
-veth pair to one running ``netserver -D``, and saves what the pod's termination message would
-hold. Error cases are captured the same way: no netserver at the address, an unresolvable
-host. Needs root, iproute2 and Debian's netperf (``make system-deps``).
+Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
+imports the netperf image (``make images``), and runs exactly the pods the operator creates:
+one server pod (``desired.server_pod``) and, per case, a client pod (``desired.client_pod``)
+aimed at the server, at an address where nothing listens, or at a name that does not resolve.
+What kubelet puts in each client's termination message is saved as the case's fixture.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from localcluster.netperf_pods import add_netns, container_argv, container_env, unavailable_reason, wire
+from kubernetes import client, config
+
+from localcluster import cluster as localcluster
+from localcluster import node as realnode
 from operators.netperf import desired
+from tools.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER_IP, CLIENT_IP = "10.213.0.1", "10.213.0.2"
-OWNER = {
-    "apiVersion": "app.example.com/v1alpha1",
-    "kind": "Netperf",
-    "metadata": {"name": "cap", "uid": "u", "generation": 1},
-}
-CASES = {
-    "tcp_stream": ({"testType": "TCP_STREAM", "duration": 2, "samples": 3}, SERVER_IP),
-    "tcp_rr": ({"testType": "TCP_RR", "duration": 2, "samples": 3}, SERVER_IP),
-    "udp_stream": ({"testType": "UDP_STREAM", "duration": 2, "samples": 3, "messageSize": 1400}, SERVER_IP),
-    "no_server": ({"testType": "TCP_STREAM", "duration": 1, "samples": 2}, "10.213.0.9"),
+NAMESPACE = "capture"
+CASES: dict[str, tuple[dict[str, Any], str | None]] = {
+    # target None: the server pod's IP.
+    "tcp_stream": ({"testType": "TCP_STREAM", "duration": 2, "samples": 3}, None),
+    "tcp_rr": ({"testType": "TCP_RR", "duration": 2, "samples": 3}, None),
+    "udp_stream": ({"testType": "UDP_STREAM", "duration": 2, "samples": 3, "messageSize": 1400}, None),
+    "no_server": ({"testType": "TCP_STREAM", "duration": 1, "samples": 2}, "10.123.255.254"),
     "unresolvable": ({"testType": "TCP_STREAM", "duration": 1, "samples": 2}, "no-such-host.invalid"),
 }
+
+
+def owner(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "app.example.com/v1alpha1",
+        "kind": "Netperf",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": "capture", "generation": 1},
+    }
+
+
+def no_owner(pod: dict[str, Any]) -> dict[str, Any]:
+    """There is no Netperf object here: drop the owner reference the builder sets."""
+    pod["metadata"].pop("ownerReferences", None)
+    return pod
+
+
+def wait(what: str, probe: Any, timeout: float = 180) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := probe():
+            return value
+        time.sleep(0.5)
+    raise SystemExit(f"timed out waiting for {what}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "unit" / "netperf" / "fixtures")
     args = parser.parse_args()
-    reason = unavailable_reason()
-    if reason:
+    if reason := realnode.unavailable_reason():
         raise SystemExit(f"cannot capture: {reason}")
     args.out.mkdir(parents=True, exist_ok=True)
-    server_ns, client_ns = "capture-netperf-s", "capture-netperf-c"
-    for ns in (server_ns, client_ns):
-        add_netns(ns)
-    wire(server_ns, SERVER_IP, client_ns, CLIENT_IP)
-    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "netserver", "-D", "-p", "12865"])
-    try:
+    archives = ensure_images(["netperf"])
+    image = next(iter(archives))
+    with localcluster.running(nodes=0, real_node=True) as local:
+        assert local.node is not None
+        local.node.import_images(archives.values())
+        core = client.CoreV1Api(config.new_client_from_config(config_file=str(local.kubeconfig)))
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+        wait("default ServiceAccount", lambda: core.list_namespaced_service_account(NAMESPACE).items)
+        server = no_owner(desired.server_pod(owner("cap"), {"image": image}))
+        core.create_namespaced_pod(NAMESPACE, server)
+
+        def server_ip() -> str | None:
+            pod = core.read_namespaced_pod(server["metadata"]["name"], NAMESPACE)
+            ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+            return pod.status.pod_ip if ready else None
+
+        ip = wait("the server pod Ready", server_ip)
         for name, (spec, target) in CASES.items():
-            pod = desired.client_pod(
-                {**OWNER, "metadata": {**OWNER["metadata"], "namespace": "x"}}, spec, target
+            pod = no_owner(
+                desired.client_pod(owner(name.replace("_", "-")), {**spec, "image": image}, target or ip)
             )
-            container = pod["spec"]["containers"][0]
-            fd, result = tempfile.mkstemp()
-            os.close(fd)
-            proc = subprocess.run(
-                ["ip", "netns", "exec", client_ns, *container_argv(container)],
-                env=container_env(container, {"NETPERF_RESULT": result}),
-                check=False,
-            )
-            text = Path(result).read_text()
-            os.unlink(result)
+            core.create_namespaced_pod(NAMESPACE, pod)
+
+            def terminated(pod_name: str = pod["metadata"]["name"]) -> Any:
+                statuses = core.read_namespaced_pod(pod_name, NAMESPACE).status.container_statuses or []
+                return statuses and statuses[0].state.terminated
+
+            state = wait(f"{name}'s client to finish", terminated)
+            text = state.message or ""
             (args.out / f"{name}.txt").write_text(text)
             print(
-                f"{name}: exit {proc.returncode}, {len(text)} bytes -> {args.out / (name + '.txt')}",
+                f"{name}: exit {state.exit_code}, {len(text)} bytes -> {args.out / (name + '.txt')}",
                 flush=True,
             )
-    finally:
-        server.terminate()
-        server.wait(10)
-        for ns in (server_ns, client_ns):
-            subprocess.run(["ip", "netns", "delete", ns], check=False)
 
 
 if __name__ == "__main__":
