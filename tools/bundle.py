@@ -431,6 +431,9 @@ def readme_with_metrics(text: str) -> str:
     return text[:start] + monitoring.metrics_table() + text[end:]
 
 
+PSA_MODES = ("enforce", "audit", "warn")
+
+
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Deployment, Service.
 
@@ -440,7 +443,15 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """
     labels = {"app.kubernetes.io/part-of": PACKAGE}
     docs: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NAMESPACE, "labels": labels}}
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": INSTALL_NAMESPACE,
+                # The operator pods meet the `restricted` Pod Security profile: enforce it.
+                "labels": {**labels, **{f"pod-security.kubernetes.io/{m}": "restricted" for m in PSA_MODES}},
+            },
+        }
     ]
     for op in OPERATORS:
         meta = {"name": op.deployment, "namespace": INSTALL_NAMESPACE, "labels": labels}

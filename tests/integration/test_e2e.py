@@ -123,10 +123,18 @@ def installed(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     inst.kubectl("delete", "--wait=true", "--timeout=120s", "-f", str(REPO / "deploy" / "install.yaml"))
 
 
-@pytest.fixture
-def ns(installed: Install) -> Iterator[str]:
+RESTRICTED = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def make_namespace(installed: Install, labels: dict[str, str]) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    installed.core.create_namespace({"metadata": {"name": name}})
+    installed.core.create_namespace({"metadata": {"name": name, "labels": labels}})
     wait_for(
         lambda: installed.core.read_namespaced_service_account("default", name), 60, "default ServiceAccount"
     )
@@ -136,6 +144,18 @@ def ns(installed: Install) -> Iterator[str]:
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+@pytest.fixture
+def ns(installed: Install) -> Iterator[str]:
+    """A namespace enforcing the `restricted` Pod Security profile."""
+    yield from make_namespace(installed, RESTRICTED)
+
+
+@pytest.fixture
+def baseline_ns(installed: Install) -> Iterator[str]:
+    """A namespace without Pod Security enforcement (TDSet pods carry no restricted context yet)."""
+    yield from make_namespace(installed, {})
 
 
 def http_get(url: str) -> tuple[int, str]:
@@ -153,6 +173,9 @@ def kill_container(node: RealNode, pod: client.V1Pod) -> None:
 
 
 def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
+    # install.yaml's namespace enforces `restricted`: the operator pods were admitted under it.
+    labels = installed.core.read_namespace(INSTALL_NAMESPACE).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     for op in OPERATORS:
         pod = installed.operator_pod(op)
         status = pod.status.container_statuses[0]
@@ -183,8 +206,15 @@ def test_an_operator_image_runs_under_a_uid_it_has_never_heard_of(installed, ns)
         "metadata": {"name": "random-uid"},
         "spec": {
             "restartPolicy": "Never",
-            "securityContext": {"runAsUser": 1000770000, "runAsGroup": 0, "runAsNonRoot": True},
-            "containers": [{"name": "c", "image": image, "command": ["python", "-c", probe]}],
+            "securityContext": {"runAsUser": 1000770000, "runAsGroup": 0},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": image,
+                    "command": ["python", "-c", probe],
+                    "securityContext": {**RESTRICTED_CONTAINER, "readOnlyRootFilesystem": True},
+                }
+            ],
         },
     }
     installed.core.create_namespaced_pod(ns, pod)
@@ -360,8 +390,9 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
 # -- TDSet ---------------------------------------------------------------------------------------
 
 
-def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, ns):
+def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns):
     """The TDSet operator's clock is shifted to 90 s before a whole hour; its pods really run."""
+    ns = baseline_ns
     now = datetime.datetime.now(datetime.UTC)
     boundary = (now + datetime.timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
     lead = datetime.timedelta(seconds=90)
@@ -428,14 +459,8 @@ class ReferencePair:
     def __init__(self, installed: Install, ns: str) -> None:
         self.installed, self.ns = installed, ns
         image = installed.images["netperf"]
-        restricted = {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }
         for name, command in (("ref-server", None), ("ref-client", ["sleep", "infinity"])):
-            container: dict[str, Any] = {"name": "c", "image": image, "securityContext": restricted}
+            container: dict[str, Any] = {"name": "c", "image": image, "securityContext": RESTRICTED_CONTAINER}
             if command:
                 container["command"] = command
             installed.core.create_namespaced_pod(
@@ -470,6 +495,8 @@ def test_netperf_runs_on_the_real_node_and_agrees_with_a_direct_run(installed, n
     direct = statistics.mean(before + after)
     measured = st["speedBitsPerSec"]
     assert len(st["throughputBitsPerSec"]["samples"]) == samples
+    gbit = [round(v / 1e9, 3) for v in before + after]
+    print(f"netperf TCP_STREAM: operator {measured / 1e9:.3f} Gbit/s, direct runs {gbit} Gbit/s")
     assert abs(measured - direct) / direct <= 0.10, (measured, before, after)
     assert 1e9 < measured < 2.1e9  # the node's pod links are shaped to 2 Gbit/s
     # The pods ran here, and are gone once the result is recorded.

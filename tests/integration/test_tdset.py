@@ -171,7 +171,7 @@ def test_tutorial_example_gets_the_scheduled_replicas_and_is_garbage_collected(
     assert (owner.kind, owner.name, owner.controller) == ("TDSet", name, True)
     assert dep.metadata.labels["app.kubernetes.io/name"] == "tdset"
     assert dep.metadata.labels["app.kubernetes.io/instance"] == name
-    assert dep.spec.template.spec.containers[0].image == "nginx:1.27"
+    assert dep.spec.template.spec.containers[0].image == example["spec"]["container"]["image"]
     wait_event(cluster, namespace, name, "CreatedDeployment")
 
     columns = [c["name"] for c in table(cluster, namespace)["columnDefinitions"]]
