@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
 
 T = TypeVar("T")
 
@@ -24,3 +27,23 @@ def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "
             detail = f" (last error: {last_exc!r})" if last_exc else ""
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(0.2)
+
+
+def fresh_namespace(core: Any, prefix: str, labels: dict[str, str] | None = None) -> str:
+    """Create a uniquely named namespace and wait until pods can be created in it.
+
+    Pods are rejected until the ServiceAccount controller has made ``default``.
+    """
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+    wait_for(lambda: core.read_namespaced_service_account("default", name), 60, "default ServiceAccount")
+    return name
+
+
+def delete_namespace(core: Any, name: str) -> None:
+    """Delete a test's namespace (gone already is fine)."""
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise

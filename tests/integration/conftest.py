@@ -9,7 +9,6 @@ skipped, everything else runs unchanged.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
-from tests.helpers import wait_for
+from tests.helpers import delete_namespace, fresh_namespace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -159,13 +158,6 @@ def images(real_cluster: localcluster.LocalCluster) -> dict[str, str]:
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace per test, with its default ServiceAccount present, deleted afterwards."""
     core = client.CoreV1Api(cluster.api)
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": name, "labels": {"localcluster.dev/test": "true"}}})
-    # Pods are rejected until the ServiceAccount controller has created "default".
-    wait_for(lambda: core.read_namespaced_service_account("default", name), 60, "default ServiceAccount")
+    name = fresh_namespace(core, "t", {"localcluster.dev/test": "true"})
     yield name
-    try:
-        core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    delete_namespace(core, name)

@@ -19,7 +19,6 @@ import statistics
 import subprocess
 import threading
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +26,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster.node import RealNode
 from shared.clock import OFFSET_ENV
-from tests.helpers import wait_for
+from tests.helpers import delete_namespace, fresh_namespace, wait_for
 from tests.integration.test_prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,17 +131,9 @@ RESTRICTED_CONTAINER = {
 
 
 def make_namespace(installed: Install, labels: dict[str, str]) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    installed.core.create_namespace({"metadata": {"name": name, "labels": labels}})
-    wait_for(
-        lambda: installed.core.read_namespaced_service_account("default", name), 60, "default ServiceAccount"
-    )
+    name = fresh_namespace(installed.core, "e2e", labels)
     yield name
-    try:
-        installed.core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    delete_namespace(installed.core, name)
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from kubernetes import client
 
 from localcluster.cluster import free_port
 from shared.metrics import TABLE
-from tests.helpers import wait_for
+from tests.helpers import delete_namespace, fresh_namespace, wait_for
 from tests.integration import test_netperf
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
@@ -93,11 +92,9 @@ class Prometheus:
 def watched(cluster: Cluster) -> Iterator[str]:
     """The one namespace this module's operators watch."""
     core = client.CoreV1Api(cluster.api)
-    name = f"prom-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name, "labels": {"localcluster.dev/test": "true"}}})
-    wait_for(lambda: core.read_namespaced_service_account("default", name), 60, "default ServiceAccount")
+    name = fresh_namespace(core, "prom", {"localcluster.dev/test": "true"})
     yield name
-    core.delete_namespace(name)
+    delete_namespace(core, name)
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster import node as realnode
 from localcluster import ociimage
 from localcluster.binaries import Binaries, k8s_version
-from tests.helpers import wait_for
+from tests.helpers import delete_namespace, fresh_namespace, wait_for
 
 # Straight to pod and Service IPs, whatever proxy the environment names.
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -46,15 +45,9 @@ def node(real_cluster: localcluster.LocalCluster) -> realnode.RealNode:
 
 @pytest.fixture
 def ns(core: client.CoreV1Api) -> Iterator[str]:
-    name = f"rn-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    wait_for(lambda: core.read_namespaced_service_account("default", name), 60, "default ServiceAccount")
+    name = fresh_namespace(core, "rn")
     yield name
-    try:
-        core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    delete_namespace(core, name)
 
 
 def pod_manifest(
