@@ -47,3 +47,22 @@ def delete_namespace(core: Any, name: str) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+def hold_pods_at(core: Any, namespace: str, pods: int, name: str = "hold") -> None:
+    """A ResourceQuota that lets only ``pods`` pods exist in ``namespace``.
+
+    It stops a scale-up at exactly that count for as long as a test needs (creates beyond it are
+    refused with 403), so "killed in the middle of a scale-up" is a state, not a race. The
+    quota admits nothing until the quota controller has filled in its status: wait for that.
+    """
+    core.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": name}, "spec": {"hard": {"pods": str(pods)}}}
+    )
+    wait_for(
+        lambda: (
+            (core.read_namespaced_resource_quota(name, namespace).status.hard or {}).get("pods") == str(pods)
+        ),
+        60,
+        "the quota's status",
+    )

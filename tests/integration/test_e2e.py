@@ -30,7 +30,7 @@ from kubernetes import client, config, watch
 from localcluster import cluster as localcluster
 from localcluster.node import RealNode
 from shared.clock import OFFSET_ENV
-from tests.helpers import delete_namespace, fresh_namespace, wait_for
+from tests.helpers import delete_namespace, fresh_namespace, hold_pods_at, wait_for
 from tests.integration.test_prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -339,7 +339,10 @@ def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):
 
 
 def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns):
-    """SIGKILL the WebServer operator's container while it creates 20 pods; it restarts in place."""
+    """SIGKILL the WebServer operator's container in the middle of a scale-up to 20 pods.
+
+    kubelet restarts it in place; the new process must converge without a duplicate pod.
+    """
     ws = installed.co.create_namespaced_custom_object(
         "demo.k8s.io", "v1alpha1", ns, "webservers", webserver(installed, "burst", 0, service=False)
     )
@@ -358,10 +361,11 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
     recorder.start()
     before = installed.operator_pod("webserver")
     restarts = before.status.container_statuses[0].restart_count
+    hold_pods_at(installed.core, ns, 5)  # the scale-up stops at 5 of 20 until the quota goes
     installed.kubectl("-n", ns, "scale", "webserver/burst", "--replicas=20")
-    wait_for(lambda: len(created) >= 3, 60, "the scale-up under way")
-    assert len(created) < 20, "the scale-up finished before the kill: nothing was tested"
+    wait_for(lambda: len(web_pods(installed, ns, "burst")) == 5, 60, "the scale-up held at 5 of 20")
     kill_container(installed.node, before)
+    installed.core.delete_namespaced_resource_quota("hold", ns)
 
     wait_for(
         lambda: installed.operator_pod("webserver").status.container_statuses[0].restart_count > restarts,

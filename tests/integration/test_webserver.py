@@ -11,7 +11,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired
-from tests.helpers import wait_for
+from tests.helpers import hold_pods_at, wait_for
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
 
@@ -226,9 +226,12 @@ def test_invalid_specs_rejected_with_field_messages(cluster, namespace, spec, fr
 
 
 def test_restart_in_the_middle_of_a_scale_up_creates_no_duplicates(cluster, namespace, operator):
+    core = client.CoreV1Api(cluster.api)
+    hold_pods_at(core, namespace, 5)  # the scale-up stops at 5 of 40 until the quota goes
     create(cluster, namespace, "web", {"replicas": 40})
-    wait_for(lambda: 3 <= len(active_pods(cluster, namespace, "web")) < 40, 60, "scale-up under way")
+    wait_for(lambda: len(active_pods(cluster, namespace, "web")) == 5, 60, "scale-up held at 5 of 40")
     operator.kill()  # SIGKILL: no clean shutdown, mid scale-up
+    core.delete_namespaced_resource_quota("hold", namespace)
     operator.start()
     ws = converged(cluster, namespace, "web", 40, timeout=180)
     thash = desired.template_hash(ws["spec"])
