@@ -273,13 +273,22 @@ def _listing(path: Path, limit: int = 5000) -> list[str] | None:
     return sorted(found)
 
 
+def _node_pids() -> list[int]:
+    """PIDs of the processes :func:`_node_processes` names."""
+    return [pid for pid, _ in _node_process_table()]
+
+
 def _node_processes() -> list[str]:
+    return sorted(name for _, name in _node_process_table())
+
+
+def _node_process_table() -> list[tuple[int, str]]:
     """kubelet/kube-proxy processes, and containerd/shims of a real node's layout.
 
     A system containerd (Docker's, say) and its shims are not ours and come and go: only those
     whose command line names a ``.../node/containerd/`` path (our config and socket) count.
     """
-    names = []
+    found: list[tuple[int, str]] = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -292,8 +301,8 @@ def _node_processes() -> list[str]:
                 and b"/node/containerd/" not in Path(f"/proc/{pid}/cmdline").read_bytes()
             ):
                 continue
-            names.append(exe)
-    return sorted(names)
+            found.append((int(pid), exe))
+    return found
 
 
 def host_state() -> dict[str, Any]:
@@ -396,6 +405,11 @@ def _remove_cgroups(before: dict[str, list[str]], timeout: float = 15) -> None:
         time.sleep(0.1)
 
 
+def _jumps_to_own_chain(rule: str) -> bool:
+    args = shlex.split(rule)
+    return "-j" in args and bool(OWN_CHAIN.match(args[args.index("-j") + 1]))
+
+
 def _restore_iptables(before: dict[str, Any]) -> None:
     """Delete KUBE-*/CNI-* chains and rules that jump to them, if they were not there before."""
     for family, save, cmd in (("ipv4", "iptables-save", "iptables"), ("ipv6", "ip6tables-save", "ip6tables")):
@@ -447,6 +461,8 @@ def _restore_links(before: dict[str, dict[str, Any]], bridges: Sequence[str]) ->
     now = _links()
     ours = [n for n, link in now.items() if n not in before and link["master"] in bridges]
     ours += [b for b in bridges if b in now and b not in before]
+    # Loading the ifb module (the CNI bandwidth plugin does) makes ifb0/ifb1 appear.
+    ours += [n for n, link in now.items() if n not in before and link["kind"] == "ifb"]
     for name in ours:
         _run(["ip", "link", "delete", name], check=False)
 
@@ -565,12 +581,18 @@ class RealNode:
         t0 = time.monotonic()
         self.snapshot = host_state()
         if leftovers := self._leftovers():
-            self._release_lock()
-            raise RealNodeUnavailableError(
-                "leftovers of an earlier real node that was not stopped: "
-                + "; ".join(leftovers)
-                + " (remove them, or reboot, before starting another)"
-            )
+            # The lock is ours, so no live node made these: one that died without stop()
+            # (SIGKILL, a CI time-out). Clear its traces rather than refuse every later run.
+            log(f"real node: clearing leftovers of a node that died unstopped: {'; '.join(leftovers)}")
+            self._clear_dead_node()
+            self.snapshot = host_state()
+            if leftovers := self._leftovers():
+                self._release_lock()
+                raise RealNodeUnavailableError(
+                    "leftovers of an earlier real node that could not be cleared: "
+                    + "; ".join(leftovers)
+                    + " (another Kubernetes node on this host?)"
+                )
         try:
             log(f"starting real node {self.name} ({self.ip}, pods {self.pod_cidr})")
             for d in (self.directory / "pki", self.directory / "cni" / "net.d", *self.volatile_dirs):
@@ -717,6 +739,50 @@ class RealNode:
         }
         found += [f"iptables chain {c}" for c in sorted(chains) if OWN_CHAIN.match(c)][:5]
         return found
+
+    def _clear_dead_node(self) -> None:
+        """Kill a dead node's processes and remove its links, chains, cgroups and mounts.
+
+        Its sysctls cannot be put back (their earlier values died with it) and stay as they are,
+        like the files it left in shared places outside its work dir (``/run/containerd``,
+        ``/var/log/containers``): a system containerd may own some of those.
+        """
+        for pid in _node_pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _node_pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proxy = self.cluster.binaries.path("kube-proxy")
+        _run([str(proxy), "--cleanup"], check=False, timeout=120)
+        now = host_state()
+        dead = sorted({m.split()[0].split("/node/")[0] + "/node" for m in now["mounts"] if "/node/" in m})
+        baseline = {
+            **now,
+            "links": {
+                name: link
+                for name, link in now["links"].items()
+                if name not in (NODE_BRIDGE, CNI_BRIDGE) and link["master"] != CNI_BRIDGE
+            },
+            "mounts": [m for m in now["mounts"] if not any(m.startswith(d) for d in dead)],
+            "cgroups": {},
+            "iptables": {
+                fam: {
+                    table: {
+                        "chains": [c for c in t["chains"] if not OWN_CHAIN.match(c)],
+                        "rules": {
+                            chain: [r for r in rules if not _jumps_to_own_chain(r)]
+                            for chain, rules in t["rules"].items()
+                            if not OWN_CHAIN.match(chain)
+                        },
+                    }
+                    for table, t in tables.items()
+                }
+                for fam, tables in now["iptables"].items()
+            },
+        }
+        for rest in restore_host(baseline, [Path(d) for d in dead], [CNI_BRIDGE, NODE_BRIDGE]):
+            log(f"real node: after clearing a dead node, still differs: {rest}")
 
     def _component(self, name: str, argv: list[str]) -> Component:
         comp = Component(name, argv, self._log_path(name), env={**os.environ, "PATH": PATH_ENV})

@@ -282,3 +282,42 @@ def test_stop_restores_host_state_then_node_starts_again(core, ns, node):
     assert (
         wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd") == "still-here"
     )
+
+
+def test_a_node_that_died_unstopped_is_cleared_by_the_next_start(core, ns, node):
+    """A node whose owner was SIGKILLed (a CI time-out) leaves processes, pods, links and chains;
+    the next start clears them instead of refusing every later run on this host."""
+    core.create_namespaced_pod(ns, httpd("orphan", "from-before"))
+    old_container = ready_pod(core, ns, "orphan").status.container_statuses[0].container_id
+    first = node.snapshot
+    assert first is not None
+    # Die like a killed owner: the components go, nothing is restored, the host lock is let go.
+    for comp in node.components:
+        assert comp.proc is not None
+        comp.proc.kill()
+        comp.proc.wait(30)
+    node.components.clear()
+    node._release_lock()
+    assert realnode.state_diff(first, realnode.host_state()), "a dead node leaves traces"
+    node.start()  # stops (and restores) by itself if it fails
+    conds = {c.type: c.status for c in core.read_node(node.name).status.conditions}
+    assert conds["Ready"] == "True"
+
+    def running_again() -> Any:
+        p = core.read_namespaced_pod("orphan", ns)
+        s = (p.status.container_statuses or [None])[0]
+        return p if s and s.ready and s.container_id != old_container and p.status.pod_ip else None
+
+    pod = wait_for(running_again, 90, "the pod running again")
+    assert (
+        wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd") == "from-before"
+    )
+    # Its processes, links, chains, mounts and cgroups are gone. What it set in sysctls and the
+    # files it left outside the work dir (shim sockets, log links) stay: which of them were
+    # there before it died with it (the node started after it restores what it found).
+    node.stop()
+    try:
+        diff = realnode.state_diff(first, realnode.host_state())
+        assert all(line.startswith(("sysctls", "paths")) for line in diff), diff
+    finally:
+        node.start()
