@@ -379,6 +379,10 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
     assert all(p.metadata.owner_references[0].uid == ws["metadata"]["uid"] for p in pods)
     # Every pod ever created is one of the 20: none was created twice and deleted again.
     assert len(set(created)) == 20, len(set(created))
+    # Leave a fresh operator pod behind (restartCount 0), as other tests expect to find it.
+    installed.core.delete_namespaced_pod(before.metadata.name, INSTALL_NAMESPACE)
+    wait_for(lambda: installed.operator_pod("webserver").metadata.uid != before.metadata.uid, 60, "a new pod")
+    installed.wait_operators_ready()
 
 
 # -- TDSet ---------------------------------------------------------------------------------------
