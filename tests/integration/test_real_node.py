@@ -253,6 +253,23 @@ def test_killed_container_is_restarted(core, ns, node):
     assert wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd again") == body
 
 
+def serves_again_after_restart(
+    core: client.CoreV1Api, ns: str, node: realnode.RealNode, name: str, old_container: str
+) -> str:
+    """After the node restarted: Ready, and kubelet recreated the pod (as after a reboot; its
+    old status may linger a moment); what the pod's httpd answers."""
+    conds = {c.type: c.status for c in core.read_node(node.name).status.conditions}
+    assert conds["Ready"] == "True"
+
+    def recreated() -> Any:
+        p = core.read_namespaced_pod(name, ns)
+        s = (p.status.container_statuses or [None])[0]
+        return p if s and s.ready and s.container_id != old_container and p.status.pod_ip else None
+
+    pod = wait_for(recreated, 90, f"{name} recreated and Ready")
+    return wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd")
+
+
 def test_stop_restores_host_state_then_node_starts_again(core, ns, node):
     # Something running first, so stopping has pods, veths, mounts and cgroups to undo.
     core.create_namespaced_pod(ns, httpd("survivor", "still-here"))
@@ -269,19 +286,7 @@ def test_stop_restores_host_state_then_node_starts_again(core, ns, node):
     finally:
         node.start()  # later tests need the node, whatever happened above
 
-    conds = {c.type: c.status for c in core.read_node(node.name).status.conditions}
-    assert conds["Ready"] == "True"
-
-    # kubelet recreates the pods bound to it, as after a reboot (the old status may linger)
-    def recreated() -> Any:
-        p = core.read_namespaced_pod("survivor", ns)
-        s = (p.status.container_statuses or [None])[0]
-        return p if s and s.ready and s.container_id != old_container and p.status.pod_ip else None
-
-    pod = wait_for(recreated, 90, "survivor pod recreated and Ready")
-    assert (
-        wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd") == "still-here"
-    )
+    assert serves_again_after_restart(core, ns, node, "survivor", old_container) == "still-here"
 
 
 def test_a_node_that_died_unstopped_is_cleared_by_the_next_start(core, ns, node):
@@ -300,18 +305,7 @@ def test_a_node_that_died_unstopped_is_cleared_by_the_next_start(core, ns, node)
     node._release_lock()
     assert realnode.state_diff(first, realnode.host_state()), "a dead node leaves traces"
     node.start()  # stops (and restores) by itself if it fails
-    conds = {c.type: c.status for c in core.read_node(node.name).status.conditions}
-    assert conds["Ready"] == "True"
-
-    def running_again() -> Any:
-        p = core.read_namespaced_pod("orphan", ns)
-        s = (p.status.container_statuses or [None])[0]
-        return p if s and s.ready and s.container_id != old_container and p.status.pod_ip else None
-
-    pod = wait_for(running_again, 90, "the pod running again")
-    assert (
-        wait_for(lambda: http_get(f"http://{pod.status.pod_ip}:8080/").strip(), 30, "httpd") == "from-before"
-    )
+    assert serves_again_after_restart(core, ns, node, "orphan", old_container) == "from-before"
     # Its processes, links, chains, mounts and cgroups are gone. What it set in sysctls and the
     # files it left outside the work dir (shim sockets, log links) stay: which of them were
     # there before it died with it (the node started after it restores what it found).
