@@ -136,16 +136,33 @@ def families_without_samples(operator: str, text: str) -> set[str]:
     }
 
 
+def create_webserver_and_tdset(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    webserver_replicas: int,
+    tdset_replicas: int,
+    tdset: str | None = None,
+) -> None:
+    """A WebServer ``name`` and a window-less TDSet (``tdset``, default ``name``) for the operators."""
+    co = client.CustomObjectsApi(cluster.api)
+    web = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": name}}
+    co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", namespace, "webservers", {**web, "spec": {"replicas": webserver_replicas}}
+    )
+    tds = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": tdset or name}}
+    spec = {
+        "container": {"image": "nginx", "port": 80},
+        "schedulingConfig": [],
+        "defaultReplica": tdset_replicas,
+    }
+    co.create_namespaced_custom_object("schedule.rs", "v1", namespace, "tdsets", {**tds, "spec": spec})
+
+
 def test_live_metrics_pass_promtool_check_metrics(cluster, watched, operators):
     """promtool lints only families with samples: first give every family one, then lint."""
-    co = client.CustomObjectsApi(cluster.api)
-    web = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "lint"}}
-    co.create_namespaced_custom_object(
-        "demo.k8s.io", "v1alpha1", watched, "webservers", {**web, "spec": {"replicas": 1}}
-    )
-    tds = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "lint"}}
-    spec = {"container": {"image": "nginx", "port": 80}, "schedulingConfig": [], "defaultReplica": 1}
-    co.create_namespaced_custom_object("schedule.rs", "v1", watched, "tdsets", {**tds, "spec": spec})
+    create_webserver_and_tdset(cluster, watched, "lint", webserver_replicas=1, tdset_replicas=1)
     test_netperf.create(cluster, watched, "lint", {"samples": 3})
     s = test_netperf.in_test(cluster, watched, "lint")
     test_netperf.finish_client(cluster, watched, s["clientPod"], test_netperf.fixture("tcp_stream"))
@@ -186,14 +203,7 @@ def test_prometheus_scrapes_the_operators_and_sees_reconciles_move(cluster, watc
     total = 'sum(controller_runtime_reconcile_total{{controller="{op}"}})'
     before = {op: prometheus.value(total.format(op=op)) or 0.0 for op in OPERATORS}
 
-    co = client.CustomObjectsApi(cluster.api)
-    web = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "w"}}
-    co.create_namespaced_custom_object(
-        "demo.k8s.io", "v1alpha1", namespace, "webservers", {**web, "spec": {"replicas": 2}}
-    )
-    tds = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "t"}}
-    spec = {"container": {"image": "nginx", "port": 80}, "schedulingConfig": [], "defaultReplica": 3}
-    co.create_namespaced_custom_object("schedule.rs", "v1", namespace, "tdsets", {**tds, "spec": spec})
+    create_webserver_and_tdset(cluster, namespace, "w", webserver_replicas=2, tdset_replicas=3, tdset="t")
     wait_for(
         lambda: prometheus.value(f'tdset_desired_replicas{{namespace="{namespace}",name="t"}}') == 3,
         60,
