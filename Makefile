@@ -55,6 +55,10 @@ bundle: venv ## Render the OLM bundle and the operator Dockerfiles (VERSION, REG
 gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go modules in tools/go/
 	$(BIN)/python -m tools.gotools
 
+.PHONY: olm
+olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe for the OLM install tests
+	$(BIN)/python -m tools.gotools olm grpc-health-probe
+
 .PHONY: catalog
 catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
 	$(BIN)/python -m tools.catalog --version $(VERSION) --registry $(REGISTRY)
@@ -67,12 +71,12 @@ validate: gotools ## operator-sdk bundle validate (operatorframework suite) and 
 images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
 	$(BIN)/python -m tools.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
 
-# The end-to-end suite and `make run`'s real node need root; without it there is nothing to
-# run the images on, so they are not built (the tests say why they skip).
+# The end-to-end and OLM suites and `make run`'s real node need root; without it there is
+# nothing to run the images (or OLM) on, so they are not built (the tests say why they skip).
 .PHONY: node-images
 node-images: venv
-	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory images VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
-	else echo "==> not root: no real node, so the images are not built (make images builds them)"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm images VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
+	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint
 lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles) up to date

@@ -1,7 +1,13 @@
-"""Build (or reuse) the OLM tools from pinned Go modules: ``opm`` and ``operator-sdk``.
+"""Build (or reuse) the OLM tools from pinned Go modules: ``opm``, ``operator-sdk`` and OLM v0.
 
-    python -m tools.gotools            print the directory with both binaries
-    python -m tools.gotools --which opm
+    python -m tools.gotools                 build opm and operator-sdk, print their paths
+    python -m tools.gotools olm grpc-health-probe
+    python -m tools.gotools --which opm     print only that path
+
+``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
+bundle-unpack Jobs run), built into one cache entry together with the CRDs of the same module
+version (``crds/``). ``grpc-health-probe`` is what upstream's opm image carries for OLM's
+registry-pod probes. Only the OLM install tests need those two (``make olm``).
 
 Each tool has a small wrapper module in ``tools/go/<tool>/`` (``go.mod``, ``go.sum``,
 ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
@@ -17,18 +23,41 @@ import argparse
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from localcluster.binaries import log, run_go
+from localcluster.binaries import _go_env, log, run_go
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = REPO / "tools" / "go"
-TOOLS = {
-    "opm": "github.com/operator-framework/operator-registry/cmd/opm",
-    "operator-sdk": "github.com/operator-framework/operator-sdk/cmd/operator-sdk",
+_OLM = "github.com/operator-framework/operator-lifecycle-manager"
+# tool -> {binary: package}; a tool is one wrapper module and one cache entry.
+TOOLS: dict[str, dict[str, str]] = {
+    "opm": {"opm": "github.com/operator-framework/operator-registry/cmd/opm"},
+    "operator-sdk": {"operator-sdk": "github.com/operator-framework/operator-sdk/cmd/operator-sdk"},
+    "olm": {
+        "olm": f"{_OLM}/cmd/olm",
+        "catalog": f"{_OLM}/cmd/catalog",
+        "cpb": f"{_OLM}/util/cpb",
+    },
+    "grpc-health-probe": {"grpc_health_probe": "github.com/grpc-ecosystem/grpc-health-probe"},
 }
+DEFAULT_TOOLS = ("opm", "operator-sdk")
+# Files copied from a tool's module into its cache entry, so they match the binaries' version.
+_MODULE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "olm": (
+        "github.com/operator-framework/operator-lifecycle-manager",
+        (
+            "deploy/upstream/quickstart/crds.yaml",
+            # OLMConfig is not in the quickstart file; olm-operator needs its CRD.
+            "deploy/chart/crds/0000_50_olm_00-olmconfigs.crd.yaml",
+        ),
+    ),
+}
+# OLM keeps its catalog in SQLite (json1); everything builds without cgo.
+_TAGS = {"olm": "json1,containers_image_openpgp"}
 
 
 def cache_root() -> Path:
@@ -36,50 +65,85 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "k8s-operators-py" / "tools"
 
 
+def module_dir(tool: str) -> Path:
+    """The pinned wrapper module of ``tool`` (its go.mod names the version)."""
+    return MODULES / tool
+
+
 def ensure(tool: str) -> Path:
-    """The path of ``tool``, built from ``tools/go/<tool>`` when the cache lacks it."""
-    module = MODULES / tool
+    """The path of ``tool``'s main binary, built from ``tools/go/<tool>`` when the cache lacks it.
+
+    Other binaries of the same tool (OLM's ``catalog``) sit in the same directory.
+    """
+    module = module_dir(tool)
     digest = hashlib.sha256((module / "go.mod").read_bytes() + (module / "go.sum").read_bytes()).hexdigest()[
         :12
     ]
-    target = cache_root() / f"{tool}-{digest}" / tool
-    if os.access(target, os.X_OK):
+    target = cache_root() / f"{tool}-{digest}" / next(iter(TOOLS[tool]))
+    if all(os.access(target.parent / name, os.X_OK) for name in TOOLS[tool]):
         return target
     partial = target.parent.with_name(target.parent.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     log(f"building {tool} from {module.relative_to(REPO)} (first time only; a cold build takes minutes)")
     start = time.monotonic()
-    run_go(
-        [
-            "build",
-            "-v",
-            "-tags",
-            "containers_image_openpgp",
-            "-trimpath",
-            "-ldflags",
-            "-s -w",
-            "-o",
-            str(partial / tool),
-            TOOLS[tool],
-        ],
-        module,
-        f"building {tool}",
-    )
+    for name, package in TOOLS[tool].items():
+        run_go(
+            [
+                "build",
+                "-v",
+                "-tags",
+                _TAGS.get(tool, "containers_image_openpgp"),
+                "-trimpath",
+                "-ldflags",
+                "-s -w",
+                "-o",
+                str(partial / name),
+                package,
+            ],
+            module,
+            f"building {name}",
+        )
+    if tool in _MODULE_FILES:
+        _copy_module_files(tool, module, partial)
     shutil.rmtree(target.parent, ignore_errors=True)
     partial.rename(target.parent)
     log(f"{tool} ready in {target.parent} ({time.monotonic() - start:.0f}s)")
     return target
 
 
+def _copy_module_files(tool: str, module: Path, into: Path) -> None:
+    path, files = _MODULE_FILES[tool]
+    out = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", path],
+        cwd=module,
+        env={**_go_env()},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    source = Path(out.stdout.strip())
+    (into / "crds").mkdir()
+    for rel in files:
+        shutil.copyfile(source / rel, into / "crds" / Path(rel).name)
+
+
+def module_file(tool: str, name: str) -> Path:
+    """A file :data:`_MODULE_FILES` copied next to ``tool``'s binaries (builds when missing)."""
+    return ensure(tool).parent / "crds" / name
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tools", nargs="*", help=f"of {sorted(TOOLS)}; default: {' '.join(DEFAULT_TOOLS)}")
     parser.add_argument("--which", choices=sorted(TOOLS), help="print only this tool's path")
     args = parser.parse_args(argv)
     if args.which:
         print(ensure(args.which))
         return 0
-    for tool in [t for t in TOOLS if (MODULES / t / "go.mod").exists()]:
+    if unknown := set(args.tools) - set(TOOLS):
+        parser.error(f"unknown tools {sorted(unknown)}; known: {sorted(TOOLS)}")
+    for tool in args.tools or DEFAULT_TOOLS:
         print(ensure(tool))
     return 0
 

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools pins OLM v0 (olm and catalog operators) for the OLM install tests; built by
+// tools/gotools.py. Its CRDs are read from the same module version (tools/olm.py).
+package tools
+
+import (
+	_ "github.com/operator-framework/operator-lifecycle-manager/cmd/catalog"
+	_ "github.com/operator-framework/operator-lifecycle-manager/cmd/olm"
+)
