@@ -549,6 +549,15 @@ class RealNode:
         return self.directory / "containerd" / "state"
 
     @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's registry ``config_path``: ``<host>/hosts.toml`` files, read at every pull.
+
+        Empty unless something (``localcluster.registry.ImageRegistry.write_hosts_config``)
+        mirrors a registry host there; pulls of other hosts go to the host itself.
+        """
+        return self.directory / "containerd" / "certs.d"
+
+    @property
     def kubelet_root(self) -> Path:
         return self.directory / "kubelet"
 
@@ -595,7 +604,8 @@ class RealNode:
                 )
         try:
             log(f"starting real node {self.name} ({self.ip}, pods {self.pod_cidr})")
-            for d in (self.directory / "pki", self.directory / "cni" / "net.d", *self.volatile_dirs):
+            dirs = (self.directory / "pki", self.directory / "cni" / "net.d", self.registry_hosts_dir)
+            for d in (*dirs, *self.volatile_dirs):
                 d.mkdir(parents=True, exist_ok=True)
             self._setup_network()
             self._start_containerd(timeout)
@@ -871,6 +881,10 @@ disabled_plugins = [
 [{cri}.containerd.runtimes.runc.options]
   SystemdCgroup = false
   Root = "{d / "runc"}"
+
+[{cri}.registry]
+  # Pulls (kubelet's imagePullPolicy Always included) may go to a local registry mirror.
+  config_path = "{self.registry_hosts_dir}"
 
 [{cri}.cni]
   bin_dir = "{CNI_BIN_DIR}"
