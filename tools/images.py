@@ -74,6 +74,9 @@ DEBIAN_BASE = f"docker.io/library/debian:{SUITE}-slim"
 OPM_VERSION = "v1.55.0"  # tools/go/opm/go.mod pins github.com/operator-framework/operator-registry
 OPM_BASE = f"quay.io/operator-framework/opm:{OPM_VERSION}"
 OPM_UID = 1001  # upstream's release/goreleaser.opm.Dockerfile: USER 1001
+OLM_VERSION = "v0.46.0"  # tools/go/olm/go.mod pins github.com/operator-framework/operator-lifecycle-manager
+OLM_IMAGE = f"quay.io/operator-framework/olm:{OLM_VERSION}"
+OLM_UID = 1001  # upstream's Dockerfile: USER 1001
 
 LABEL_PREFIX = "dev.k8s-operators-py"
 STAND_IN_LABEL = f"{LABEL_PREFIX}.stand-in"
@@ -731,6 +734,42 @@ def debian_stand_in(
     return base
 
 
+def _binaries_stand_in(
+    tool: Tool,
+    current: ImageInfo | None,
+    ref: str,
+    binaries: dict[str, Path],
+    *,
+    what: str,
+    config: Sequence[str],
+    pull: bool,
+    resolved: dict[str, Base | None] | None,
+) -> Base:
+    """``ref`` made here: the Debian stand-in plus ``binaries`` (path in the image -> file)."""
+    _buildah_for_stand_ins(tool)
+    debian = ensure_base(tool, DEBIAN_BASE, pull=pull, resolved=resolved)
+    assert debian is not None
+    hashes = " ".join(f"{dest}={_sha256_file(src)}" for dest, src in sorted(binaries.items()))
+    recipe = hashlib.sha256(f"{RECIPE} {debian.id} {hashes} {config}".encode()).hexdigest()[:16]
+    if current is not None and current.labels.get(STAND_IN_RECIPE_LABEL) == recipe:
+        return Base(ref, current.id, stand_in=True)
+    log(f"making the local stand-in {ref} ({debian.ref} + {', '.join(binaries)})")
+    start = time.monotonic()
+    container = _capture(["buildah", "from", "--quiet", "--pull=never", debian.ref]).strip()
+    for dest, src in binaries.items():
+        _capture(["buildah", "copy", "--quiet", "--chmod", "0755", container, str(src), dest], timeout=300)
+    base = _commit_stand_in(
+        tool,
+        ref,
+        container,
+        recipe=recipe,
+        description=f"Local stand-in for {ref}: {debian.ref} plus {what}",
+        config=config,
+    )
+    log(f"  {ref} (stand-in) committed in {time.monotonic() - start:.0f}s")
+    return base
+
+
 def opm_stand_in(
     tool: Tool,
     current: ImageInfo | None,
@@ -738,34 +777,79 @@ def opm_stand_in(
     pull: bool = True,
     resolved: dict[str, Base | None] | None = None,
 ) -> Base:
-    """``quay.io/operator-framework/opm`` made here: the Debian base plus the opm we build."""
-    _buildah_for_stand_ins(tool)
+    """``quay.io/operator-framework/opm``: the Debian base, the opm we build, grpc_health_probe.
+
+    Upstream's image carries ``/bin/grpc_health_probe`` because OLM's catalog registry pods
+    probe with it (exec ``grpc_health_probe -addr=:50051``); so does this one.
+    """
     from tools import gotools  # builds Go code: only when this stand-in is needed
 
-    debian = ensure_base(tool, DEBIAN_BASE, pull=pull, resolved=resolved)
-    assert debian is not None
-    opm = gotools.ensure("opm")
-    recipe = hashlib.sha256(f"{RECIPE} {debian.id} {_sha256_file(opm)}".encode()).hexdigest()[:16]
-    if current is not None and current.labels.get(STAND_IN_RECIPE_LABEL) == recipe:
-        return Base(OPM_BASE, current.id, stand_in=True)
-    log(f"making the local stand-in {OPM_BASE} ({debian.ref} + {opm})")
-    start = time.monotonic()
-    container = _capture(["buildah", "from", "--quiet", "--pull=never", debian.ref]).strip()
-    _capture(["buildah", "copy", "--quiet", "--chmod", "0755", container, str(opm), "/bin/opm"], timeout=300)
-    base = _commit_stand_in(
+    return _binaries_stand_in(
         tool,
+        current,
         OPM_BASE,
-        container,
-        recipe=recipe,
-        description=f"Local stand-in for {OPM_BASE}: {debian.ref} plus /bin/opm built from "
-        f"github.com/operator-framework/operator-registry {OPM_VERSION} (tools/go/opm); no grpc_health_probe",
+        {"/bin/opm": gotools.ensure("opm"), "/bin/grpc_health_probe": gotools.ensure("grpc-health-probe")},
+        what=f"/bin/opm from github.com/operator-framework/operator-registry {OPM_VERSION} (tools/go/opm) "
+        "and /bin/grpc_health_probe (tools/go/grpc-health-probe)",
         config=["--user", str(OPM_UID), "--entrypoint", '["/bin/opm"]', "--cmd", "[]"],
+        pull=pull,
+        resolved=resolved,
     )
-    log(f"  {OPM_BASE} (stand-in) committed in {time.monotonic() - start:.0f}s")
-    return base
 
 
-STAND_INS: dict[str, Callable[..., Base]] = {DEBIAN_BASE: debian_stand_in, OPM_BASE: opm_stand_in}
+def olm_stand_in(
+    tool: Tool,
+    current: ImageInfo | None,
+    *,
+    pull: bool = True,
+    resolved: dict[str, Base | None] | None = None,
+) -> Base:
+    """``quay.io/operator-framework/olm``: the Debian base plus OLM's ``olm``, ``catalog``, ``cpb``.
+
+    OLM's bundle-unpack Jobs use this image (catalog-operator's ``-util-image``) only to copy
+    ``/bin/cpb`` out with ``/bin/cp``; upstream's image is distroless with busybox's cp, USER 1001.
+    """
+    from tools import gotools
+
+    olm = gotools.ensure("olm").parent
+    return _binaries_stand_in(
+        tool,
+        current,
+        OLM_IMAGE,
+        {f"/bin/{name}": olm / name for name in ("olm", "catalog", "cpb")},
+        what=f"/bin/olm, /bin/catalog and /bin/cpb from operator-lifecycle-manager {OLM_VERSION} "
+        "(tools/go/olm)",
+        config=["--user", str(OLM_UID), "--entrypoint", '["/bin/olm"]', "--cmd", "[]"],
+        pull=pull,
+        resolved=resolved,
+    )
+
+
+STAND_INS: dict[str, Callable[..., Base]] = {
+    DEBIAN_BASE: debian_stand_in,
+    OPM_BASE: opm_stand_in,
+    OLM_IMAGE: olm_stand_in,
+}
+
+
+def third_party_archives(refs: Iterable[str], *, tool: Tool | None = None) -> dict[str, Path]:
+    """Public images the tests run but do not build (opm, OLM): pulled, or made as stand-ins.
+
+    Returns reference -> OCI archive (``<cache>/archives/third-party/``), rewritten only when the
+    image changed, for a node's containerd or the local registry to serve.
+    """
+    tool = tool or detect_tool()
+    out: dict[str, Path] = {}
+    resolved: dict[str, Base | None] = {}
+    with _locked():
+        for ref in refs:
+            base = ensure_base(tool, ref, pull=True, resolved=resolved)
+            if base is None:
+                raise SystemExit(f"{ref} is not in {tool}'s storage: pull it first")
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref)
+            result = Result(name, ref, base.id, False, 0.0, 0, stand_in_bases=[ref] if base.stand_in else [])
+            out[ref] = save_archive(tool, result, "third-party")
+    return out
 
 
 # --- building -----------------------------------------------------------------------------------
@@ -955,7 +1039,7 @@ def _select(names: Iterable[str] | None) -> list[ImageSpec]:
 
 
 def build_images(
-    names: Iterable[str] | None = None,
+    names: Iterable[str] | Sequence[ImageSpec] | None = None,
     version: str = shared.__version__,
     registry: str = DEFAULT_REGISTRY,
     *,
@@ -965,9 +1049,17 @@ def build_images(
     verbose: bool = False,
     pull: bool = True,
 ) -> list[Result]:
-    """Build (or reuse) the images ``names`` (all by default); save archives unless told not to."""
+    """Build (or reuse) the images ``names`` (all by default); save archives unless told not to.
+
+    Instead of names, :class:`ImageSpec` s elsewhere than :data:`IMAGES` may be given (a release
+    rendered into a temporary directory, as the OLM upgrade test does).
+    """
     tool = tool or detect_tool()
-    specs = _select(names)
+    given = list(names) if names is not None else None
+    if given is not None and all(isinstance(n, ImageSpec) for n in given):
+        specs = [n for n in given if isinstance(n, ImageSpec)]
+    else:
+        specs = _select([n for n in given if isinstance(n, str)] if given is not None else None)
     results = []
     resolved: dict[str, Base | None] = {}
     with _locked():
@@ -982,7 +1074,7 @@ def build_images(
 
 
 def ensure_images(
-    names: Iterable[str] | None = None,
+    names: Iterable[str] | Sequence[ImageSpec] | None = None,
     version: str = shared.__version__,
     registry: str = DEFAULT_REGISTRY,
     *,
