@@ -52,6 +52,19 @@ DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"
 MIN_KUBE_VERSION = "1.29.0"  # CEL validation rules GA, autoscaling/v2
 SCORECARD_IMAGE = "quay.io/operator-framework/scorecard-test:v1.33.0"
 ICON = REPO / "bundle" / "icon.svg"
+# Versions published to users, oldest first. The CSV of a newer version `replaces` the newest of
+# these below it, which is the edge OLM follows to upgrade a running install in place.
+RELEASED = ("0.1.0",)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-", 1)[0].split("."))
+
+
+def replaces(version: str) -> str | None:
+    """The CSV name ``version``'s CSV replaces: the newest released version below it, if any."""
+    older = [v for v in RELEASED if _version_key(v) < _version_key(version)]
+    return f"{PACKAGE}.v{max(older, key=_version_key)}" if older else None
 
 
 @dataclass(frozen=True)
@@ -320,6 +333,7 @@ def csv(version: str, registry: str) -> dict[str, Any]:
             "displayName": "Python Operators: Netperf, TDSet, WebServer",
             "description": DESCRIPTION,
             "version": version,
+            **({"replaces": previous} if (previous := replaces(version)) else {}),
             "minKubeVersion": MIN_KUBE_VERSION,
             "maturity": "alpha",
             "keywords": [
@@ -580,6 +594,22 @@ def render(version: str, registry: str) -> dict[Path, str]:
     docs = "".join("---\n" + to_yaml(doc, "") for doc in plain_install(version, registry))
     files[REPO / "deploy" / "install.yaml"] = "# Install without OLM. " + GENERATED[2:] + docs
     return files
+
+
+def render_into(root: Path, version: str, registry: str) -> Path:
+    """Write the bundle and the operator Dockerfiles of ``version`` under ``root`` (not the repo).
+
+    ``root/bundle`` is then a bundle build context and ``root/images/<op>-operator/Dockerfile``
+    the operator images' Dockerfiles (their context stays the repository). For trying a release
+    (the OLM upgrade test) without touching the committed files. Returns ``root/bundle``.
+    """
+    for path, text in render(version, registry).items():
+        for under in (BUNDLE, REPO / "images"):
+            if path.is_relative_to(under):
+                target = root / path.relative_to(REPO)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+    return root / "bundle"
 
 
 def main(argv: list[str] | None = None) -> int:

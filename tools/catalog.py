@@ -4,7 +4,9 @@
 
 Writes ``catalog/k8s-operators-py/catalog.yaml`` (``olm.package`` from ``opm init``,
 ``olm.channel`` ``stable`` with the bundle as its head, ``olm.bundle`` from
-``opm render bundle`` with the bundle image's name filled in) and ``catalog.Dockerfile``
+``opm render bundle`` with the bundle image's name filled in; the bundles of earlier
+releases (``tools.bundle.RELEASED``) are kept from the existing file as published, and the new
+one's channel entry ``replaces`` the one its CSV replaces) and ``catalog.Dockerfile``
 (what ``opm generate dockerfile`` writes, with opm's image pinned), then runs
 ``opm validate`` on the catalog. Nothing is pulled: the bundle is rendered from ``bundle/``.
 """
@@ -15,12 +17,15 @@ import argparse
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 import shared
-from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, DESCRIPTION, PACKAGE
+from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, DESCRIPTION, PACKAGE, RELEASED
 from tools.gotools import ensure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,19 +61,97 @@ CMD ["serve", "/configs", "--cache-dir=/tmp/cache"]
 """
 
 
-def render(version: str, registry: str) -> str:
+def _csv_replaces(bundle_dir: Path) -> str | None:
+    (csv,) = (bundle_dir / "manifests").glob("*.clusterserviceversion.yaml")
+    replaced = yaml.safe_load(csv.read_text())["spec"].get("replaces")
+    return str(replaced) if replaced else None
+
+
+@dataclass(frozen=True)
+class Released:
+    """Bundles of earlier releases, as a published catalog holds them (never re-rendered)."""
+
+    bundles: tuple[dict[str, Any], ...] = ()
+    entries: tuple[dict[str, str], ...] = ()
+
+
+def _bundle_version(doc: dict[str, Any]) -> str | None:
+    for prop in doc.get("properties", []):
+        if prop.get("type") == "olm.package":
+            return str(prop["value"]["version"])
+    return None
+
+
+def released(catalog_file: Path, version: str) -> Released:
+    """The bundles of ``RELEASED`` versions other than ``version`` in an existing catalog file.
+
+    A release's catalog keeps every earlier bundle exactly as it was published (its image, its
+    objects) and adds the new one: that is what lets OLM upgrade along the channel.
+    """
+    if not catalog_file.exists():
+        return Released()
+    docs = [d for d in yaml.safe_load_all(catalog_file.read_text()) if d]
+    keep = tuple(
+        d
+        for d in docs
+        if d.get("schema") == "olm.bundle"
+        and _bundle_version(d) in RELEASED
+        and _bundle_version(d) != version
+    )
+    names = {d["name"] for d in keep}
+    entries = tuple(
+        e
+        for d in docs
+        if d.get("schema") == "olm.channel" and d.get("name") == DEFAULT_CHANNEL
+        for e in d.get("entries", [])
+        if e["name"] in names
+    )
+    return Released(keep, entries)
+
+
+def render(
+    version: str,
+    registry: str,
+    bundles: Sequence[tuple[str, Path]] = (),
+    earlier: Released = Released(),
+) -> str:
+    """The catalog's documents: package, channels, the ``earlier`` bundles and one per directory.
+
+    ``bundles`` are ``(version, bundle directory)``, oldest first (default: ``bundle/`` at
+    ``version``). Each bundle names its image ``<registry>/<package>-bundle:<version>``; a channel
+    entry ``replaces`` what its CSV replaces when that bundle is in the catalog too, which is the
+    upgrade edge OLM follows.
+    """
+    bundles = bundles or [(version, REPO / "bundle")]
     with tempfile.NamedTemporaryFile("w", suffix=".md") as description:
         description.write(DESCRIPTION)  # the CSV's description: one text for OperatorHub and catalog
         description.flush()
         init = ("init", PACKAGE, "--default-channel", DEFAULT_CHANNEL, "--description", description.name)
         package = yaml.safe_load(opm(*init, "--icon", "bundle/icon.svg", "--output", "yaml"))
-    (bundle,) = [d for d in yaml.safe_load_all(opm("render", "bundle", "--output", "yaml")) if d]
-    bundle["image"] = bundle_image(registry, version)
+    docs: list[dict[str, Any]] = list(earlier.bundles)
+    entries: list[dict[str, str]] = list(earlier.entries)
+    for bundle_version, directory in bundles:
+        (bundle,) = [d for d in yaml.safe_load_all(opm("render", str(directory), "--output", "yaml")) if d]
+        bundle["image"] = bundle_image(registry, bundle_version)
+        entry = {"name": bundle["name"]}
+        if (replaced := _csv_replaces(directory)) in {e["name"] for e in entries}:
+            entry["replaces"] = str(replaced)
+        entries.append(entry)
+        docs.append(bundle)
     channels = [
-        {"schema": "olm.channel", "package": PACKAGE, "name": name, "entries": [{"name": bundle["name"]}]}
-        for name in CHANNELS
+        {"schema": "olm.channel", "package": PACKAGE, "name": name, "entries": entries} for name in CHANNELS
     ]
-    return yaml.safe_dump_all([package, *channels, bundle], sort_keys=False, width=100)
+    return yaml.safe_dump_all([package, *channels, *docs], sort_keys=False, width=100)
+
+
+def write(root: Path, text: str) -> Path:
+    """Write ``text`` as the catalog under ``root/catalog`` and validate it; return the file."""
+    out = root / "catalog" / PACKAGE / "catalog.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    if findings := opm("validate", str(root / "catalog")):
+        raise SystemExit(f"opm validate {root / 'catalog'}:\n{findings}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry", default=DEFAULT_REGISTRY)
     args = parser.parse_args(argv)
     out = CATALOG / PACKAGE / "catalog.yaml"
+    text = render(args.version, args.registry, earlier=released(out, args.version))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(args.version, args.registry))
+    out.write_text(text)
     print(f"wrote {out.relative_to(REPO)}")
     # What `opm generate dockerfile` writes, with COPY for ADD (hadolint) and opm's tag pinned.
     dockerfile = REPO / "catalog.Dockerfile"

@@ -161,3 +161,35 @@ def test_integration_tests_install_the_bundles_crds():
         if "CustomResourceDefinition" in p.read_text()
     }
     assert installed == {c["name"] for c in OWNED.values()}
+
+
+def test_the_first_release_replaces_nothing_and_a_later_one_replaces_the_newest_released():
+    assert bundle.RELEASED[0] == CSV["spec"]["version"]
+    assert "replaces" not in CSV["spec"]
+    assert bundle.replaces("0.1.0") is None
+    assert bundle.replaces("0.1.1") == "k8s-operators-py.v0.1.0"
+    assert bundle.replaces("1.0.0") == f"k8s-operators-py.v{bundle.RELEASED[-1]}"
+    later = bundle.csv("0.1.1", bundle.DEFAULT_REGISTRY)
+    assert later["spec"]["replaces"] == "k8s-operators-py.v0.1.0"
+    assert later["metadata"]["name"] == "k8s-operators-py.v0.1.1"
+
+
+def test_render_into_writes_a_release_elsewhere_and_leaves_the_repo_alone(tmp_path):
+    before = {p: p.read_bytes() for p in (REPO / "bundle").rglob("*") if p.is_file()}
+    bundle_dir = bundle.render_into(tmp_path, "0.1.1", "quay.io/you")
+    csv = yaml.safe_load(
+        (bundle_dir / "manifests" / f"{bundle.PACKAGE}.clusterserviceversion.yaml").read_text()
+    )
+    assert csv["spec"]["replaces"] == "k8s-operators-py.v0.1.0"
+    images = {c["image"] for d in csv["spec"]["install"]["spec"]["deployments"] for c in _containers(d)}
+    assert images == {f"quay.io/you/{op}-operator:0.1.1" for op in ("netperf", "tdset", "webserver")}
+    assert (bundle_dir / "bundle.Dockerfile").is_file() and (
+        bundle_dir / "metadata" / "annotations.yaml"
+    ).is_file()
+    dockerfile = (tmp_path / "images" / "webserver-operator" / "Dockerfile").read_text()
+    assert 'org.opencontainers.image.version="0.1.1"' in dockerfile
+    assert {p: p.read_bytes() for p in (REPO / "bundle").rglob("*") if p.is_file()} == before
+
+
+def _containers(deployment: dict) -> list[dict]:
+    return deployment["spec"]["template"]["spec"]["containers"]
