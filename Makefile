@@ -84,6 +84,7 @@ lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, D
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m tools.bundle --check
+	$(BIN)/python -m tools.crd_compat
 	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
 
 .PHONY: fmt
