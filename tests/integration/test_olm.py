@@ -126,6 +126,18 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
         )
     finally:
         manager.stop()
+        # OLM's namespaces hold its finished unpack Jobs' pods: leave the node as it was found.
+        core = client.CoreV1Api(config.new_client_from_config(config_file=str(real_cluster.kubeconfig)))
+        for ns in (olm_install.OLM_NAMESPACE, olm_install.OPERATORS_NAMESPACE):
+            delete_namespace(core, ns)
+        wait_for(
+            lambda: (
+                not {n.metadata.name for n in core.list_namespace().items}
+                & {olm_install.OLM_NAMESPACE, olm_install.OPERATORS_NAMESPACE}
+            ),
+            180,
+            "OLM's namespaces deleted",
+        )
         registry.stop()
         for mirrored in hosts_dir.iterdir() if hosts_dir.exists() else []:
             shutil.rmtree(mirrored)
