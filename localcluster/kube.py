@@ -1,7 +1,11 @@
-"""The few API calls the control-plane bootstrap needs, on the official kubernetes client."""
+"""The few API calls the control-plane bootstrap needs, on the official kubernetes client.
+
+And :func:`kubectl`, for what is done the way a user would type it (apply a file, wait).
+"""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -9,6 +13,20 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+
+def kubectl(kubeconfig: Path, *args: str, check: bool = True, timeout: float = 300) -> str:
+    """Run kubectl against ``kubeconfig``; its stdout. With ``check``, a failure raises with stderr."""
+    proc = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr or proc.stdout}")
+    return proc.stdout
 
 
 class Client:

@@ -45,6 +45,7 @@ from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Component, ComponentError, log
+from localcluster.kube import kubectl
 
 if TYPE_CHECKING:
     from localcluster.cluster import LocalCluster
@@ -147,16 +148,7 @@ class OLM:
         return kconfig.new_client_from_config(config_file=str(self.cluster.kubeconfig))
 
     def kubectl(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.cluster.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr or proc.stdout}")
-        return proc.stdout
+        return kubectl(self.cluster.kubeconfig, *args)
 
     def install(self, timeout: float = 180.0) -> OLM:
         """Apply the CRDs and objects (idempotent), then start both managers and wait for them."""

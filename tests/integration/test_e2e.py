@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import statistics
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ import pytest
 from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
+from localcluster.kube import kubectl
 from localcluster.node import RealNode
 from shared.clock import OFFSET_ENV
 from tests.helpers import delete_namespace, fresh_namespace, hold_pods_at, wait_for
@@ -61,16 +61,7 @@ class Install:
         return client.CustomObjectsApi(self.api)
 
     def kubectl(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr or proc.stdout}")
-        return proc.stdout
+        return kubectl(self.kubeconfig, *args, check=check)
 
     def operator_pod(self, op: str) -> client.V1Pod:
         pods = self.core.list_namespaced_pod(

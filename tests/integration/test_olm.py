@@ -23,9 +23,7 @@ Timings are printed (``pytest -s``) and reported in the README.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +36,9 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster import olm as olm_install
-from localcluster.node import RealNode
 from localcluster.registry import ImageRegistry
 from tests.helpers import delete_namespace, fresh_namespace, wait_for
+from tests.integration.test_e2e import DIRECT, Install, exactly_ready, web_pods, webserver
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "k8s-operators-py"
@@ -50,43 +48,18 @@ RELEASED = "0.1.0"
 NEXT = "0.1.1"
 GROUP = "operators.coreos.com"
 RESTRICTED = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 CRDS = ("netperfs.app.example.com", "tdsets.schedule.rs", "webservers.demo.k8s.io")
 
 
 @dataclass
-class Olm:
-    """The cluster with OLM and the registry, and what the tests do with them."""
+class Olm(Install):
+    """The real cluster with OLM and the registry (and test_e2e's view of an install)."""
 
-    kubeconfig: Path
-    api: client.ApiClient
-    node: RealNode
     registry: ImageRegistry
-    images: dict[str, str]
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
 
     @property
     def apps(self) -> client.AppsV1Api:
         return client.AppsV1Api(self.api)
-
-    @property
-    def co(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-    def kubectl(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr or proc.stdout}")
-        return proc.stdout
 
     def get(self, plural: str, ns: str, name: str, version: str = "v1alpha1") -> dict[str, Any]:
         return self.co.get_namespaced_custom_object(GROUP, version, ns, plural, name)
@@ -121,8 +94,8 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
             real_cluster.kubeconfig,
             config.new_client_from_config(config_file=str(real_cluster.kubeconfig)),
             node,
-            registry,
             images,
+            registry,
         )
     finally:
         manager.stop()
@@ -362,35 +335,6 @@ def assert_rbac(env: Olm, inst: Installed, granted_in: list[str], refused_in: li
 # -- custom resources ---------------------------------------------------------------------------
 
 
-def webserver(env: Olm, name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "demo.k8s.io/v1alpha1",
-        "kind": "WebServer",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "image": env.images["web"],
-            "port": 8080,
-            "runAsUser": 101,
-            "service": {"enabled": True, "port": 80},
-        },
-    }
-
-
-def web_pods(env: Olm, ns: str, name: str) -> list[client.V1Pod]:
-    pods = env.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items
-    return [p for p in pods if p.metadata.deletion_timestamp is None]
-
-
-def ws_ready(env: Olm, ns: str, name: str, n: int) -> bool:
-    pods = web_pods(env, ns, name)
-    ready = [
-        p for p in pods if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    ]
-    obj = env.co.get_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", name)
-    return len(pods) == n == len(ready) and (obj.get("status") or {}).get("readyReplicas") == n
-
-
 def create_webserver(env: Olm, ns: str, name: str, replicas: int) -> None:
     env.co.create_namespaced_custom_object(
         "demo.k8s.io", "v1alpha1", ns, "webservers", webserver(env, name, replicas)
@@ -402,7 +346,7 @@ def assert_watches_exactly(env: Olm, watched: list[str], ignored: list[str]) -> 
     for ns in watched + ignored:
         create_webserver(env, ns, "probe", 1)
     for ns in watched:
-        wait_for(lambda ns=ns: ws_ready(env, ns, "probe", 1), 180, f"the WebServer in {ns} Ready")
+        wait_for(lambda ns=ns: exactly_ready(env, ns, "probe", 1), 180, f"the WebServer in {ns} Ready")
     for ns in ignored:
         obj = env.co.get_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", "probe")
         assert not obj.get("status"), (ns, obj.get("status"))
@@ -457,7 +401,9 @@ def test_all_namespaces_install_runs_the_examples_end_to_end(olm, namespaces):
         "-n", work, "apply", *(f"-f={REPO / 'examples' / f}" for f in ("webserver.yaml", "tdset.yaml"))
     )
     olm.kubectl("-n", work, "apply", f"-f={REPO / 'examples' / 'netperf.yaml'}")
-    wait_for(lambda: ws_ready(olm, work, "webserver-sample", 3), 180, "the example WebServer's 3 pods Ready")
+    wait_for(
+        lambda: exactly_ready(olm, work, "webserver-sample", 3), 180, "the example WebServer's 3 pods Ready"
+    )
     svc = olm.core.read_namespaced_service("webserver-sample", work)
 
     def answers() -> bool:
@@ -569,7 +515,7 @@ def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_
         obj = olm.co.get_namespaced_custom_object("app.example.com", "v1alpha1", ns, "netperfs", "np")
         return obj.get("status") or {}
 
-    wait_for(lambda: ws_ready(olm, ns, "web", 2), 180, "2 WebServer pods Ready")
+    wait_for(lambda: exactly_ready(olm, ns, "web", 2), 180, "2 WebServer pods Ready")
     wait_for(lambda: deployment_ready(1), 180, "the TDSet's Deployment Ready")
     wait_for(lambda: netperf_status().get("status") == "Done", 180, "the Netperf Done")
     web_before = {p.metadata.uid for p in web_pods(olm, ns, "web")}
@@ -630,7 +576,7 @@ def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_
 
     # And the new operators reconcile them.
     olm.kubectl("-n", ns, "scale", "webserver/web", "--replicas=3")
-    wait_for(lambda: ws_ready(olm, ns, "web", 3), 180, "the upgraded operator scaled the WebServer to 3")
+    wait_for(lambda: exactly_ready(olm, ns, "web", 3), 180, "the upgraded operator scaled the WebServer to 3")
     assert web_before < {p.metadata.uid for p in web_pods(olm, ns, "web")}
     olm.co.patch_namespaced_custom_object(
         "schedule.rs",
