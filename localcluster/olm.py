@@ -44,7 +44,7 @@ from kubernetes import client
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.cluster import Component, ComponentError, log
+from localcluster.cluster import Component, log
 from localcluster.kube import kubectl
 
 if TYPE_CHECKING:
@@ -204,15 +204,12 @@ class OLM:
             env,
         )
         # Its health port is olm-operator's (:8080 is hard-coded): ready is when its informers
-        # have synced, which it logs.
+        # have synced and it logs "starting workers...".
         log_path = catalog.log_path
         self.cluster.wait_component(
             catalog,
             "informers synced",
-            lambda: (
-                "starting workers" in log_path.read_text(errors="replace").lower()
-                or "started workers" in log_path.read_text(errors="replace").lower()
-            ),
+            lambda: "starting workers" in log_path.read_text(errors="replace"),
             timeout,
         )
         log(f"olm: olm-operator and catalog-operator running in {time.monotonic() - t0:.1f}s")
@@ -286,4 +283,4 @@ def _http_ok(url: str) -> bool:
         return bool(resp.status == 200)
 
 
-__all__ = ["OLM", "ComponentError", "ServiceHosts", "monitoring_crds"]
+__all__ = ["OLM", "ServiceHosts", "monitoring_crds"]
