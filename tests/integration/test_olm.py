@@ -271,8 +271,18 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
     """InstallPlan Complete, and the operators run from their images as the CSV's accounts."""
     sub = env.get("subscriptions", inst.namespace, PACKAGE)
     assert sub["status"]["installedCSV"] == inst.csv
-    plan = env.get("installplans", inst.namespace, sub["status"]["installPlanRef"]["name"])
-    assert plan["status"]["phase"] == "Complete", plan["status"]
+    plan_name = sub["status"]["installPlanRef"]["name"]
+    # The catalog-operator writes Complete after its last step; olm-operator may have taken the
+    # CSV to Succeeded before that (seen on upgrades): Complete is a state to reach, not a race.
+    try:
+        wait_for(
+            lambda: env.get("installplans", inst.namespace, plan_name)["status"]["phase"] == "Complete",
+            120,
+            f"InstallPlan {plan_name} Complete",
+        )
+    except AssertionError as exc:
+        status = env.get("installplans", inst.namespace, plan_name)["status"]
+        raise AssertionError(f"{exc}\n{status}") from None
     # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always).
     assert env.pulled(f"{REGISTRY}/{PACKAGE}-bundle:{version}"), env.registry.pulls[-20:]
     assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls[-20:]
