@@ -11,9 +11,18 @@ created twice. Deletes are the other direction: a stale view still shows a pod w
 the controller remembers its own deletes (expectations, see :mod:`.api`) and this module treats
 those pods as already gone.
 
-**Rollouts.** Changing ``image``, ``port`` or ``resources`` changes the template hash. New pods
-are added one at a time above ``replicas`` (surge 1) and old pods are removed only while at
-least ``replicas - 1`` pods stay ready, so service never drops below that.
+**Rollouts.** Changing ``image``, ``port``, ``resources`` or ``runAsUser`` changes the template
+hash, and the old pods are replaced the way a Deployment's RollingUpdate replaces them: never
+more than ``replicas + maxSurge`` active pods, and a ready old pod is deleted only if at least
+``replicas - maxUnavailable`` pods are still ready after the delete. A not-ready old pod serves
+nothing, so it always goes. Both bounds come from ``spec.rollout`` and default to the
+Deployment's 25% (maxUnavailable rounded down, maxSurge rounded up), which for 1 to 3 replicas
+means surge one pod and delete an old one only once a new one is ready: keeping ``replicas - 1``
+ready, as this module once did, let a single-replica WebServer drop to no ready pod at all
+(issue #15). Both 0 would never replace a pod, so the schema rejects that. Where they still
+come out 0 (an explicit 0 next to an unset field whose default rounds to 0, or a schema
+bypassed), the unset one becomes 1, or maxUnavailable when both were set (the Deployment
+controller's fallback): a rollout can always move.
 """
 
 from __future__ import annotations
@@ -175,6 +184,28 @@ class Plan:
         return not self.create_slots and not self.delete
 
 
+@dataclass(frozen=True)
+class RolloutLimits:
+    max_surge: int
+    max_unavailable: int
+
+
+def rollout_limits(spec: Mapping[str, Any]) -> RolloutLimits:
+    """``spec.rollout``, with a Deployment's defaults for what is unset (see the module doc)."""
+    replicas = int(spec.get("replicas", 0))
+    rollout = spec.get("rollout") or {}
+    surge, unavailable = rollout.get("maxSurge"), rollout.get("maxUnavailable")
+    max_surge = int(surge) if surge is not None else -(-replicas // 4)
+    max_unavailable = int(unavailable) if unavailable is not None else replicas // 4
+    if max_surge == 0 and max_unavailable == 0:
+        # Neither bound lets a pod be replaced: relax the one the user did not ask to be 0.
+        if surge is None:
+            max_surge = 1
+        else:
+            max_unavailable = 1
+    return RolloutLimits(max_surge, max_unavailable)
+
+
 def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> Plan:
     """What to create and delete now, from the pods the WebServer controls."""
     replicas = int(spec.get("replicas", 0))
@@ -188,23 +219,23 @@ def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> P
         # Too many current pods: remove the surplus and every not-ready old pod at once.
         surplus = [p.name for p in rank_for_deletion(new)[: len(new) - replicas]]
         return Plan(delete=surplus + [p.name for p in old if not p.ready])
+    if not old:
+        return Plan(create_slots=free_slots(taken, owner_name, thash, replicas - len(new)))
 
-    create = replicas - len(new)
-    if old:
-        # Surge by one at most while old pods exist.
-        create = max(0, min(create, replicas + 1 - len(active)))
+    limits = rollout_limits(spec)
+    # Counted over old and new pods alike: a ready new pod is what lets an old one go.
+    deletable_ready = sum(p.ready for p in active) - (replicas - limits.max_unavailable)
     plan_delete: list[str] = []
-    if old:
-        ready_total = sum(p.ready for p in active)
-        # Keep at least replicas - 1 ready: deleting a not-ready pod never reduces readiness,
-        # deleting a ready one does.
-        budget = max(0, ready_total - max(0, replicas - 1))
-        for p in rank_for_deletion(old):
-            if not p.ready:
-                plan_delete.append(p.name)
-            elif budget > 0:
-                plan_delete.append(p.name)
-                budget -= 1
+    for p in rank_for_deletion(old):
+        if not p.ready:
+            plan_delete.append(p.name)  # serves nothing: its delete never costs readiness
+        elif deletable_ready > 0:
+            plan_delete.append(p.name)
+            deletable_ready -= 1
+    # This pass's deletes free room for its creates: the handler creates only after every
+    # delete succeeded, and a terminating pod is not active (as for the ReplicaSet controller).
+    room = replicas + limits.max_surge - (len(active) - len(plan_delete))
+    create = max(0, min(replicas - len(new), room))
     return Plan(create_slots=free_slots(taken, owner_name, thash, create), delete=plan_delete)
 
 

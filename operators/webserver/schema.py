@@ -79,6 +79,42 @@ SPEC_SCHEMA: dict[str, Any] = {
             "description": "CPU/memory requests and limits of the web-server container.",
             "properties": {"requests": _RESOURCE_LIST, "limits": _RESOURCE_LIST},
         },
+        "rollout": {
+            "type": "object",
+            "description": (
+                "How a template change (image, port, resources, runAsUser) replaces the pods, "
+                "like a Deployment's RollingUpdate. Unset fields default to 25% of replicas: "
+                "maxSurge rounded up, maxUnavailable rounded down."
+            ),
+            "properties": {
+                "maxSurge": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_REPLICAS,
+                    "description": "Pods allowed above replicas while old pods are replaced.",
+                },
+                "maxUnavailable": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_REPLICAS,
+                    "description": (
+                        "Ready pods allowed below replicas while old pods are replaced; 0 deletes an "
+                        "old pod only once a new one is ready."
+                    ),
+                },
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": (
+                        "!has(self.maxSurge) || !has(self.maxUnavailable) || "
+                        "self.maxSurge > 0 || self.maxUnavailable > 0"
+                    ),
+                    "message": (
+                        "maxSurge and maxUnavailable must not both be 0: no old pod could be replaced"
+                    ),
+                }
+            ],
+        },
         "service": {
             "type": "object",
             "description": "A Service selecting the pods, created when enabled.",

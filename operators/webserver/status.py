@@ -2,13 +2,15 @@
 
 Conditions:
 
-- ``Available``: enough pods are ready to serve: all of them for ``replicas <= 1``, at least
-  ``replicas - 1`` otherwise (the rollout guarantee, like a Deployment's maxUnavailable 1).
+- ``Available``: enough pods are ready to serve: at least ``replicas - maxUnavailable`` (the
+  rollout guarantee, :func:`.desired.rollout_limits`), as for a Deployment.
 - ``Progressing``: True while pods are being created, deleted, replaced or waited for
   (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
   ``ReplicasReady`` once every desired pod runs the current template and is ready.
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
-  the last pass could not create or delete a pod, like the ReplicaSet controller's condition.
+  the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
+  also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
+  else (left untouched, see :mod:`shared.services`).
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
   CRD schema (:mod:`shared.validation`); then nothing else is touched.
 """
@@ -19,15 +21,16 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from operators.webserver.desired import Plan, PodView, selector_string, template_hash
+from operators.webserver.desired import Plan, PodView, rollout_limits, selector_string, template_hash
 from shared import conditions
 from shared.validation import FieldError, degraded
 
 REPLICA_FAILURE = "ReplicaFailure"
 
 
-def min_available(replicas: int) -> int:
-    return replicas if replicas <= 1 else replicas - 1
+def min_available(spec: Mapping[str, Any]) -> int:
+    replicas = int(spec.get("replicas", 0))
+    return max(0, replicas - rollout_limits(spec).max_unavailable)
 
 
 def compute(
@@ -67,7 +70,7 @@ def compute(
     else:
         progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
 
-    need = min_available(replicas)
+    need = min_available(spec)
     available = cond(
         conditions.AVAILABLE,
         ready >= need,

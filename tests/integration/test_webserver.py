@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired
@@ -72,6 +73,7 @@ def converged(cluster: Cluster, namespace: str, name: str, replicas: int, timeou
             and all(ready(p) for p in pods)
             and st.get("replicas") == replicas
             and st.get("readyReplicas") == replicas
+            and st.get("updatedReplicas") == replicas
             and st.get("observedGeneration") == ws["metadata"]["generation"]
         ):
             return ws
@@ -189,6 +191,93 @@ def test_image_change_rolls_every_pod(cluster, namespace, operator):
     assert ws["status"]["updatedReplicas"] == 4
 
 
+def serving(pod: client.V1Pod) -> bool:
+    """Ready and not terminating: what a Service still sends traffic to."""
+    return ready(pod) and pod.metadata.deletion_timestamp is None
+
+
+def counted(pod: client.V1Pod) -> bool:
+    """Active as the operator counts it: not terminating, not finished."""
+    return pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed")
+
+
+@pytest.mark.parametrize(
+    ("spec", "bounds"),
+    [
+        # (ready pods at least, active pods at most) = (replicas - maxUnavailable, replicas + maxSurge)
+        ({"replicas": 1}, (1, 2)),  # defaults: maxUnavailable 0, maxSurge 1 (issue #15)
+        ({"replicas": 4}, (3, 5)),  # defaults: maxUnavailable 1, maxSurge 1
+        ({"replicas": 3, "rollout": {"maxSurge": 0, "maxUnavailable": 1}}, (2, 3)),
+    ],
+    ids=["one-replica", "four-replicas", "no-surge"],
+)
+def test_rollout_keeps_ready_pods_at_every_step(
+    cluster: Cluster,
+    namespace: str,
+    operator: OperatorProcess,
+    spec: dict,
+    bounds: tuple[int, int],
+) -> None:
+    """Every pod change of the rollout, seen through a watch (nothing between two polls is missed)."""
+    core = client.CoreV1Api(cluster.api)
+    replicas, (min_ready, max_active) = spec["replicas"], bounds
+    create(cluster, namespace, "web", {**spec, "image": "nginx:1.27"})
+    converged(cluster, namespace, "web", replicas)
+    listed = core.list_namespaced_pod(namespace, label_selector="app=web")
+    pods: dict[str, client.V1Pod] = {p.metadata.name: p for p in listed.items}
+    old = set(pods)
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.28"})
+    new_hash = desired.template_hash(get(cluster, namespace, "web")["spec"])
+
+    def finished() -> bool:
+        # Terminating old pods stay in ``pods`` until their DELETED event: none may be left.
+        return len(pods) == replicas and all(
+            p.metadata.labels[desired.HASH_LABEL] == new_hash and serving(p) for p in pods.values()
+        )
+
+    trace: list[str] = []
+    resource_version = listed.metadata.resource_version
+    deadline = time.monotonic() + 120
+    while not finished():
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, "rollout not finished within 120s:\n" + "\n".join(trace)
+        w = watch.Watch()
+        for event in w.stream(
+            core.list_namespaced_pod,
+            namespace,
+            label_selector="app=web",
+            resource_version=resource_version,
+            timeout_seconds=max(1, min(30, int(remaining))),
+        ):
+            pod = event["object"]
+            resource_version = pod.metadata.resource_version
+            if event["type"] == "DELETED":
+                pods.pop(pod.metadata.name, None)
+            else:
+                pods[pod.metadata.name] = pod
+            ready_now = sum(serving(p) for p in pods.values())
+            active_now = sum(counted(p) for p in pods.values())
+            trace.append(
+                f"{event['type']} {pod.metadata.name} ready={ready(pod)} "
+                f"deleting={pod.metadata.deletion_timestamp is not None} -> "
+                f"{ready_now} ready, {active_now} active"
+            )
+            assert ready_now >= min_ready, f"fewer than {min_ready} ready pods:\n" + "\n".join(trace)
+            assert active_now <= max_active, f"more than {max_active} active pods:\n" + "\n".join(trace)
+            if finished():
+                w.stop()
+                break
+
+    assert not old & set(pods)
+    converged(cluster, namespace, "web", replicas)
+    # The status of a pass that still saw an old pod can be the latest one for a moment.
+    wait_for(
+        lambda: get(cluster, namespace, "web")["status"]["updatedReplicas"] == replicas,
+        60,
+        f"status.updatedReplicas == {replicas}",
+    )
+
+
 def test_owner_deletion_garbage_collects_pods(cluster, namespace, operator):
     create(cluster, namespace, "web", {"replicas": 3})
     converged(cluster, namespace, "web", 3)
@@ -214,6 +303,14 @@ def test_owner_deletion_garbage_collects_pods(cluster, namespace, operator):
         (
             {"replicas": 1, "service": {"enabled": True, "nodePort": 30080}},
             ["spec.service.nodePort", "nodePort requires service.type NodePort or LoadBalancer"],
+        ),
+        (
+            {"replicas": 1, "rollout": {"maxSurge": 0, "maxUnavailable": 0}},
+            ["spec.rollout", "maxSurge and maxUnavailable must not both be 0"],
+        ),
+        (
+            {"replicas": 1, "rollout": {"maxSurge": -1}},
+            ["spec.rollout.maxSurge", "greater than or equal to 0"],
         ),
     ],
 )

@@ -1,6 +1,8 @@
+import math
 import random
+from dataclasses import dataclass
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from operators.webserver import desired
@@ -100,37 +102,159 @@ def test_slow_start_batches():
     assert sum(desired.slow_start_batches(100)) == 100
 
 
-def simulate_rollout(replicas, seed):
-    """Apply plans step by step, new pods becoming ready one pass later; check the invariant."""
+def expected_limits(replicas: int, rollout: dict[str, int] | None = None) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) as a Deployment's RollingUpdate resolves them, worked out here
+    independently of the code under test."""
+    rollout = rollout or {}
+    surge = rollout.get("maxSurge", math.ceil(replicas * 0.25))
+    unavailable = rollout.get("maxUnavailable", math.floor(replicas * 0.25))
+    if surge == 0 and unavailable == 0:
+        if "maxSurge" in rollout:
+            unavailable = 1
+        else:
+            surge = 1
+    return surge, unavailable
+
+
+def ready_pod(p: PodView) -> PodView:
+    return PodView(p.name, p.template_hash, p.created, "Running", True, True)
+
+
+def test_single_replica_rollout_keeps_the_only_ready_pod_until_its_replacement_is_ready() -> None:
+    old_spec = {**SPEC, "replicas": 1}
+    new_spec = {**old_spec, "image": "nginx:2"}
+    new_hash = desired.template_hash(new_spec)
+    old = pod(0, thash=H)
+
+    first = plan("web", new_spec, [old])
+    assert (first.create_slots, first.delete) == ([0], [])  # surge first, delete nothing
+
+    new = pod(0, thash=new_hash, phase="Pending", ready=False, created="2026-01-01T00:01:00Z")
+    assert plan("web", new_spec, [old, new]).empty  # wait for the new pod
+
+    last = plan("web", new_spec, [old, ready_pod(new)])
+    assert (last.create_slots, last.delete) == ([], [old.name])
+
+
+def test_single_replica_rollout_replaces_a_not_ready_old_pod_at_once() -> None:
+    new_spec = {**SPEC, "replicas": 1, "image": "nginx:2"}
+    broken = pod(0, thash=H, ready=False)
+    result = plan("web", new_spec, [broken])
+    assert (result.create_slots, result.delete) == ([0], [broken.name])
+
+
+def test_four_replicas_roll_with_one_unavailable_and_one_surge() -> None:
+    new_spec = {**SPEC, "replicas": 4, "image": "nginx:2"}
+    new_hash = desired.template_hash(new_spec)
+    olds = [pod(i, thash=H) for i in range(4)]
+
+    first = plan("web", new_spec, olds)
+    # 3 of 4 must stay ready: one old pod goes (the newest), and 4 + 1 - 3 = 2 new ones come.
+    assert first.delete == [olds[3].name] and first.create_slots == [0, 1]
+
+    news = [pod(i, thash=new_hash, phase="Pending", ready=False) for i in range(2)]
+    assert plan("web", new_spec, olds[:3] + news).empty  # 5 active, 3 ready: nothing moves
+
+    step = plan("web", new_spec, [*olds[:3], ready_pod(news[0]), news[1]])
+    assert step.delete == [olds[2].name] and step.create_slots == [2]
+
+
+def test_rollout_limits_default_like_a_deployment_and_follow_spec_rollout() -> None:
+    got = {r: desired.rollout_limits({"replicas": r}) for r in (0, 1, 3, 4, 5, 8, 9, 1000)}
+    assert {r: (lim.max_surge, lim.max_unavailable) for r, lim in got.items()} == {
+        0: (1, 0),
+        1: (1, 0),
+        3: (1, 0),
+        4: (1, 1),
+        5: (2, 1),
+        8: (2, 2),
+        9: (3, 2),
+        1000: (250, 250),
+    }
+    lim = desired.rollout_limits({"replicas": 4, "rollout": {"maxSurge": 0, "maxUnavailable": 2}})
+    assert (lim.max_surge, lim.max_unavailable) == (0, 2)
+    # Only one field set: the other keeps its default; if that makes both 0, the unset one is 1.
+    lim = desired.rollout_limits({"replicas": 8, "rollout": {"maxSurge": 0}})
+    assert (lim.max_surge, lim.max_unavailable) == (0, 2)
+    lim = desired.rollout_limits({"replicas": 2, "rollout": {"maxSurge": 0}})
+    assert (lim.max_surge, lim.max_unavailable) == (0, 1)
+    lim = desired.rollout_limits({"replicas": 0, "rollout": {"maxUnavailable": 0}})
+    assert (lim.max_surge, lim.max_unavailable) == (1, 0)
+    # Both 0 gets past the schema only if its CEL rule is bypassed: the Deployment's fallback.
+    lim = desired.rollout_limits({"replicas": 3, "rollout": {"maxSurge": 0, "maxUnavailable": 0}})
+    assert (lim.max_surge, lim.max_unavailable) == (0, 1)
+
+
+def test_max_surge_zero_deletes_before_it_creates() -> None:
+    new_spec = {**SPEC, "replicas": 3, "image": "nginx:2", "rollout": {"maxSurge": 0, "maxUnavailable": 1}}
+    olds = [pod(i, thash=H) for i in range(3)]
+    result = plan("web", new_spec, olds)
+    assert result.delete == [olds[2].name] and result.create_slots == [0]
+
+
+@dataclass
+class Rollout:
+    pods: dict[str, PodView]
+    min_ready: int
+    max_active: int
+    new_hash: str
+    finished: bool
+
+
+def simulate_rollout(replicas: int, seed: int, rollout: dict[str, int] | None = None) -> Rollout:
+    """Apply plans step by step, new pods becoming ready at random; the worst moments recorded."""
     rng = random.Random(seed)
     old_spec = {**SPEC, "replicas": replicas}
-    new_spec = {**old_spec, "image": "nginx:2"}
-    old_hash = desired.template_hash(old_spec)
-    pods = {p.name: p for p in (pod(i, thash=old_hash) for i in range(replicas))}
-    min_ready = replicas
-    for _ in range(10 * replicas + 10):
+    new_spec = {**old_spec, "image": "nginx:2", **({"rollout": rollout} if rollout else {})}
+    new_hash = desired.template_hash(new_spec)
+    pods = {p.name: p for p in (pod(i, thash=H) for i in range(replicas))}
+    min_ready, max_active, finished = replicas, replicas, False
+    for step in range(10 * replicas + 10):
         result = plan("web", new_spec, list(pods.values()))
         for name in result.delete:
             del pods[name]
-        # pods created earlier become ready at random
+        # Right after the deletes is when the fewest pods are ready.
+        min_ready = min(min_ready, sum(p.ready for p in pods.values()))
+        for slot in result.create_slots:
+            created = f"2026-01-01T01:{step:02d}:{slot:02d}Z"
+            p = pod(slot, thash=new_hash, ready=False, phase="Pending", created=created)
+            assert p.name not in pods
+            pods[p.name] = p
+        max_active = max(max_active, len(pods))
+        if all(p.ready for p in pods.values()) and plan("web", new_spec, list(pods.values())).empty:
+            finished = True
+            break
         for name, p in list(pods.items()):
             if not p.ready and rng.random() < 0.5:
-                pods[name] = PodView(p.name, p.template_hash, p.created, "Running", True, True)
-        for slot in result.create_slots:
-            p = pod(slot, thash=desired.template_hash(new_spec), ready=False, phase="Pending")
-            pods[p.name] = p
-        min_ready = min(min_ready, sum(p.ready for p in pods.values()))
-        if all(p.ready for p in pods.values()) and plan("web", new_spec, list(pods.values())).empty:
-            break
-    return pods, min_ready, desired.template_hash(new_spec)
+                pods[name] = ready_pod(p)
+    return Rollout(pods, min_ready, max_active, new_hash, finished)
 
 
 @given(st.integers(1, 12), st.integers(0, 10_000))
-def test_rollout_replaces_every_pod_never_below_replicas_minus_one(replicas, seed):
-    pods, min_ready, new_hash = simulate_rollout(replicas, seed)
-    assert len(pods) == replicas
-    assert all(p.template_hash == new_hash for p in pods.values())
-    assert min_ready >= replicas - 1
+def test_rollout_keeps_availability_within_the_surge_and_finishes(replicas: int, seed: int) -> None:
+    surge, unavailable = expected_limits(replicas)
+    result = simulate_rollout(replicas, seed)
+    assert result.finished
+    assert len(result.pods) == replicas
+    assert all(p.template_hash == result.new_hash for p in result.pods.values())
+    assert result.min_ready >= replicas - unavailable
+    assert result.max_active <= replicas + surge
+
+
+@given(
+    st.integers(1, 12),
+    st.integers(0, 10_000),
+    st.fixed_dictionaries({}, optional={"maxSurge": st.integers(0, 4), "maxUnavailable": st.integers(0, 4)}),
+)
+def test_rollout_honours_spec_rollout(replicas: int, seed: int, rollout: dict[str, int]) -> None:
+    assume(rollout.get("maxSurge", 1) or rollout.get("maxUnavailable", 1))  # both 0: rejected by the CRD
+    surge, unavailable = expected_limits(replicas, rollout)
+    result = simulate_rollout(replicas, seed, rollout)
+    assert result.finished
+    assert len(result.pods) == replicas
+    assert all(p.template_hash == result.new_hash for p in result.pods.values())
+    assert result.min_ready >= replicas - unavailable
+    assert result.max_active <= replicas + surge
 
 
 @given(st.integers(0, 20), st.lists(st.integers(0, 30), max_size=12, unique=True))

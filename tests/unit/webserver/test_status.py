@@ -56,9 +56,16 @@ def test_scaling_and_failures():
     assert c["Progressing"]["reason"] == "WaitingForReady"
 
 
-def test_available_allows_one_missing_above_one_replica():
-    assert status.min_available(0) == 0 and status.min_available(1) == 1 and status.min_available(5) == 4
-    assert by_type(compute(observed=pods(2) + pods(1, ready=False)))["Available"]["status"] == "True"
+def test_available_means_at_most_max_unavailable_missing():
+    need = {r: status.min_available({"replicas": r}) for r in (0, 1, 3, 4, 8)}
+    assert need == {0: 0, 1: 1, 3: 3, 4: 3, 8: 6}  # replicas - maxUnavailable (25% rounded down)
+    assert status.min_available({"replicas": 3, "rollout": {"maxUnavailable": 2}}) == 1
+    # 3 replicas: maxUnavailable 0, so one not-ready pod makes it unavailable; allowed 1, available.
+    assert by_type(compute(observed=pods(2) + pods(1, ready=False)))["Available"]["status"] == "False"
+    loose = {**SPEC, "rollout": {"maxUnavailable": 1}}
+    assert (
+        by_type(compute(spec=loose, observed=pods(2) + pods(1, ready=False)))["Available"]["status"] == "True"
+    )
 
 
 def test_invalid_spec_only_sets_degraded():
