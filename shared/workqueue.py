@@ -10,7 +10,10 @@ gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`
 - the reconcile function returns when to look again (``None`` = only on a kick), so a
   schedule boundary is hit exactly instead of at a polling interval;
 - a failing pass is retried after the shared :class:`~shared.retry.Backoff` for the number of
-  consecutive failures; a success resets it.
+  consecutive failures; a success resets it. A pass that failed in part but has a deadline of
+  its own (a schedule boundary) raises :class:`RetryError` with ``not_after``: it is retried
+  no later than that, however long the backoff has grown, so an optional part that keeps
+  failing never delays what must happen on time.
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises.
@@ -32,6 +35,14 @@ from shared.metrics import Metrics
 from shared.retry import DEFAULT, Backoff
 
 Reconcile = Callable[[], Awaitable[float | None]]
+
+
+class RetryError(Exception):
+    """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
+
+    def __init__(self, message: str, not_after: float | None = None) -> None:
+        super().__init__(message)
+        self.not_after = not_after
 
 
 class Triggers:
@@ -93,6 +104,8 @@ async def reconcile_loop(
                 raise
             except Exception as exc:
                 after = backoff.delay(failures)
+                if isinstance(exc, RetryError) and exc.not_after is not None:
+                    after = min(after, exc.not_after)
                 failures += 1
                 outcome = ("error", exc)
                 if logger is not None:
@@ -144,6 +157,7 @@ class Controller:
         self._logger = logger or logging.getLogger(f"controller.{name}")
         self._bodies: dict[str, Mapping[str, Any]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._uids: dict[tuple[str, str], str] = {}  # (namespace, name) -> UID of the live object
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Feed one watch event of a primary object (call from an async kopf event handler)."""
@@ -151,13 +165,17 @@ class Controller:
         uid = meta.get("uid")
         if not uid:
             return
+        key = (meta.get("namespace") or "", meta.get("name") or "")
         if event_type == "DELETED":
+            if self._uids.get(key) == uid:
+                del self._uids[key]
             self._bodies.pop(uid, None)
             task = self._tasks.pop(uid, None)
             if task is not None:
                 task.cancel()
             return
         self._bodies[uid] = body
+        self._uids[key] = uid
         if uid not in self._tasks or self._tasks[uid].done():
             self._tasks[uid] = asyncio.create_task(self._run(uid), name=f"{self.name}/{meta.get('name')}")
         else:
@@ -165,6 +183,14 @@ class Controller:
 
     def kick(self, uid: str) -> None:
         self.triggers.kick(uid)
+
+    def kick_name(self, namespace: str, name: str) -> None:
+        """Wake the object now called ``name``, whatever its UID: a child's event can matter to
+        an owner that is not (yet) its controller (an orphan to adopt; a name held by the
+        terminating child of a deleted predecessor, now free)."""
+        uid = self._uids.get((namespace, name))
+        if uid is not None:
+            self.triggers.kick(uid)
 
     def body(self, uid: str) -> Mapping[str, Any] | None:
         return self._bodies.get(uid)
@@ -175,7 +201,11 @@ class Controller:
 
         async def once() -> float | None:
             body = self._bodies.get(uid)
-            return None if body is None else await self._reconcile(body)
+            if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+                # Being deleted (foreground, or orphaning its children): like the ReplicaSet
+                # controller, create and adopt nothing more; what is left is the collector's.
+                return None
+            return await self._reconcile(body)
 
         await reconcile_loop(
             uid,

@@ -1,7 +1,7 @@
 import asyncio
 
 from shared.retry import Backoff
-from shared.workqueue import Triggers, reconcile_loop
+from shared.workqueue import Controller, RetryError, Triggers, reconcile_loop
 
 
 async def _until(predicate, timeout=10):
@@ -159,3 +159,61 @@ async def test_controller_waits_for_its_gate():
     open_gate = True
     await _until(lambda: seen == [1])
     await ctl.shutdown()
+
+
+async def test_a_failed_pass_with_a_deadline_runs_again_by_then_whatever_the_backoff():
+    """#15.7: a long backoff (here 100 s) must not push a pass past the deadline it names."""
+    triggers, passes = Triggers(), []
+    stop = False
+
+    async def reconcile():
+        passes.append(len(passes))
+        raise RetryError("the optional Service failed", not_after=0.05)
+
+    task = asyncio.create_task(
+        reconcile_loop("k", reconcile, triggers, lambda: stop, backoff=Backoff(base=100.0))
+    )
+    await _until(lambda: len(passes) >= 3, timeout=5)
+    stop = True
+    triggers.kick("k")
+    await asyncio.wait_for(task, 5)
+
+
+async def test_kick_name_wakes_the_object_now_holding_that_name():
+    woken: list[str] = []
+
+    async def reconcile(body):
+        woken.append(body["metadata"]["uid"])
+
+    controller = Controller("c", reconcile)
+    old = {"metadata": {"namespace": "ns", "name": "web", "uid": "old"}}
+    new = {"metadata": {"namespace": "ns", "name": "web", "uid": "new"}}
+    controller.observe("ADDED", old)
+    await _until(lambda: woken == ["old"])
+    controller.observe("DELETED", old)
+    controller.observe("ADDED", new)
+    await _until(lambda: woken == ["old", "new"])
+    controller.observe("DELETED", old)  # a late duplicate of the old one's deletion: no effect
+    controller.kick_name("ns", "web")
+    await _until(lambda: woken == ["old", "new", "new"])
+    controller.kick_name("ns", "other")  # nothing of that name: nothing to wake
+    await controller.shutdown()
+
+
+async def test_an_object_being_deleted_is_not_reconciled():
+    seen: list[str] = []
+
+    async def reconcile(body):
+        seen.append(body["metadata"].get("deletionTimestamp") or "live")
+
+    controller = Controller("c", reconcile)
+    live = {"metadata": {"namespace": "ns", "name": "web", "uid": "u"}}
+    controller.observe("ADDED", live)
+    await _until(lambda: seen == ["live"])
+    controller.observe(
+        "MODIFIED", {"metadata": {**live["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    )
+    controller.kick("u")
+    await asyncio.sleep(0.05)
+    assert seen == ["live"]
+    await controller.shutdown()
