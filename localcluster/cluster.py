@@ -376,6 +376,9 @@ class LocalCluster:
                 f"--tls-private-key-file={d / 'apiserver.key'}",
                 f"--client-ca-file={d / 'ca.crt'}",
                 "--authorization-mode=Node,RBAC",
+                # On in OpenShift (OLM's main home): an owner reference with blockOwnerDeletion
+                # needs update on the owner's finalizers. Tests see what OpenShift users see.
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={d / 'sa.crt'}",

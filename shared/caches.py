@@ -10,16 +10,22 @@ child, fed by the child kind's watch events, so a reconcile finds its children w
 call. (kopf's own ``@kopf.index`` would do the same, but it holds back every handler until each
 new object is indexed, which stalled event processing for tens of seconds under a burst of
 pod events on a 2-core machine.)
+
+Children that lost their controller (the owner was deleted with ``--cascade=orphan``, or an
+Argo CD Replace) keep their labels; the cache keeps them apart, by namespace and
+``app.kubernetes.io/instance``, so the owner of that name can adopt them as the ReplicaSet
+controller adopts orphans that match its selector (:meth:`OwnerCache.orphans`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
-from shared.ownership import controller_of, managed_selector
+from shared.ownership import INSTANCE, controller_of, managed_selector
 
 OwnerKey = tuple[str, str]
 Summary = Callable[[Mapping[str, Any]], Any]
@@ -38,6 +44,26 @@ def managed_labels(app: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in managed_selector(app).split(","))
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """A child of ours without a controller: what adopting it needs."""
+
+    name: str
+    uid: str
+    deleting: bool
+    owner_references: tuple[Mapping[str, Any], ...] = ()
+
+
+def orphan_of(body: Mapping[str, Any]) -> Orphan:
+    meta = body.get("metadata") or {}
+    return Orphan(
+        name=meta["name"],
+        uid=meta.get("uid") or "",
+        deleting=bool(meta.get("deletionTimestamp")),
+        owner_references=tuple(meta.get("ownerReferences") or ()),
+    )
+
+
 class OwnerCache:
     """Children of each owner, kept up to date from watch events; summaries, not full bodies."""
 
@@ -45,6 +71,9 @@ class OwnerCache:
         self._summarize = summarize
         self._children: dict[OwnerKey, dict[str, Any]] = {}
         self._owner: dict[tuple[str, str], OwnerKey] = {}
+        # (namespace, instance label) -> name -> Orphan; (namespace, name) -> that key.
+        self._orphans: dict[tuple[str, str], dict[str, Orphan]] = {}
+        self._orphan_of: dict[tuple[str, str], tuple[str, str]] = {}
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> str | None:
         """Apply one watch event; returns the controller UID to wake (None for orphans)."""
@@ -58,8 +87,30 @@ class OwnerCache:
         if event_type != "DELETED" and new_key is not None:
             self._children.setdefault(new_key, {})[name] = self._summarize(body)
             self._owner[(namespace, name)] = new_key
+        self._observe_orphan(event_type, body, namespace, name, orphaned=new_key is None)
         key = new_key or old_key
         return key[1] if key else None
+
+    def _observe_orphan(
+        self, event_type: str | None, body: Mapping[str, Any], namespace: str, name: str, *, orphaned: bool
+    ) -> None:
+        old = self._orphan_of.pop((namespace, name), None)
+        if old is not None:
+            group = self._orphans.get(old, {})
+            group.pop(name, None)
+            if not group:
+                self._orphans.pop(old, None)
+        meta = body.get("metadata") or {}
+        instance = (meta.get("labels") or {}).get(INSTANCE)
+        if event_type == "DELETED" or not orphaned or not instance:
+            return
+        key = (namespace, instance)
+        self._orphans.setdefault(key, {})[name] = orphan_of(body)
+        self._orphan_of[(namespace, name)] = key
+
+    def orphans(self, namespace: str, instance: str) -> list[Orphan]:
+        """Our children labelled for owner name ``instance`` that have no controller."""
+        return list(self._orphans.get((namespace, instance), {}).values())
 
     def _discard(self, key: OwnerKey, name: str) -> None:
         children = self._children.get(key)

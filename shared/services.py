@@ -4,6 +4,13 @@ WebServer and TDSet both optionally expose their pods through a Service named li
 What is compared is only what the operator sets (type, selector, port, target port, a requested
 node port), so fields the API server fills in (cluster IP, allocated node port) never cause
 an update loop.
+
+**Never someone else's Service.** A Service is ours only when its controller reference has the
+owner's UID. When the name is taken by another object (a user's Service, or one that belongs to
+a WebServer and a TDSet sharing a name) :func:`converge` raises :class:`ServiceConflictError`
+and touches nothing; the caller reports it (condition + Warning Event) and retries. Deletes
+carry a UID precondition, so a Service re-created by someone else under the same name after
+ours went is never deleted by a stale cache.
 """
 
 from __future__ import annotations
@@ -13,6 +20,12 @@ from typing import Any
 
 from shared import ownership
 from shared.kube import ApiError, KubeClient, namespaced
+
+
+class ServiceConflictError(ownership.ConflictError):
+    """The Service's name is held by an object this owner does not control."""
+
+    reason = "ServiceConflict"
 
 
 def manifest(
@@ -44,6 +57,7 @@ def view(body: Mapping[str, Any]) -> dict[str, Any]:
     ports = spec.get("ports") or [{}]
     return {
         "name": body["metadata"]["name"],
+        "uid": body["metadata"].get("uid"),
         "type": spec.get("type"),
         "selector": spec.get("selector") or {},
         "port": ports[0].get("port"),
@@ -55,7 +69,7 @@ def view(body: Mapping[str, Any]) -> dict[str, Any]:
 def differs(observed: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     want = view(wanted)
     # nodePort is allocated by the API server when not requested: only compare a requested one.
-    keys = [k for k in want if k != "nodePort" or want["nodePort"] is not None]
+    keys = [k for k in want if k != "uid" and (k != "nodePort" or want["nodePort"] is not None)]
     return any(observed.get(k) != want[k] for k in keys)
 
 
@@ -64,16 +78,27 @@ async def converge(
     namespace: str,
     observed: Sequence[Mapping[str, Any]],
     wanted: Mapping[str, Any] | None,
+    *,
+    owner: Mapping[str, Any],
 ) -> list[tuple[str, str]]:
-    """Create, update or delete the Service; returns (Event reason, message) for what was done."""
+    """Create, update or delete the Service; returns (Event reason, message) for what was done.
+
+    ``observed`` are the owner's Services from the cache (controlled by ``owner``); raises
+    :class:`ServiceConflictError` when the wanted name belongs to someone else.
+    """
     done: list[tuple[str, str]] = []
     if wanted is None:
         for svc in observed:
             try:
-                await kube.delete(namespaced(namespace, "services", svc["name"]))
+                await kube.delete(
+                    namespaced(namespace, "services", svc["name"]),
+                    {"preconditions": {"uid": svc["uid"]}} if svc.get("uid") else None,
+                )
             except ApiError as exc:
-                if exc.status != 404:
+                # 404: gone already; 409: the name now holds another object (not ours to delete).
+                if exc.status not in (404, 409):
                     raise
+                continue
             done.append(("DeletedService", f"Deleted service {svc['name']}"))
         return done
     name = wanted["metadata"]["name"]
@@ -87,5 +112,16 @@ async def converge(
         except ApiError as exc:
             if exc.status != 409:
                 raise
+        # The name is taken and our cache does not show it as ours: find out whose it is.
+        existing = await kube.get(namespaced(namespace, "services", name))
+        if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
+            ref = ownership.controller_of(existing)
+            holder = f"{ref['kind']} {ref['name']}" if ref else "no controller"
+            raise ServiceConflictError(
+                f"a Service named {name} exists and is not controlled by this {owner['kind']} "
+                f"(controller: {holder}); delete or rename it, or set spec.service.enabled to false"
+            )
+        if not differs(view(existing), wanted):
+            return done
     await kube.merge_patch(namespaced(namespace, "services", name), wanted)
     return [("UpdatedService", f"Updated service {name}")]

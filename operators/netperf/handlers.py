@@ -69,7 +69,7 @@ runtime.manage(controller, api.kube, clock)
 
 
 @kopf.on.event("pods", labels=MANAGED)
-def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = pods.observe(type, body)
     if owner is not None:
         controller.kick(owner)

@@ -16,6 +16,9 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]},
     # api.StatusWriter: the status subresource, merge patch.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
+    # admission plugin is on (OpenShift; the local API server), setting it needs update here.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
     # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod; get after AlreadyExists.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
     # kopf.event: Events about each Netperf.

@@ -30,7 +30,7 @@ from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.services import view as service_view
 from shared.validation import SchemaValidator
-from shared.workqueue import Controller
+from shared.workqueue import Controller, RetryError
 
 CONTROLLER = "tdset"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("deployments", "services"))
@@ -50,12 +50,15 @@ autoscalers: dict[tuple[str, str], AutoscalerView] = {}
 tdsets_by_name: dict[tuple[str, str], str] = {}
 
 
-class ReconcileError(Exception):
-    """A child could not be written; the loop retries with backoff."""
+class ReconcileError(RetryError):
+    """A child could not be written; retried with backoff, but never later than the schedule's
+    next boundary (a failing Service must not delay the Deployment's flip)."""
 
 
-class DeploymentConflictError(Exception):
+class DeploymentConflictError(ownership.ConflictError):
     """A Deployment with the TDSet's name exists and belongs to someone else."""
+
+    reason = "DeploymentConflict"
 
 
 async def reconcile_tdset(body: Mapping[str, Any]) -> float | None:
@@ -67,21 +70,21 @@ runtime.manage(controller, api.kube, clock)
 
 
 @kopf.on.event("deployments", labels=MANAGED)
-def deployment_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def deployment_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = deployments.observe(type, body)
     if owner is not None:
         controller.kick(owner)
 
 
 @kopf.on.event("services", labels=MANAGED)
-def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = services.observe(type, body)
     if owner is not None:
         controller.kick(owner)
 
 
 @kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers")
-def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     view = desired.autoscaler_view(body)
     key = (view.namespace, view.name)
     old = autoscalers.pop(key, None)
@@ -232,11 +235,15 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         if hpa is not None and not suspended:
             await set_floor(body, hpa, target, why)
         for reason, message in await converge_service(
-            api.kube, namespace, services.children(namespace, uid), desired.service_manifest(body, spec)
+            api.kube,
+            namespace,
+            services.children(namespace, uid),
+            desired.service_manifest(body, spec),
+            owner=body,
         ):
             _event(body, reason, message)
-    except DeploymentConflictError as exc:
-        failure = ("DeploymentConflict", str(exc))
+    except ownership.ConflictError as exc:
+        failure = (exc.reason, str(exc))
     except Exception as exc:
         failure = ("FailedUpdate", reason_of(exc))
 
@@ -272,5 +279,5 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     degraded_gauge.labels(namespace, name).set(1 if failure is not None else 0)
     if failure is not None:
         _event(body, failure[0], failure[1], "Warning")
-        raise ReconcileError(f"{failure[0]}: {failure[1]}")
+        raise ReconcileError(f"{failure[0]}: {failure[1]}", schedule.recheck_delay(spec, decision, now))
     return schedule.recheck_delay(spec, decision, now)

@@ -16,6 +16,9 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]},
     # api.StatusWriter: the status subresource, merge patch.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
+    # admission plugin is on (OpenShift; the local API server), setting it needs update here.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
     # kopf watches Deployments (handlers.deployment_changed); api.create_deployment, patch_deployment;
     # get_deployment after AlreadyExists (to tell ours from a stranger's).
     {
@@ -23,8 +26,13 @@ RULES: list[dict[str, Any]] = [
         "resources": ["deployments"],
         "verbs": ["create", "get", "list", "patch", "watch"],
     },
-    # kopf watches Services (handlers.service_changed); shared.services.converge.
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "delete", "list", "patch", "watch"]},
+    # kopf watches Services (handlers.service_changed); shared.services.converge; get after
+    # AlreadyExists (to tell ours from a stranger's).
+    {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "verbs": ["create", "delete", "get", "list", "patch", "watch"],
+    },
     # kopf watches HPAs (handlers.autoscaler_changed); api.set_autoscaler_floor.
     {
         "apiGroups": ["autoscaling"],

@@ -15,7 +15,9 @@ from typing import Any
 
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
+from shared.caches import Orphan
 from shared.kube import ApiError, KubeClient, namespaced
+from shared.ownership import owner_reference
 from shared.statuses import StatusWriter
 
 EXPECTATION_TTL = 300.0
@@ -63,6 +65,22 @@ class WebServerAPI:
                 return False
             raise
         return True
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.kube.get(namespaced(namespace, "pods", name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def adopt_pod(self, namespace: str, orphan: Orphan, owner: Mapping[str, Any]) -> dict[str, Any]:
+        """Make ``owner`` the orphan's controller; the UID precondition (``metadata.uid`` in the
+        patch) makes it fail with 409 if the name now holds another pod, as the ReplicaSet
+        controller's adoption does."""
+        refs = [*(dict(r) for r in orphan.owner_references), owner_reference(owner)]
+        patch = {"metadata": {"uid": orphan.uid, "ownerReferences": refs}}
+        return await self.kube.merge_patch(namespaced(namespace, "pods", orphan.name), patch)
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         """Delete a pod; False when it is already gone."""

@@ -20,8 +20,8 @@ import kopf
 from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
-from shared import caches
-from shared.kube import KubeClient, reason_of
+from shared import caches, ownership
+from shared.kube import ApiError, KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.validation import SchemaValidator
@@ -56,14 +56,18 @@ runtime.manage(controller, api.kube)
 
 
 @kopf.on.event("pods", labels=MANAGED)
-def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = pods.observe(type, body)
     if owner is not None:
         controller.kick(owner)
+    # Also the WebServer now of that name: an orphan to adopt, or a name it waits for.
+    instance = (body["metadata"].get("labels") or {}).get(ownership.INSTANCE)
+    if instance:
+        controller.kick_name(body["metadata"]["namespace"], instance)
 
 
 @kopf.on.event("services", labels=MANAGED)
-def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = services.observe(type, body)
     if owner is not None:
         controller.kick(owner)
@@ -79,16 +83,111 @@ async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None
         runtime.metrics.forget_object(body["metadata"]["namespace"], body["metadata"]["name"])
 
 
-async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Converge the optional Service; returns the failure (reason, message) if there is one."""
     meta = body["metadata"]
-    done = await converge_service(
-        api.kube,
-        meta["namespace"],
-        services.children(meta["namespace"], meta["uid"]),
-        desired.service_manifest(body, spec),
-    )
+    try:
+        done = await converge_service(
+            api.kube,
+            meta["namespace"],
+            services.children(meta["namespace"], meta["uid"]),
+            desired.service_manifest(body, spec),
+            owner=body,
+        )
+    except ownership.ConflictError as exc:
+        return (exc.reason, str(exc))
+    except Exception as exc:
+        return ("FailedService", reason_of(exc))
     for reason, message in done:
         kopf.event(body, type="Normal", reason=reason, message=message)
+    return None
+
+
+def adoptable(pod: Mapping[str, Any], owner_name: str) -> bool:
+    """An orphan of ours for this name (the ReplicaSet controller's rule: no controller, matching
+    labels, not terminating)."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    return (
+        ownership.controller_of(pod) is None
+        and not meta.get("deletionTimestamp")
+        and labels.get(ownership.MANAGED_BY_LABEL) == ownership.MANAGED_BY
+        and labels.get(ownership.NAME) == APP
+        and labels.get(ownership.INSTANCE) == owner_name
+    )
+
+
+async def adopt_orphans(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Take over the pods a deleted WebServer of this name left without a controller."""
+    meta = body["metadata"]
+    adopted: list[str] = []
+    for orphan in pods.orphans(meta["namespace"], meta["name"]):
+        if orphan.deleting:
+            continue
+        try:
+            pods.observe("MODIFIED", await api.adopt_pod(meta["namespace"], orphan, body))
+        except ApiError as exc:
+            if exc.status in (404, 409, 422):  # gone, or re-created under the name: not that orphan
+                continue
+            return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
+        adopted.append(orphan.name)
+    if adopted:
+        kopf.event(body, type="Normal", reason="AdoptedPods", message=f"Adopted pods: {', '.join(adopted)}")
+    return None
+
+
+async def claim(body: Mapping[str, Any], pod_name: str) -> str | None:
+    """A create of ``pod_name`` answered AlreadyExists: ours (a stale view), an orphan to adopt, or
+    someone else's. Returns why the name cannot be used now, or None when it is ours."""
+    meta = body["metadata"]
+    pod = await api.get_pod(meta["namespace"], pod_name)
+    if pod is None:
+        return f"pod {pod_name} was being deleted; retrying"
+    if not ownership.is_controlled_by(pod, meta["uid"]) and adoptable(pod, meta["name"]):
+        pod = await api.adopt_pod(meta["namespace"], caches.orphan_of(pod), body)
+    if ownership.is_controlled_by(pod, meta["uid"]):
+        pods.observe("MODIFIED", pod)  # write-through: the next pass counts it
+        return None
+    ref = ownership.controller_of(pod)
+    holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
+    state = "terminating" if pod["metadata"].get("deletionTimestamp") else "not ours"
+    # The pod's own events wake this WebServer by name (handlers.pod_changed) when it goes.
+    return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
+
+
+async def create_pods(
+    body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int]
+) -> tuple[str, str] | None:
+    """Create the pods in slow-start batches; returns the failure, if any."""
+    namespace = body["metadata"]["namespace"]
+    slots = list(create_slots)
+    created: list[str] = []
+    failure: tuple[str, str] | None = None
+    for size in desired.slow_start_batches(len(slots)):
+        batch, slots = slots[:size], slots[size:]
+        manifests = [desired.pod_manifest(body, spec, s) for s in batch]
+        results = await asyncio.gather(
+            *(api.create_pod(namespace, m) for m in manifests), return_exceptions=True
+        )
+        created += [m["metadata"]["name"] for m, r in zip(manifests, results, strict=True) if r is True]
+        errs = [reason_of(r) for r in results if isinstance(r, BaseException)]
+        for m, r in zip(manifests, results, strict=True):
+            if r is False:  # AlreadyExists
+                try:
+                    why = await claim(body, m["metadata"]["name"])
+                except ApiError as exc:
+                    why = f"checking {m['metadata']['name']}: {reason_of(exc)}"
+                if why is not None:
+                    errs.append(why)
+        if errs:
+            # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
+            failure = ("FailedCreate", errs[0])
+            break
+    if created:
+        kopf.event(
+            body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
+        )
+    return failure
 
 
 async def reconcile(body: Mapping[str, Any]) -> float | None:
@@ -105,9 +204,9 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
             kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
         return None
 
+    failure = await adopt_orphans(body)
     observed = expectations.apply(uid, pods.children(namespace, uid))
     plan = desired.plan(name, spec, observed)
-    failure: tuple[str, str] | None = None
 
     if plan.delete:
         expectations.expect(uid, plan.delete)
@@ -125,30 +224,10 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
             failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
     if plan.create_slots and failure is None:
-        slots = list(plan.create_slots)
-        created: list[str] = []
-        for size in desired.slow_start_batches(len(slots)):
-            batch, slots = slots[:size], slots[size:]
-            manifests = [desired.pod_manifest(body, spec, s) for s in batch]
-            results = await asyncio.gather(
-                *(api.create_pod(namespace, m) for m in manifests), return_exceptions=True
-            )
-            created += [m["metadata"]["name"] for m, r in zip(manifests, results, strict=True) if r is True]
-            errs = [r for r in results if isinstance(r, BaseException)]
-            if errs:
-                # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
-                failure = ("FailedCreate", reason_of(errs[0]))
-                break
-        if created:
-            kopf.event(
-                body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
-            )
+        failure = await create_pods(body, spec, plan.create_slots)
 
     if failure is None:
-        try:
-            await reconcile_service(body, spec)
-        except Exception as exc:
-            failure = ("FailedService", reason_of(exc))
+        failure = await reconcile_service(body, spec)
 
     new_status = status.compute(
         name=name,

@@ -16,10 +16,23 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch"]},
     # api.StatusWriter: the status subresource, merge patch.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
-    # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "list", "watch"]},
-    # kopf watches Services (handlers.service_changed); shared.services.converge.
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "delete", "list", "patch", "watch"]},
+    # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
+    # admission plugin is on (OpenShift; the local API server), setting it needs update here.
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod; get_pod after
+    # AlreadyExists (whose pod is it?); adopt_pod patches an orphan's owner references.
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["create", "delete", "get", "list", "patch", "watch"],
+    },
+    # kopf watches Services (handlers.service_changed); shared.services.converge; get after
+    # AlreadyExists (to tell ours from a stranger's).
+    {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "verbs": ["create", "delete", "get", "list", "patch", "watch"],
+    },
     # kopf.event: Events about each WebServer.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

@@ -20,14 +20,26 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes import config as kconfig
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import AUDITED_NAMESPACE
+from operators.netperf import schema as netperf_schema
+from operators.tdset import schema as tdset_schema
+from operators.webserver import desired as webserver_desired
+from operators.webserver import schema as webserver_schema
 from tests.helpers import wait_for
 from tests.integration import test_netperf, test_tdset
 from tests.integration.conftest import Cluster, csv_permissions
 from tests.integration.operator_process import OperatorProcess
 
-Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+Triple = tuple[str, str, str]
+
+
+def config_client(kubeconfig: Path) -> client.ApiClient:
+    return kconfig.new_client_from_config(
+        config_file=str(kubeconfig)
+    )  # (apiGroup, resource[/subresource], verb)
 
 
 def granted(rules: list[dict[str, Any]]) -> set[Triple]:
@@ -59,6 +71,10 @@ def observed(cluster: Cluster, account: str) -> tuple[set[Triple], list[dict[str
     return used, refused
 
 
+def admission_only(triple: Triple) -> bool:
+    return triple[1].endswith("/finalizers") and triple[2] == "update"
+
+
 def webserver_tour(cluster: Cluster, namespace: str) -> None:
     co, core = client.CustomObjectsApi(cluster.api), client.CoreV1Api(cluster.api)
     args = ("demo.k8s.io", "v1alpha1", namespace, "webservers")
@@ -72,6 +88,55 @@ def webserver_tour(cluster: Cluster, namespace: str) -> None:
     co.patch_namespaced_custom_object(*args, "tour", {"spec": {"replicas": 0, "service": {"enabled": False}}})
     wait_for(lambda: not core.list_namespaced_service(namespace).items, 60, "Service deleted")
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, 60, "pods deleted")
+    # A stranger's Service with the name a WebServer wants: the operator reads it to tell.
+    core.create_namespaced_service(namespace, STRANGER_SERVICE)
+    taken = {**body, "metadata": {"name": "taken"}, "spec": {"replicas": 0, "service": {"enabled": True}}}
+    co.create_namespaced_custom_object(*args, taken)
+    status = lambda: co.get_namespaced_custom_object(*args, "taken").get("status") or {}  # noqa: E731
+    wait_for(
+        lambda: any(c["reason"] == "ServiceConflict" for c in status().get("conditions", [])),
+        60,
+        "ServiceConflict reported",
+    )
+    # Re-created after an orphaning delete: the pod is adopted (patch of its owner references).
+    orphaned = {**body, "metadata": {"name": "orphaned"}, "spec": {"replicas": 1}}
+    co.create_namespaced_custom_object(*args, orphaned)
+    wait_for(lambda: core.list_namespaced_pod(namespace, label_selector="app=orphaned").items, 60, "a pod")
+    co.delete_namespaced_custom_object(*args, "orphaned", body={"propagationPolicy": "Orphan"})
+    names = lambda: {i["metadata"]["name"] for i in co.list_namespaced_custom_object(*args)["items"]}  # noqa: E731
+    wait_for(lambda: "orphaned" not in names(), 60, "WebServer deleted")
+    uid = co.create_namespaced_custom_object(*args, orphaned)["metadata"]["uid"]
+    wait_for(
+        lambda: (
+            core.list_namespaced_pod(namespace, label_selector="app=orphaned")
+            .items[0]
+            .metadata.owner_references
+        ),
+        60,
+        "the pod adopted",
+    )
+    (pod,) = core.list_namespaced_pod(namespace, label_selector="app=orphaned").items
+    assert pod.metadata.owner_references[0].uid == uid
+    # A stranger's pod with the name a WebServer's first pod gets: the operator reads it to tell.
+    spec = {"replicas": 1}
+    held = webserver_desired.pod_name("held", webserver_desired.template_hash(spec), 0)
+    core.create_namespaced_pod(namespace, {"metadata": {"name": held}, "spec": STRANGER_POD_SPEC})
+    co.create_namespaced_custom_object(*args, {**body, "metadata": {"name": "held"}, "spec": spec})
+    held_status = lambda: co.get_namespaced_custom_object(*args, "held").get("status") or {}  # noqa: E731
+    wait_for(
+        lambda: any(held in c["message"] for c in held_status().get("conditions", [])),
+        60,
+        "the held name reported",
+    )
+
+
+STRANGER_POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
+
+
+STRANGER_SERVICE = {
+    "metadata": {"name": "taken"},
+    "spec": {"selector": {"app": "mine"}, "ports": [{"port": 9000}]},
+}
 
 
 def tdset_tour(cluster: Cluster, namespace: str) -> None:
@@ -106,6 +171,10 @@ def tdset_tour(cluster: Cluster, namespace: str) -> None:
     )
     test_tdset.create(cluster, namespace, "taken", test_tdset.steady(1))
     test_tdset.wait_event(cluster, namespace, "taken", "DeploymentConflict")
+    # And a stranger's Service: read after AlreadyExists, reported, left alone.
+    core.create_namespaced_service(namespace, {**STRANGER_SERVICE, "metadata": {"name": "svc-taken"}})
+    test_tdset.create(cluster, namespace, "svc-taken", test_tdset.steady(1, service={"port": 80}))
+    test_tdset.wait_event(cluster, namespace, "svc-taken", "ServiceConflict")
 
 
 def netperf_tour(cluster: Cluster, namespace: str) -> None:
@@ -142,7 +211,8 @@ def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, oper
     process.start()
     try:
         TOURS[operator](cluster, namespace)
-        want = granted(csv_permissions()[f"{operator}-operator"])
+        # ``<plural>/finalizers`` is never called: admission checks it (see the test below).
+        want = {t for t in granted(csv_permissions()[f"{operator}-operator"]) if not admission_only(t)}
         # The audit log is written as requests complete: poll until every grant shows up.
         try:
             wait_for(lambda: observed(cluster, account)[0] >= want, 30, "every granted verb used")
@@ -153,3 +223,77 @@ def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, oper
     used, refused = observed(cluster, account)
     assert not refused, [(e["verb"], e["objectRef"]) for e in refused[:5]]
     assert used == want, f"used but not granted: {sorted(used - want)}"
+
+
+SCHEMAS = {"netperf": netperf_schema, "tdset": tdset_schema, "webserver": webserver_schema}
+EMPTY_SPECS: dict[str, dict[str, Any]] = {
+    "netperf": {},
+    "tdset": test_tdset.steady(1),
+    "webserver": {"replicas": 0},
+}
+
+
+@pytest.mark.parametrize("operator", sorted(TOURS))
+def test_the_finalizers_rule_is_what_lets_children_block_owner_deletion(cluster, namespace, operator):
+    """The local API server enforces owner references as OpenShift does.
+
+    With OwnerReferencesPermissionEnforcement on, a child whose owner reference sets
+    ``blockOwnerDeletion`` is admitted only when its creator may update the owner's
+    ``finalizers``: the operator's rules without that one are refused, with it admitted.
+    """
+    schema = SCHEMAS[operator]
+    rules = csv_permissions()[f"{operator}-operator"]
+    (finalizers,) = [r for r in rules if r["resources"] == [f"{schema.PLURAL}/finalizers"]]
+    owner = client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+        schema.GROUP,
+        schema.VERSION,
+        namespace,
+        schema.PLURAL,
+        {
+            "apiVersion": f"{schema.GROUP}/{schema.VERSION}",
+            "kind": schema.KIND,
+            "metadata": {"name": "owner"},
+            "spec": EMPTY_SPECS[operator],
+        },
+    )
+    ref = {
+        "apiVersion": f"{schema.GROUP}/{schema.VERSION}",
+        "kind": schema.KIND,
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+    def create_child(api: client.CoreV1Api) -> tuple[int, str]:
+        """A child of a kind the operator may create: a Service for TDSet, else a pod."""
+        meta = {"name": f"child-{uuid.uuid4().hex[:6]}", "ownerReferences": [ref]}
+        try:
+            if operator == "tdset":
+                api.create_namespaced_service(
+                    namespace, {"metadata": meta, "spec": {"ports": [{"port": 80}]}}
+                )
+            else:
+                api.create_namespaced_pod(
+                    namespace, {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+                )
+        except ApiException as exc:
+            return exc.status, str(exc.body)
+        return 201, ""
+
+    rbac = client.RbacAuthorizationV1Api(cluster.api)
+    stripped = f"nofin-{operator}-{uuid.uuid4().hex[:6]}"
+    # The role exists, without the finalizers rule, before the account is bound to it.
+    rbac.create_cluster_role(
+        {"metadata": {"name": f"test:{stripped}"}, "rules": [r for r in rules if r is not finalizers]}
+    )
+    full = client.CoreV1Api(config_client(cluster.operator_kubeconfig(operator, account=f"fin-{stripped}")))
+    without = client.CoreV1Api(config_client(cluster.operator_kubeconfig(operator, account=stripped)))
+    # RBAC bindings reach the authorizer's cache shortly after they are made: poll.
+    wait_for(lambda: create_child(full)[0] == 201, 30, "a child created with the CSV's rules")
+    status, message = wait_for(
+        lambda: r if "blockOwnerDeletion" in (r := create_child(without))[1] else None,
+        30,
+        "the child refused by admission",
+    )
+    assert status == 403 and "cannot set blockOwnerDeletion" in message, (status, message)

@@ -53,3 +53,21 @@ def test_watch_only_managed_sets_server_side_selectors():
         ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY,
         ownership.NAME: "app",
     }
+
+
+def test_orphans_are_kept_apart_by_instance_until_adopted_or_gone():
+    cache = caches.OwnerCache(summary)
+    child = pod("o-1")
+    orphan = {**child, "metadata": {**child["metadata"], "uid": "p1", "ownerReferences": []}}
+    cache.observe("ADDED", child)
+    assert cache.observe("MODIFIED", orphan) == "u1"  # the old owner is woken as before
+    assert cache.children("ns", "u1") == []
+    assert [o.name for o in cache.orphans("ns", "o")] == ["o-1"]  # instance label = owner's name
+    adopted = ownership.adopt(
+        orphan, OTHER | {"metadata": {**OTHER["metadata"], "name": "o"}}, "app", "server"
+    )
+    assert cache.observe("MODIFIED", adopted) == "u2"
+    assert cache.orphans("ns", "o") == []
+    cache.observe("MODIFIED", orphan)
+    cache.observe("DELETED", orphan)
+    assert cache.orphans("ns", "o") == []

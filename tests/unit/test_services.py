@@ -1,4 +1,9 @@
+import asyncio
+
+import pytest
+
 from shared import ownership, services
+from shared.kube import ApiError
 
 OWNER = {"apiVersion": "v1x", "kind": "Thing", "metadata": {"name": "web", "namespace": "ns", "uid": "u9"}}
 
@@ -26,3 +31,65 @@ def test_changes_we_own_are_drift():
         observed, services.manifest(OWNER, "demo", selector={"app": "web"}, port=81, target_port=8080)
     )
     assert services.differs(observed, manifest(service_type="NodePort", node_port=30080))
+
+
+class FakeKube:
+    """Records writes; answers create with 409 and get with ``existing`` (the name is taken)."""
+
+    def __init__(self, existing: dict) -> None:
+        self.existing = existing
+        self.writes: list[tuple[str, str]] = []
+
+    async def create(self, path, body):
+        self.writes.append(("POST", path))
+        raise ApiError(409, "AlreadyExists", "exists")
+
+    async def get(self, path, params=None):
+        return self.existing
+
+    async def merge_patch(self, path, body):
+        self.writes.append(("PATCH", path))
+        return body
+
+    async def delete(self, path, body=None):
+        self.writes.append(("DELETE", path))
+        return {}
+
+
+def foreign_service(owner_uid: str | None) -> dict:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "uid": "s1"}, "spec": {}}
+    if owner_uid:
+        svc["metadata"]["ownerReferences"] = [
+            {"apiVersion": "x/v1", "kind": "TDSet", "name": "web", "uid": owner_uid, "controller": True}
+        ]
+    return svc
+
+
+@pytest.mark.parametrize("controller_uid", [None, "another-owner"])
+def test_a_service_someone_else_controls_is_never_patched(controller_uid):
+    kube = FakeKube(foreign_service(controller_uid))
+    with pytest.raises(services.ServiceConflictError, match="not controlled by this Thing"):
+        asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    assert kube.writes == [("POST", "/api/v1/namespaces/ns/services")]
+
+
+def test_our_own_service_missing_from_a_stale_cache_is_updated():
+    ours = {**manifest(), "spec": {"type": "ClusterIP", "selector": {}, "ports": [{"port": 1}]}}
+    kube = FakeKube(ours)
+    done = asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    assert [r for r, _ in done] == ["UpdatedService"]
+    assert kube.writes[-1] == ("PATCH", "/api/v1/namespaces/ns/services/web")
+
+
+def test_delete_is_preconditioned_on_the_uid_we_saw():
+    seen = []
+
+    class Kube(FakeKube):
+        async def delete(self, path, body=None):
+            seen.append(body)
+            raise ApiError(409, "Conflict", "Precondition failed: UID in precondition: s1")
+
+    observed = [services.view({**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}})]
+    done = asyncio.run(services.converge(Kube({}), "ns", observed, None, owner=OWNER))
+    assert seen == [{"preconditions": {"uid": "s1"}}]
+    assert done == []  # the name now holds someone else's Service: nothing deleted, nothing claimed
