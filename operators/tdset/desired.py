@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.tdset.schema import APP
-from shared import ownership, services
+from shared import ownership, podsecurity, services
 
 CONTAINER = "app"
 
@@ -29,11 +29,29 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def container(spec: Mapping[str, Any]) -> dict[str, Any]:
     c = spec["container"]
-    return {
+    out: dict[str, Any] = {
         "name": CONTAINER,
         "image": str(c["image"]),
         "ports": [{"containerPort": int(c["port"]), "protocol": "TCP"}],
     }
+    if c.get("runAsUser") is not None:
+        out["securityContext"] = podsecurity.restricted_container()
+    return out
+
+
+def run_as_user(spec: Mapping[str, Any]) -> int | None:
+    uid = spec["container"].get("runAsUser")
+    return None if uid is None else int(uid)
+
+
+def pod_security(spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pod-level security context: restricted when ``container.runAsUser`` is set.
+
+    Only then: TDSets without it keep their pod template (no rollout on upgrade), and images
+    that run as root (nginx) keep working where the namespace allows it.
+    """
+    uid = run_as_user(spec)
+    return None if uid is None else podsecurity.restricted_pod(uid)
 
 
 def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], replicas: int) -> dict[str, Any]:
@@ -48,11 +66,16 @@ def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], repli
             "selector": {"matchLabels": selector_labels(name)},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [container(spec)]},
+                "spec": {"containers": [container(spec)], **pod_security_field(spec)},
             },
         },
     }
     return ownership.adopt(body, owner, APP, "workload")
+
+
+def pod_security_field(spec: Mapping[str, Any]) -> dict[str, Any]:
+    ctx = pod_security(spec)
+    return {"securityContext": ctx} if ctx is not None else {}
 
 
 @dataclass(frozen=True)
@@ -68,9 +91,15 @@ class DeploymentView:
     updated: int
     available: bool
     rolled_out: bool  # the Deployment controller has seen the latest spec
+    run_as_user: int | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"replicas": self.replicas, "image": self.image, "port": self.port}
+        return {
+            "replicas": self.replicas,
+            "image": self.image,
+            "port": self.port,
+            "runAsUser": self.run_as_user,
+        }
 
 
 def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
@@ -79,6 +108,7 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
     ours = next((c for c in containers if c.get("name") == CONTAINER), {})
     ports = ours.get("ports") or [{}]
     conditions = st.get("conditions") or []
+    pod_ctx = ((spec.get("template") or {}).get("spec") or {}).get("securityContext") or {}
     return DeploymentView(
         name=meta["name"],
         replicas=int(spec.get("replicas", 1)),
@@ -89,6 +119,7 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
         updated=int(st.get("updatedReplicas") or 0),
         available=any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions),
         rolled_out=int(st.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
+        run_as_user=pod_ctx.get("runAsUser"),
     )
 
 
@@ -104,8 +135,16 @@ def deployment_patch(
     if replicas is not None and observed.replicas != replicas:
         patch["replicas"] = replicas
     want = container(spec)
-    if observed.image != want["image"] or observed.port != want["ports"][0]["containerPort"]:
-        patch["template"] = {"spec": {"containers": [want]}}
+    if (
+        observed.image != want["image"]
+        or observed.port != want["ports"][0]["containerPort"]
+        or observed.run_as_user != run_as_user(spec)
+    ):
+        template: dict[str, Any] = {"containers": [want]}
+        if observed.run_as_user != run_as_user(spec):
+            # null removes the pod's security context (merge patch) when runAsUser was unset.
+            template["securityContext"] = pod_security(spec)
+        patch["template"] = {"spec": template}
     return {"spec": patch} if patch else None
 
 
@@ -118,6 +157,7 @@ def expected_fields(
         "replicas": observed.replicas if replicas is None else replicas,
         "image": want["image"],
         "port": want["ports"][0]["containerPort"],
+        "runAsUser": run_as_user(spec),
     }
 
 

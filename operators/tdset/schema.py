@@ -92,6 +92,18 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": 65535,
                     "description": "Container port.",
                 },
+                "runAsUser": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 2147483647,
+                    "description": (
+                        "Run the pods as this non-root UID with the restricted Pod Security "
+                        "Standard (no privilege escalation, all capabilities dropped, "
+                        "RuntimeDefault seccomp), as namespaces enforcing it require. Needs an "
+                        "image that runs as non-root on a port >= 1024, e.g. image "
+                        "nginxinc/nginx-unprivileged:1.27, port 8080, runAsUser 101."
+                    ),
+                },
             },
         },
         "service": {

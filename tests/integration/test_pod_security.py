@@ -1,8 +1,9 @@
 """PSA proof: in a namespace enforcing the ``restricted`` Pod Security Standard, the operator
 Deployments' pod templates are admitted, and so are the pods the operators create.
 
-(Netperf's pods are checked in test_netperf; WebServer pods need ``spec.runAsUser`` with a
-non-root image on a port >= 1024 there, and without it they are refused with PSA's message.)
+(Netperf's pods are checked in test_netperf; WebServer pods need ``spec.runAsUser`` and TDSet
+pods ``spec.container.runAsUser`` with a non-root image on a port >= 1024 there, and without it
+they are refused with PSA's message.)
 """
 
 from __future__ import annotations
@@ -114,3 +115,52 @@ def test_webserver_pods_with_run_as_user_are_admitted_and_without_are_refused(
 
     cond = wait_for(refused, 60, "ReplicaFailure from PodSecurity")
     assert "violates PodSecurity" in cond["message"] and "restricted" in cond["message"]
+
+
+@pytest.fixture
+def tdset_operator(cluster: Cluster, restricted: str, tmp_path) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(
+        "operators.tdset", cluster.operator_kubeconfig("tdset"), tmp_path / "tdset.log", namespaces=restricted
+    ).start()
+    yield op
+    op.stop()
+
+
+def test_tdset_pods_with_run_as_user_are_admitted_and_without_are_refused(
+    cluster, restricted, tdset_operator
+):
+    """#15.11: the TDSet's Deployment makes restricted pods when ``container.runAsUser`` is set."""
+    apps = client.AppsV1Api(cluster.api)
+
+    def tdset(name: str, container: dict) -> None:
+        body = {
+            "apiVersion": "schedule.rs/v1",
+            "kind": "TDSet",
+            "metadata": {"name": name},
+            "spec": {"container": container, "defaultReplica": 2, "schedulingConfig": []},
+        }
+        client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+            "schedule.rs", "v1", restricted, "tdsets", body
+        )
+
+    tdset("unprivileged", {"image": "nginxinc/nginx-unprivileged:1.27", "port": 8080, "runAsUser": 101})
+    wait_for(
+        lambda: apps.read_namespaced_deployment("unprivileged", restricted).status.ready_replicas == 2,
+        90,
+        "2 restricted pods ready",
+    )
+    tdset("rooted", {"image": "nginx:1.27", "port": 80})
+
+    def refused() -> str | None:
+        events = client.CoreV1Api(cluster.api).list_namespaced_event(restricted).items
+        return next(
+            (
+                e.message
+                for e in events
+                if e.reason == "FailedCreate" and e.involved_object.name.startswith("rooted-")
+            ),
+            None,
+        )
+
+    # The ReplicaSet controller is refused by PodSecurity, as it would be for any Deployment.
+    assert "violates PodSecurity" in wait_for(refused, 60, "the ReplicaSet's FailedCreate")

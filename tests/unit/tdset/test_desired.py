@@ -38,7 +38,7 @@ def test_deployment_is_owned_labelled_and_selects_only_its_pods():
 
 def test_view_reads_back_what_the_manifest_set():
     view = observed(7, "img:2", 8080)
-    assert view.fields() == {"replicas": 7, "image": "img:2", "port": 8080}
+    assert view.fields() == {"replicas": 7, "image": "img:2", "port": 8080, "runAsUser": None}
     assert not view.available and view.ready == 0
 
 
@@ -133,3 +133,39 @@ def test_autoscaler_floor_is_within_the_hpa_bounds_and_says_why_when_clamped(sch
 @pytest.mark.parametrize(("scheduled", "floor"), [(0, 1), (4, 4), (12, 10)])
 def test_autoscaler_floor_examples(scheduled, floor):
     assert desired.autoscaler_floor(scheduled, AutoscalerView("ns", "h", "shop", 1, 10))[0] == floor
+
+
+def test_run_as_user_gives_restricted_pods_and_only_then():
+    """#15.11: a TDSet in a namespace enforcing ``restricted`` needs restricted pods."""
+    spec = {
+        **SPEC,
+        "container": {"image": "nginxinc/nginx-unprivileged:1.27", "port": 8080, "runAsUser": 101},
+    }
+    pod = desired.deployment_manifest(OWNER, spec, 1)["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 101,
+        "runAsGroup": 101,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # Without it the template is what it always was: no rollout of existing TDSets on upgrade.
+    plain = desired.deployment_manifest(OWNER, SPEC, 1)["spec"]["template"]["spec"]
+    assert "securityContext" not in plain and "securityContext" not in plain["containers"][0]
+
+
+def test_setting_and_unsetting_run_as_user_patches_the_pod_security_context():
+    spec = {**SPEC, "container": {**SPEC["container"], "runAsUser": 101}}
+    patch = desired.deployment_patch(observed(), spec, None)
+    assert patch["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 101
+    body = desired.deployment_manifest(OWNER, spec, 3)
+    body["metadata"].update(namespace="ns", generation=1)
+    restricted = desired.deployment_view(body)
+    assert restricted.run_as_user == 101
+    assert desired.deployment_patch(restricted, spec, 3) is None
+    assert desired.expected_fields(spec, 3, observed()) == restricted.fields()
+    unset = desired.deployment_patch(restricted, SPEC, None)
+    assert unset["spec"]["template"]["spec"]["securityContext"] is None
