@@ -394,6 +394,22 @@ class LocalCluster:
         )
         self.wait_component(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
 
+    def restart_apiserver(self, down_for: float = 0.0, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver, wait ``down_for`` seconds, start it again with the same flags.
+
+        What an API-server upgrade or crash does to clients: every watch breaks, and the new
+        watch cache starts at the current revision, so a watch resumed from an older
+        resourceVersion gets 410 Gone and its client must list again (fault tests).
+        """
+        (comp,) = [c for c in self.components if c.name == "kube-apiserver"]
+        t0 = time.monotonic()
+        log("stopping kube-apiserver (restart)")
+        comp.stop()
+        time.sleep(down_for)  # the outage itself: nothing to wait for but time
+        comp.start()
+        self.wait_component(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
+        log(f"kube-apiserver back after {time.monotonic() - t0:.1f}s")
+
     def _install_crds(self, timeout: float) -> None:
         if not self.crds:
             return

@@ -5,19 +5,22 @@
 watch kopf started has finished its initial LIST, i.e. the operator has seen the current state
 and will react to changes from here on. kopf has no public hook for that moment, so
 :func:`track_watches` wraps kopf's ``continuous_watch`` generator (kopf's own
-``Bookmark.LISTED`` marker, yielded after the initial listing). kopf is pinned in
-``constraints.txt`` and ``tests/unit/test_serving.py`` fails if that internal changes shape.
+``Bookmark.LISTED`` marker, yielded after the initial listing); the same wrapper makes every
+relist converge (:mod:`shared.informer`). kopf is pinned in ``constraints.txt`` and
+``tests/unit/test_serving.py`` fails if that internal changes shape.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
 
+from shared import informer
 from shared.metrics import Metrics
 
 DEFAULT_METRICS_PORT = 8080
@@ -56,18 +59,31 @@ class Readiness:
             return len(self._watches) >= self._expected and all(self._watches.values())
 
 
-def track_watches(readiness: Readiness) -> Callable[[], None]:
-    """Route kopf's watch streams through ``readiness``; returns an undo function."""
+RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.informer)
+
+
+def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
+    """Route kopf's watch streams through ``readiness`` and :func:`shared.informer.converging`.
+
+    Returns an undo function. Each watch (resource and namespace) keeps one
+    :class:`~shared.informer.Store` across its relists; the resync period gets up to 10%
+    jitter so the watches of one process (and of many operators) do not relist in step.
+    """
     from kopf._cogs.clients import watching
 
     original = watching.continuous_watch
     if getattr(original, "_readiness_wrapped", False):
         raise RuntimeError("kopf watches are already tracked by another Readiness")
+    stores: dict[str, informer.Store] = {}
 
     async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
         key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
         readiness.watch_started(key)
-        async for item in original(**kwargs):
+        store = stores.setdefault(key, informer.Store())
+        resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
+        async for item in informer.converging(
+            original(**kwargs), store, listed_marker=watching.Bookmark.LISTED, resync_after=resync, name=key
+        ):
             if item is watching.Bookmark.LISTED:
                 readiness.watch_listed(key)
             yield item

@@ -21,6 +21,7 @@ from tests.helpers import wait_for
 from tests.integration import test_tdset, test_webserver
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
+from tests.integration.tcp_proxy import Proxy
 
 Start = Callable[..., OperatorProcess]
 UTC = datetime.UTC
@@ -301,3 +302,57 @@ def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, names
     pod = core.read_namespaced_pod(name, namespace)
     assert pod.metadata.uid == stranger.metadata.uid and pod.metadata.deletion_timestamp is None
     assert pod.metadata.labels == {"app": "mine"} and not pod.metadata.owner_references
+
+
+def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, namespace, tmp_path):
+    """#15.3: a pod and a WebServer deleted while the operator is cut off, then an API-server
+    restart, so the resumed watches get 410 Gone and kopf lists again. The listing only has
+    what exists: the lost pod must still be replaced (not counted forever) and the deleted
+    WebServer's loop must end (no zombie), which shared.informer does by reporting what the
+    listing lacked as DELETED."""
+    local = cluster.need_local()
+    core = client.CoreV1Api(cluster.api)
+    proxy = Proxy(local.api_port)
+    op = OperatorProcess(
+        "operators.webserver",
+        proxy.kubeconfig(cluster.operator_kubeconfig("webserver")),
+        tmp_path / "webserver.log",
+        namespaces=namespace,
+    )
+    try:
+        op.start()
+        test_webserver.create(cluster, namespace, "web", {"replicas": 3})
+        test_webserver.create(cluster, namespace, "gone", {"replicas": 1})
+        test_webserver.converged(cluster, namespace, "web", 3)
+        test_webserver.converged(cluster, namespace, "gone", 1)
+        assert 'name="gone"' in op.metrics()
+        victim = test_webserver.active_pods(cluster, namespace, "web")[0]
+
+        proxy.partition()
+        core.delete_namespaced_pod(victim.metadata.name, namespace, grace_period_seconds=0)
+        delete_webserver(cluster, namespace, "gone", "Background")
+        wait_for(
+            lambda: (
+                {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}.isdisjoint(
+                    {victim.metadata.uid}
+                )
+                and not test_webserver.active_pods(cluster, namespace, "gone")
+            ),
+            60,
+            "the victim pod and the deleted WebServer's pod gone",
+        )
+        local.restart_apiserver()
+        proxy.heal()
+
+        def replaced() -> bool:
+            pods = test_webserver.active_pods(cluster, namespace, "web")
+            return len(pods) == 3 and victim.metadata.uid not in {p.metadata.uid for p in pods}
+
+        wait_for(replaced, 120, "the pod deleted in the gap replaced")
+        test_webserver.converged(cluster, namespace, "web", 3)
+        wait_for(lambda: 'name="gone"' not in op.metrics(), 60, "the deleted WebServer forgotten")
+        assert "deleted while not watching" in op.log_path.read_text(errors="replace")
+        assert not test_webserver.active_pods(cluster, namespace, "gone")
+    finally:
+        op.stop()
+        proxy.close()

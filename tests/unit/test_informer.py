@@ -1,0 +1,81 @@
+"""shared.informer: a relist replaces the store, and what vanished is reported as DELETED."""
+
+import asyncio
+
+from shared import informer
+
+LISTED = object()
+
+
+def pod(name: str, uid: str, **meta) -> dict:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": uid, "managedFields": [{"big": 1}], **meta},
+        "status": {"phase": "Running"},
+    }
+
+
+async def run(store: informer.Store, items: list, **kw) -> list:
+    async def stream():
+        for item in items:
+            yield item
+
+    return [e async for e in informer.converging(stream(), store, listed_marker=LISTED, **kw)]
+
+
+def names(events: list) -> list:
+    return [(e["type"], e["object"]["metadata"]["name"]) for e in events if isinstance(e, dict)]
+
+
+async def test_a_relist_reports_what_vanished_in_the_gap_as_deleted():
+    store = informer.Store()
+    first = await run(
+        store,
+        [
+            {"type": None, "object": pod("a", "1")},
+            {"type": None, "object": pod("b", "2")},
+            LISTED,
+            {"type": "ADDED", "object": pod("c", "3")},
+        ],
+    )
+    assert names(first) == [(None, "a"), (None, "b"), ("ADDED", "c")]  # nothing invented
+    # 410 Gone; meanwhile b and c were deleted and d created. kopf lists again:
+    second = await run(
+        store, [{"type": None, "object": pod("a", "1")}, {"type": None, "object": pod("d", "4")}, LISTED]
+    )
+    assert names(second) == [(None, "a"), (None, "d"), ("DELETED", "b"), ("DELETED", "c")]
+    assert second[-1] is LISTED  # after the deletions: consumers see them before "listed"
+    deleted = second[2]["object"]
+    assert "status" not in deleted and "managedFields" not in deleted["metadata"]
+    assert len(store) == 2
+
+
+async def test_a_deletion_seen_live_is_not_reported_again():
+    store = informer.Store()
+    await run(
+        store, [{"type": None, "object": pod("a", "1")}, LISTED, {"type": "DELETED", "object": pod("a", "1")}]
+    )
+    assert names(await run(store, [LISTED])) == []
+
+
+async def test_a_listing_cut_short_changes_nothing():
+    store = informer.Store()
+    await run(store, [{"type": None, "object": pod("a", "1")}, LISTED])
+    await run(store, [])  # the listing failed before it ended (connection lost)
+    assert names(await run(store, [{"type": None, "object": pod("a", "1")}, LISTED])) == [(None, "a")]
+
+
+async def test_the_stream_ends_after_the_resync_period_so_kopf_lists_again():
+    store, closed = informer.Store(), asyncio.Event()
+
+    async def endless():
+        try:
+            yield {"type": None, "object": pod("a", "1")}
+            yield LISTED
+            await asyncio.Event().wait()  # an idle watch
+        finally:
+            closed.set()
+
+    out = [e async for e in informer.converging(endless(), store, listed_marker=LISTED, resync_after=0.05)]
+    assert names(out) == [(None, "a")] and out[-1] is LISTED
+    assert closed.is_set()  # the watch connection is released
