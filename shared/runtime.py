@@ -13,7 +13,10 @@ reports metrics for and the child resources it watches; everything else is the s
 - Events only for warnings and errors from kopf itself; operators post their decisions
   explicitly;
 - server-side label selectors on child watches (:mod:`shared.caches`);
-- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.serving`).
+- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.serving`); ``WATCH_FAILURE_TIMEOUT``
+  (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
+- watches that reconnect fast after an API outage and notice dead connections (see
+  :func:`configure_settings`).
 """
 
 from __future__ import annotations
@@ -33,11 +36,19 @@ from shared.caches import watch_only_managed
 from shared.clock import OFFSET_ENV, Clock
 from shared.kube import KubeClient
 from shared.metrics import Metrics
-from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT, Endpoints, Readiness, track_watches
+from shared.serving import (
+    DEFAULT_BLIND_AFTER,
+    DEFAULT_METRICS_PORT,
+    DEFAULT_PROBE_PORT,
+    Endpoints,
+    Readiness,
+    track_watches,
+)
 from shared.workqueue import Controller
 
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
+WATCH_FAILURE_TIMEOUT_ENV = "WATCH_FAILURE_TIMEOUT"  # seconds a watch may fail before /healthz does
 logger = logging.getLogger("shared.runtime")
 
 
@@ -122,6 +133,14 @@ def configure_settings(settings: kopf.OperatorSettings, app: str, child_resource
         prefix=PROGRESS_PREFIX, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    # The server ends each watch after 5 min, and the client drops one after 5.5 min: a
+    # connection that died without a FIN or RST (a partition) is noticed, not waited on forever.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    # API retries at most 2 s apart (kopf's default grows to 21 s between attempts, so an
+    # outage of 22 s took 12 s more to recover from); a watch whose retries run out connects
+    # again, and one that fails otherwise starts over (shared.serving.track_watches).
+    settings.networking.error_backoffs = (0.5, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2)
     watch_only_managed(settings, child_resources, app)
 
 
@@ -147,7 +166,11 @@ class Runtime:
     def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
         """Register the shared start-up and clean-up activities."""
         endpoints = Endpoints(
-            self.metrics, self.readiness, self.options.metrics_port, self.options.probe_port
+            self.metrics,
+            self.readiness,
+            self.options.metrics_port,
+            self.options.probe_port,
+            blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
         )
 
         async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -1,10 +1,11 @@
 """HTTP endpoints of an operator: ``/metrics`` (default :8080), ``/healthz`` and ``/readyz``
 (default :8081), served with aiohttp on kopf's own event loop.
 
-``/healthz`` answers as long as the event loop does. ``/readyz`` answers 200 only once every
-watch kopf started has finished its initial LIST, i.e. the operator has seen the current state
-and will react to changes from here on. kopf has no public hook for that moment, so
-:func:`track_watches` wraps kopf's ``continuous_watch`` generator (kopf's own
+``/healthz`` answers as long as the event loop does and no watch has been failing for longer
+than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
+``/readyz`` answers 200 only once every watch kopf started has finished its initial LIST, i.e.
+the operator has seen the current state and will react to changes from here on. kopf has no
+public hook for that moment, so :func:`track_watches` wraps kopf's ``continuous_watch`` generator (kopf's own
 ``Bookmark.LISTED`` marker, yielded after the initial listing); the same wrapper makes every
 relist converge (:mod:`shared.informer`). kopf is pinned in ``constraints.txt`` and
 ``tests/unit/test_serving.py`` fails if that internal changes shape.
@@ -13,8 +14,10 @@ relist converge (:mod:`shared.informer`). kopf is pinned in ``constraints.txt`` 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -25,6 +28,9 @@ from shared.metrics import Metrics
 
 DEFAULT_METRICS_PORT = 8080
 DEFAULT_PROBE_PORT = 8081
+# /healthz fails once a watch has been failing this long (seconds; env WATCH_FAILURE_TIMEOUT).
+DEFAULT_BLIND_AFTER = 120.0
+logger = logging.getLogger("shared.serving")
 
 
 class Readiness:
@@ -36,6 +42,7 @@ class Readiness:
         # kopf starts its watches one by one: until all have *started*, "every started watch
         # has listed" would be true too early (a pass would see the parent but no children).
         self._expected = 1
+        self._failing: dict[str, float] = {}  # watch -> monotonic time of its first failure
 
     def expect(self, count: int) -> None:
         """How many watch streams must have listed before the process is ready."""
@@ -50,6 +57,20 @@ class Readiness:
         with self._lock:
             self._watches[key] = True
 
+    def watch_failing(self, key: str, now: float) -> None:
+        """The watch's stream broke with an error (kept since its first failure)."""
+        with self._lock:
+            self._failing.setdefault(key, now)
+
+    def watch_recovered(self, key: str) -> None:
+        with self._lock:
+            self._failing.pop(key, None)
+
+    def blind(self, now: float, longer_than: float) -> list[str]:
+        """Watches that have been failing for more than ``longer_than`` seconds."""
+        with self._lock:
+            return sorted(k for k, since in self._failing.items() if now - since > longer_than)
+
     def pending(self) -> list[str]:
         with self._lock:
             return sorted(k for k, listed in self._watches.items() if not listed)
@@ -60,6 +81,7 @@ class Readiness:
 
 
 RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.informer)
+RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
 
 
 def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
@@ -68,6 +90,15 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
     Returns an undo function. Each watch (resource and namespace) keeps one
     :class:`~shared.informer.Store` across its relists; the resync period gets up to 10%
     jitter so the watches of one process (and of many operators) do not relist in step.
+
+    A watch never gives up. kopf lets an API error that outlasts its request retries escape
+    its watch stream (a 429 "storage is (re)initializing" from an API server that just
+    started, a 403 while RBAC is being fixed, a 5xx), and the operator then stops: every
+    API-server restart could cost a pod restart. Here the error is caught, counted as a
+    failing watch (``/healthz`` turns unhealthy once one has failed for ``blind_after``
+    seconds, so a watch that cannot recover still ends in a restart rather than a blind
+    process), and the watch starts over with a fresh listing after a jittered, capped
+    exponential pause.
     """
     from kopf._cogs.clients import watching
 
@@ -80,13 +111,29 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
         key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
         readiness.watch_started(key)
         store = stores.setdefault(key, informer.Store())
-        resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
-        async for item in informer.converging(
-            original(**kwargs), store, listed_marker=watching.Bookmark.LISTED, resync_after=resync, name=key
-        ):
-            if item is watching.Bookmark.LISTED:
-                readiness.watch_listed(key)
-            yield item
+        failures = 0
+        while True:
+            resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
+            try:
+                async for item in informer.converging(
+                    original(**kwargs),
+                    store,
+                    listed_marker=watching.Bookmark.LISTED,
+                    resync_after=resync,
+                    name=key,
+                ):
+                    if item is watching.Bookmark.LISTED:
+                        readiness.watch_listed(key)
+                        readiness.watch_recovered(key)
+                        failures = 0
+                    yield item
+                return  # 410 Gone, resync, pause: kopf's infinite_watch lists again
+            except Exception as exc:
+                readiness.watch_failing(key, time.monotonic())
+                delay = min(RETRY_CAP, 0.5 * 2**failures) * random.uniform(1.0, 1.2)
+                failures += 1
+                logger.warning(f"watch of {key} failed ({exc!r}); listing again in {delay:.1f}s")
+                await asyncio.sleep(delay)
 
     continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]
     watching.continuous_watch = continuous_watch  # type: ignore[assignment]
@@ -107,7 +154,10 @@ class Endpoints:
         metrics_port: int = DEFAULT_METRICS_PORT,
         probe_port: int = DEFAULT_PROBE_PORT,
         host: str = "0.0.0.0",
+        *,
+        blind_after: float = DEFAULT_BLIND_AFTER,
     ) -> None:
+        self.blind_after = blind_after
         self.metrics = metrics
         self.readiness = readiness
         self.metrics_port = metrics_port
@@ -120,6 +170,12 @@ class Endpoints:
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _healthz(self, _: web.Request) -> web.Response:
+        blind = self.readiness.blind(time.monotonic(), self.blind_after)
+        if blind:
+            # Never run blind: a restart lists everything afresh.
+            return web.Response(
+                status=503, text=f"watches failing for over {self.blind_after:.0f}s: {', '.join(blind)}"
+            )
         return web.Response(text="ok")
 
     async def _readyz(self, _: web.Request) -> web.Response:

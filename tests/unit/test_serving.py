@@ -1,12 +1,14 @@
 import inspect
 import shutil
 import subprocess
+import time
 
 import aiohttp
 import pytest
 from kopf._cogs.clients import watching
 
 from localcluster.cluster import free_port
+from shared import serving
 from shared.metrics import Metrics
 from shared.serving import Endpoints, Readiness, track_watches
 
@@ -100,3 +102,40 @@ async def test_endpoints_serve_metrics_and_probes():
     assert promtool, "promtool missing: `make test` installs Debian's prometheus package"
     proc = subprocess.run([promtool, "check", "metrics"], check=False, input=body, capture_output=True)
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+
+
+async def test_a_watch_that_fails_is_reported_retried_with_a_fresh_listing_and_recovers(monkeypatch):
+    """#15.10: kopf let such an error end the resource's watcher for good (running blind)."""
+    r = Readiness()
+    seen_blind: list[list[str]] = []
+
+    async def fake_continuous_watch(**kwargs):
+        if not seen_blind:
+            seen_blind.append([])
+            raise RuntimeError("403 Forbidden while the API server starts")
+        seen_blind.append(r.blind(time.monotonic() + 1000, 0))  # what /healthz sees meanwhile
+        yield watching.Bookmark.LISTED
+
+    monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    monkeypatch.setattr(serving, "RETRY_CAP", 0.01)
+    undo = track_watches(r)
+    try:
+        gen = watching.continuous_watch(resource="pods.v1", namespace="ns", settings=None)
+        assert await anext(gen) is watching.Bookmark.LISTED
+    finally:
+        undo()
+    assert seen_blind == [[], ["pods.v1@ns"]]
+    assert r.blind(time.monotonic() + 1000, 0) == [] and r.is_ready()
+
+
+async def test_healthz_fails_once_a_watch_has_failed_for_too_long():
+    readiness = Readiness()
+    endpoints = Endpoints(Metrics(), readiness, free_port(), free_port(), host="127.0.0.1", blind_after=30)
+    assert (await endpoints._healthz(None)).status == 200
+    readiness.watch_failing("pods@ns", time.monotonic() - 10)
+    assert (await endpoints._healthz(None)).status == 200  # failing, but not for long
+    readiness.watch_failing("webservers@ns", time.monotonic() - 31)
+    response = await endpoints._healthz(None)
+    assert response.status == 503 and "webservers@ns" in response.text and "pods@ns" not in response.text
+    readiness.watch_recovered("webservers@ns")
+    assert (await endpoints._healthz(None)).status == 200
