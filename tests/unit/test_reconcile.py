@@ -32,7 +32,7 @@ def test_success_counts_and_times(metrics):
 
 
 def test_unexpected_error_becomes_backed_off_temporary_error(metrics):
-    @reconciler("ctl", metrics, Backoff(base=0.5, cap=100))
+    @reconciler("ctl", metrics, Backoff(base=0.5, cap=100, jitter=0))
     def handler(**_):
         raise ConnectionError("api down")
 

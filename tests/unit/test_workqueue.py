@@ -66,7 +66,9 @@ async def test_failures_back_off_and_success_resets():
 
     asyncio.wait_for = recording_wait_for  # type: ignore[assignment]
     try:
-        await reconcile_loop("k", reconcile, triggers, lambda: len(seen) >= 4, backoff=Backoff(base=0.001))
+        await reconcile_loop(
+            "k", reconcile, triggers, lambda: len(seen) >= 4, backoff=Backoff(base=0.001, jitter=0)
+        )
     finally:
         asyncio.wait_for = original_wait_for  # type: ignore[assignment]
     assert delays == [0.001, 0.002, 0.0, 0.001]
