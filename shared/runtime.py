@@ -4,8 +4,12 @@ An operator package calls :func:`run` from its ``__main__`` with its name, the c
 reports metrics for and the child resources it watches; everything else is the same for all:
 
 - options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
-  ``HEALTH_PORT``, ``LOG_FORMAT``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means
-  all namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
+  ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``); ``WATCH_NAMESPACE`` is a
+  comma-separated list, empty means all namespaces (OLM's ``olm.targetNamespaces`` annotation
+  maps onto it in the bundle);
+- throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
+  (:mod:`shared.workqueue`), applied at start-up to every managed controller and reported as
+  ``controller_runtime_max_concurrent_reconciles``;
 - kopf standalone (one replica, ``Recreate`` rollouts; kopf has no Lease election), with
   resource scanning disabled so no cluster-wide namespace/CRD list permission is needed, and
   handler progress kept in annotations only (``status.kopf`` would be pruned by structural
@@ -44,7 +48,7 @@ from shared.serving import (
     Readiness,
     track_watches,
 )
-from shared.workqueue import Controller
+from shared.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES, Controller
 
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
@@ -77,6 +81,7 @@ class Options:
     probe_port: int = DEFAULT_PROBE_PORT
     log_format: str = "plain"
     verbose: bool = False
+    max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
 
     @property
     def clusterwide(self) -> bool:
@@ -91,6 +96,17 @@ def split_namespaces(values: Iterable[str]) -> tuple[str, ...]:
             if ns.strip():
                 seen.setdefault(ns.strip(), None)
     return tuple(seen)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def parse_options(
@@ -114,6 +130,15 @@ def parse_options(
         "--log-format", choices=sorted(LOG_FORMATS), default=env.get("LOG_FORMAT", "plain") or "plain"
     )
     parser.add_argument("-v", "--verbose", action="store_true")
+    # argparse applies ``type`` to string defaults too, so a bad environment value is reported
+    # like a bad flag.
+    parser.add_argument(
+        "--max-concurrent-reconciles",
+        type=positive_int,
+        default=env.get("MAX_CONCURRENT_RECONCILES") or str(DEFAULT_MAX_CONCURRENT_RECONCILES),
+        help="reconcile passes per controller at once (default: $MAX_CONCURRENT_RECONCILES, else "
+        f"{DEFAULT_MAX_CONCURRENT_RECONCILES})",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.all_namespaces:
         namespaces: tuple[str, ...] = ()
@@ -121,7 +146,14 @@ def parse_options(
         namespaces = split_namespaces(args.namespace)
     else:
         namespaces = split_namespaces([env.get("WATCH_NAMESPACE", "")])
-    return Options(namespaces, args.metrics_port, args.health_port, args.log_format, args.verbose)
+    return Options(
+        namespaces,
+        args.metrics_port,
+        args.health_port,
+        args.log_format,
+        args.verbose,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+    )
 
 
 def configure_settings(settings: kopf.OperatorSettings, app: str, child_resources: Iterable[str]) -> None:
@@ -163,6 +195,17 @@ class Runtime:
         """
         self._managed.append((controller, kube, clock or Clock()))
 
+    def apply_options(self) -> None:
+        """Give the managed controllers the options' limits and start every controller's metrics
+        at zero, with ``controller_runtime_max_concurrent_reconciles`` at the real limit.
+
+        Called at start-up: the operators build their controllers and clients at import time,
+        before ``__main__`` has parsed the options.
+        """
+        for controller, _, _ in self._managed:
+            controller.max_concurrent_reconciles = self.options.max_concurrent_reconciles
+        self.metrics.init_controllers(self.controllers, self.options.max_concurrent_reconciles)
+
     def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
         """Register the shared start-up and clean-up activities."""
         endpoints = Endpoints(
@@ -179,9 +222,7 @@ class Runtime:
             # kopf has no public accessor for the selectors its watchers were registered with.
             watched = (registry or kopf.get_default_registry())._watching.get_all_selectors()
             self.readiness.expect(len(list(watched)) * max(1, len(self.options.namespaces)))
-            # kopf runs sync handlers in a thread pool: its size bounds concurrent reconciles.
-            workers = settings.execution.max_workers or min(32, (os.cpu_count() or 1) + 4)
-            self.metrics.init_controllers(self.controllers, workers)
+            self.apply_options()
             for _, kube, clock in self._managed:
                 if clock.offset:
                     logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s ({OFFSET_ENV})")

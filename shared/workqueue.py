@@ -18,8 +18,13 @@ gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises.
 
-Only one pass per object runs at a time (the daemon is the only caller), so a reconcile never
-races itself.
+Only one pass per object runs at a time (its loop is the only caller), so a reconcile never
+races itself. Across objects, :class:`Controller` runs at most ``max_concurrent_reconciles``
+passes at once (controller-runtime's option of that name): after a restart or an outage every
+object wants a pass at the same moment, and without a bound they would all hit the API server
+(and this process's memory) together. The bound is a semaphore taken per pass, not per object,
+so an idle object (its loop waiting for a kick or a deadline) holds no slot, and
+``controller_runtime_active_workers`` counts the passes that hold one, not those waiting.
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ from shared.metrics import Metrics
 from shared.retry import DEFAULT, Backoff
 
 Reconcile = Callable[[], Awaitable[float | None]]
+
+# controller-runtime defaults to 1 worker, because each worker there is a goroutine that blocks
+# on every API call. Our passes are coroutines that mostly wait for the API server, so several
+# overlap on one thread for free, and one slow object (a 60 s request timeout, a big rollout)
+# must not stall every other object behind it. 8 keeps that while bounding how many objects
+# are worked on at once after a restart; how fast their requests go out is the business of the
+# client's rate limiter (shared.kube), which a WebServer's batch of pod creates goes through too.
+DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 
 
 class RetryError(Exception):
@@ -80,39 +93,51 @@ async def reconcile_loop(
     max_idle: float | None = None,
     metrics: Metrics | None = None,
     controller: str = "",
+    slots: asyncio.Semaphore | None = None,
 ) -> None:
     """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
 
-    ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync).
+    ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
+    pass first takes one of ``slots`` (shared by the loops of one controller) and gives it back
+    when it ends, before the loop sleeps.
     """
     event = triggers.event(key)
     failures = 0
+    slot: contextlib.AbstractAsyncContextManager[Any] = (
+        slots if slots is not None else contextlib.nullcontext()
+    )
     try:
         while not stopped():
-            event.clear()
-            started = time.monotonic()
-            if metrics is not None:
-                metrics.active_workers.labels(controller).inc()
-            try:
-                after = await reconcile()
-                failures = 0
-                outcome: tuple[str, BaseException | None] = (
-                    "success" if after is None else "requeue_after",
-                    None,
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                after = backoff.delay(failures)
-                if isinstance(exc, RetryError) and exc.not_after is not None:
-                    after = min(after, exc.not_after)
-                failures += 1
-                outcome = ("error", exc)
-                if logger is not None:
-                    logger.warning(f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}")
-            finally:
+            async with slot:
+                if stopped():  # gone while waiting for a slot
+                    break
+                # Cleared only now: kicks that came while waiting for a slot are seen by this pass.
+                event.clear()
+                started = time.monotonic()
                 if metrics is not None:
-                    metrics.active_workers.labels(controller).dec()
+                    metrics.active_workers.labels(controller).inc()
+                try:
+                    after = await reconcile()
+                    failures = 0
+                    outcome: tuple[str, BaseException | None] = (
+                        "success" if after is None else "requeue_after",
+                        None,
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    after = backoff.delay(failures)
+                    if isinstance(exc, RetryError) and exc.not_after is not None:
+                        after = min(after, exc.not_after)
+                    failures += 1
+                    outcome = ("error", exc)
+                    if logger is not None:
+                        logger.warning(
+                            f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}"
+                        )
+                finally:
+                    if metrics is not None:
+                        metrics.active_workers.labels(controller).dec()
             if metrics is not None:
                 metrics.observe(controller, outcome[0], time.monotonic() - started, outcome[1])
             if max_idle is not None:
@@ -134,6 +159,10 @@ class Controller:
     down, and kopf's finalizer patch races with our own status writes. Here the watch event
     handler keeps the latest body of each object and a task per object; deleting the object
     just ends its task, and the garbage collector takes care of the children.
+
+    At most ``max_concurrent_reconciles`` passes run at once over all objects (see the module
+    docstring); with ``metrics`` the limit is reported as
+    ``controller_runtime_max_concurrent_reconciles``.
     """
 
     def __init__(
@@ -146,6 +175,7 @@ class Controller:
         max_idle: float | None = None,
         logger: logging.Logger | None = None,
         gate: Callable[[], bool] | None = None,
+        max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES,
     ) -> None:
         self.name = name
         self._gate = gate
@@ -158,6 +188,35 @@ class Controller:
         self._bodies: dict[str, Mapping[str, Any]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._uids: dict[tuple[str, str], str] = {}  # (namespace, name) -> UID of the live object
+        # Made on first use, on the loop that runs the passes (asyncio primitives bind to one
+        # loop; the operators build their Controller at import time, before kopf's loop exists).
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        self._max_concurrent = 0
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+
+    @property
+    def max_concurrent_reconciles(self) -> int:
+        return self._max_concurrent
+
+    @max_concurrent_reconciles.setter
+    def max_concurrent_reconciles(self, value: int) -> None:
+        """Set the limit before the first object is observed (the runtime applies its option at
+        start-up); running loops keep the slots they were started with."""
+        if value < 1:
+            raise ValueError(f"max_concurrent_reconciles must be >= 1, not {value}")
+        if self._tasks:
+            raise RuntimeError("max_concurrent_reconciles must be set before any object is observed")
+        self._max_concurrent = value
+        self._slots = None
+        if self._metrics is not None:
+            self._metrics.max_concurrent.labels(self.name).set(value)
+
+    def _pass_slots(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(self._max_concurrent), loop
+        return self._slots
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Feed one watch event of a primary object (call from an async kopf event handler)."""
@@ -217,6 +276,7 @@ class Controller:
             max_idle=self._max_idle,
             metrics=self._metrics,
             controller=self.name,
+            slots=self._pass_slots(),
         )
 
     async def shutdown(self) -> None:

@@ -97,3 +97,34 @@ def test_identity_for_a_uid_without_passwd_entry():
 def test_identity_prefers_the_pod_name(monkeypatch):
     monkeypatch.setenv("POD_NAME", "webserver-operator-7d9-abcde")
     assert operator_identity() == "webserver-operator-7d9-abcde"
+
+
+def test_max_concurrent_reconciles_option():
+    assert parse_options([], env={}).max_concurrent_reconciles == 8
+    assert parse_options([], env={"MAX_CONCURRENT_RECONCILES": "3"}).max_concurrent_reconciles == 3
+    cli = parse_options(["--max-concurrent-reconciles", "5"], env={"MAX_CONCURRENT_RECONCILES": "3"})
+    assert cli.max_concurrent_reconciles == 5
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(SystemExit):
+            parse_options(["--max-concurrent-reconciles", bad], env={})
+
+
+def test_the_metric_reports_the_limit_the_controllers_run_with():
+    """controller_runtime_max_concurrent_reconciles is the option's value, applied to every
+    managed controller, not the size of kopf's thread pool."""
+    from shared.kube import KubeClient
+    from shared.runtime import Runtime
+    from shared.workqueue import Controller
+
+    async def reconcile(body):
+        return None
+
+    runtime = Runtime(app="demo", controllers=("demo",), options=Options(max_concurrent_reconciles=3))
+    controller = Controller("demo", reconcile, metrics=runtime.metrics)
+    runtime.manage(controller, KubeClient())
+    runtime.apply_options()
+    assert controller.max_concurrent_reconciles == 3
+    sample = runtime.metrics.registry.get_sample_value(
+        "controller_runtime_max_concurrent_reconciles", {"controller": "demo"}
+    )
+    assert sample == 3

@@ -1,5 +1,7 @@
 import asyncio
 
+import pytest
+
 from shared.retry import Backoff
 from shared.workqueue import Controller, RetryError, Triggers, reconcile_loop
 
@@ -219,3 +221,79 @@ async def test_an_object_being_deleted_is_not_reconciled():
     await asyncio.sleep(0.05)
     assert seen == ["live"]
     await controller.shutdown()
+
+
+async def test_no_more_than_max_concurrent_reconciles_passes_run_at_once():
+    """20 objects, a limit of 3: at most 3 passes run (and are counted as active workers) at a
+    time, the others wait their turn, and all 20 finish once the first ones are released."""
+    from shared.metrics import Metrics
+
+    limit, objects = 3, 20
+    metrics = Metrics()
+    metrics.init_controllers(["c"], 1)  # the controller reports its own limit
+    release = asyncio.Event()
+    running, most, most_active, done = 0, 0, 0.0, set()
+
+    def active() -> float:
+        return metrics.registry.get_sample_value("controller_runtime_active_workers", {"controller": "c"})
+
+    async def reconcile(body):
+        nonlocal running, most, most_active
+        running += 1
+        most = max(most, running)
+        most_active = max(most_active, active())
+        try:
+            await release.wait()
+        finally:
+            running -= 1
+        done.add(body["metadata"]["uid"])
+
+    ctl = Controller("c", reconcile, metrics=metrics, max_concurrent_reconciles=limit)
+    assert (
+        metrics.registry.get_sample_value("controller_runtime_max_concurrent_reconciles", {"controller": "c"})
+        == limit
+    )
+    for i in range(objects):
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "namespace": "ns", "name": f"o{i}"}})
+    await _until(lambda: running >= limit)
+    await asyncio.sleep(0.05)  # time for any pass over the limit to start
+    assert (running, most) == (limit, limit)
+    assert active() == limit  # passes waiting for a slot are not active workers
+    release.set()
+    await _until(lambda: len(done) == objects)
+    assert most == limit and most_active == limit
+    assert active() == 0
+    await ctl.shutdown()
+
+
+async def test_an_idle_object_holds_no_reconcile_slot():
+    """With a limit of 1, an object whose pass has finished (its loop waiting for a kick) does
+    not keep another object from being reconciled."""
+    seen: list[str] = []
+
+    async def reconcile(body):
+        seen.append(body["metadata"]["uid"])
+
+    ctl = Controller("c", reconcile, max_concurrent_reconciles=1)
+    ctl.observe("ADDED", {"metadata": {"uid": "a", "name": "a"}})
+    await _until(lambda: seen == ["a"])
+    ctl.observe("ADDED", {"metadata": {"uid": "b", "name": "b"}})
+    await _until(lambda: seen == ["a", "b"])
+    ctl.kick("a")
+    await _until(lambda: seen == ["a", "b", "a"])
+    await ctl.shutdown()
+
+
+async def test_the_limit_is_positive_and_fixed_once_objects_are_observed():
+    async def reconcile(body):
+        return None
+
+    with pytest.raises(ValueError):
+        Controller("c", reconcile, max_concurrent_reconciles=0)
+    ctl = Controller("c", reconcile)
+    ctl.max_concurrent_reconciles = 2
+    ctl.observe("ADDED", {"metadata": {"uid": "u", "name": "a"}})
+    with pytest.raises(RuntimeError):
+        ctl.max_concurrent_reconciles = 4  # running loops would keep the old slots
+    await ctl.shutdown()
+    ctl.max_concurrent_reconciles = 4
