@@ -4,12 +4,13 @@ An operator package calls :func:`run` from its ``__main__`` with its name, the c
 reports metrics for and the child resources it watches; everything else is the same for all:
 
 - options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
-  ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``); ``WATCH_NAMESPACE`` is a
-  comma-separated list, empty means all namespaces (OLM's ``olm.targetNamespaces`` annotation
-  maps onto it in the bundle);
+  ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``, ``KUBE_API_QPS``,
+  ``KUBE_API_BURST``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means all
+  namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
 - throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
-  (:mod:`shared.workqueue`), applied at start-up to every managed controller and reported as
-  ``controller_runtime_max_concurrent_reconciles``;
+  (:mod:`shared.workqueue`), reported as ``controller_runtime_max_concurrent_reconciles``, and
+  the client's rate limit (:mod:`shared.kube`; QPS 0 = none), both applied at start-up to every
+  managed controller and client;
 - kopf standalone (one replica, ``Recreate`` rollouts; kopf has no Lease election), with
   resource scanning disabled so no cluster-wide namespace/CRD list permission is needed, and
   handler progress kept in annotations only (``status.kopf`` would be pruned by structural
@@ -38,7 +39,7 @@ import kopf
 
 from shared.caches import watch_only_managed
 from shared.clock import OFFSET_ENV, Clock
-from shared.kube import KubeClient
+from shared.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
 from shared.metrics import Metrics
 from shared.serving import (
     DEFAULT_BLIND_AFTER,
@@ -82,6 +83,8 @@ class Options:
     log_format: str = "plain"
     verbose: bool = False
     max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
+    kube_api_qps: float = DEFAULT_QPS
+    kube_api_burst: int = DEFAULT_BURST
 
     @property
     def clusterwide(self) -> bool:
@@ -106,6 +109,28 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
     return value
 
 
@@ -139,7 +164,21 @@ def parse_options(
         help="reconcile passes per controller at once (default: $MAX_CONCURRENT_RECONCILES, else "
         f"{DEFAULT_MAX_CONCURRENT_RECONCILES})",
     )
+    parser.add_argument(
+        "--kube-api-qps",
+        type=non_negative_float,
+        default=env.get("KUBE_API_QPS") or str(DEFAULT_QPS),
+        help=f"API requests per second, 0 = unlimited (default: $KUBE_API_QPS, else {DEFAULT_QPS:g})",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=non_negative_int,
+        default=env.get("KUBE_API_BURST") or str(DEFAULT_BURST),
+        help=f"API requests at once above the QPS (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.kube_api_qps > 0 and args.kube_api_burst < 1:
+        parser.error("--kube-api-burst must be at least 1 when --kube-api-qps is not 0")
     if args.all_namespaces:
         namespaces: tuple[str, ...] = ()
     elif args.namespace:
@@ -153,6 +192,8 @@ def parse_options(
         args.log_format,
         args.verbose,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
     )
 
 
@@ -196,14 +237,16 @@ class Runtime:
         self._managed.append((controller, kube, clock or Clock()))
 
     def apply_options(self) -> None:
-        """Give the managed controllers the options' limits and start every controller's metrics
-        at zero, with ``controller_runtime_max_concurrent_reconciles`` at the real limit.
+        """Give the managed controllers and clients the options' limits and start every
+        controller's metrics at zero, with ``controller_runtime_max_concurrent_reconciles`` at
+        the real limit.
 
         Called at start-up: the operators build their controllers and clients at import time,
         before ``__main__`` has parsed the options.
         """
-        for controller, _, _ in self._managed:
+        for controller, kube, _ in self._managed:
             controller.max_concurrent_reconciles = self.options.max_concurrent_reconciles
+            kube.limit_rate(self.options.kube_api_qps, self.options.kube_api_burst)
         self.metrics.init_controllers(self.controllers, self.options.max_concurrent_reconciles)
 
     def register(self, registry: kopf.OperatorRegistry | None = None) -> None:

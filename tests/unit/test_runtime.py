@@ -128,3 +128,32 @@ def test_the_metric_reports_the_limit_the_controllers_run_with():
         "controller_runtime_max_concurrent_reconciles", {"controller": "demo"}
     )
     assert sample == 3
+
+
+def test_kube_api_rate_limit_options():
+    opts = parse_options([], env={})
+    assert (opts.kube_api_qps, opts.kube_api_burst) == (50.0, 100)
+    env = {"KUBE_API_QPS": "20", "KUBE_API_BURST": "30"}
+    assert parse_options([], env=env).kube_api_qps == 20.0
+    assert parse_options([], env=env).kube_api_burst == 30
+    cli = parse_options(["--kube-api-qps", "0.5", "--kube-api-burst", "2"], env=env)
+    assert (cli.kube_api_qps, cli.kube_api_burst) == (0.5, 2)
+    assert parse_options(["--kube-api-qps", "0", "--kube-api-burst", "0"], env={}).kube_api_qps == 0  # off
+    for bad in (["--kube-api-qps", "-1"], ["--kube-api-qps", "x"], ["--kube-api-burst", "0"]):
+        with pytest.raises(SystemExit):
+            parse_options(bad, env={})
+
+
+def test_the_managed_clients_get_the_rate_limit_options():
+    from shared.kube import KubeClient
+    from shared.runtime import Runtime
+    from shared.workqueue import Controller
+
+    async def reconcile(body):
+        return None
+
+    runtime = Runtime(app="demo", controllers=("demo",), options=Options(kube_api_qps=7, kube_api_burst=9))
+    kube = KubeClient()
+    runtime.manage(Controller("demo", reconcile), kube)
+    runtime.apply_options()
+    assert kube.rate_limit == (7, 9)

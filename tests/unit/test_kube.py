@@ -1,0 +1,250 @@
+"""KubeClient's HTTP behaviour against a real local HTTP server (not a Kubernetes fake): the
+client-side rate limit and the retries of 429/503 answers that carry Retry-After.
+
+Time is virtual where the client waits (its ``clock`` and ``sleep`` are injected), so nothing
+here depends on how fast the machine is, and the Retry-After seconds asked for are observed
+exactly instead of being measured.
+"""
+
+import asyncio
+import heapq
+import itertools
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes import client as k8s
+
+from shared.kube import MAX_RETRY_AFTER, ApiError, KubeClient, retry_after
+
+TOO_MANY = {"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "message": "slow down"}
+POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
+
+
+def configuration(server: TestServer) -> k8s.Configuration:
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.port}"
+    return cfg
+
+
+async def serve(handler) -> TestServer:
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server
+
+
+class VirtualTime:
+    """A monotonic clock that only moves when every sleeper but the earliest is still waiting:
+    a driver task wakes the sleepers one by one in order of their deadlines."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + seconds, next(self._seq), future))
+        await future
+
+    async def drive(self) -> None:
+        while True:
+            await asyncio.sleep(0.002)  # real time: let requests in flight reach the server
+            if self._sleepers:
+                deadline, _, future = heapq.heappop(self._sleepers)
+                self.now = max(self.now, deadline)
+                if not future.done():
+                    future.set_result(None)
+
+
+async def test_429_with_retry_after_is_retried_until_the_answer_comes():
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        if len(hits) <= 2:
+            return web.json_response(TOO_MANY, status=429, headers={"Retry-After": "1"})
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    slept: list[float] = []
+    observed: list[int | str] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    kube = KubeClient(
+        configuration(server),
+        observer=lambda method, host, code, seconds: observed.append(code),
+        sleep=sleep,
+    )
+    try:
+        body = await kube.get("/api/v1/namespaces/ns/pods/p")
+    finally:
+        await kube.close()
+        await server.close()
+    assert body == POD
+    assert hits == ["GET", "GET", "GET"]  # two retries, counted by the server
+    assert slept == [1.0, 1.0]  # each after the Retry-After asked for
+    assert observed == [429, 429, 200]  # every attempt is a request in the metrics
+
+
+async def test_503_with_retry_after_is_retried_for_writes_too_but_not_without_it():
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        if request.method == "POST" and len(hits) == 1:
+            return web.json_response({"message": "not ready"}, status=503, headers={"Retry-After": "2"})
+        if request.method == "DELETE":
+            return web.json_response({"message": "no Retry-After"}, status=503)
+        return web.json_response(POD, status=201)
+
+    server = await serve(handler)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    kube = KubeClient(configuration(server), sleep=sleep)
+    try:
+        assert await kube.create("/api/v1/namespaces/ns/pods", POD) == POD
+        with pytest.raises(ApiError) as info:
+            await kube.delete("/api/v1/namespaces/ns/pods/p")
+    finally:
+        await kube.close()
+        await server.close()
+    assert hits == ["POST", "POST", "DELETE"]
+    assert slept == [2.0]
+    assert info.value.status == 503
+
+
+async def test_retries_are_bounded_then_the_429_is_raised():
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        return web.json_response(TOO_MANY, status=429, headers={"Retry-After": "1"})
+
+    server = await serve(handler)
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    kube = KubeClient(configuration(server), sleep=sleep, max_retries=3)
+    try:
+        with pytest.raises(ApiError) as info:
+            await kube.get("/api/v1/namespaces/ns/pods/p")
+    finally:
+        await kube.close()
+        await server.close()
+    assert len(hits) == 4  # the request and 3 retries
+    assert (info.value.status, info.value.reason, info.value.message) == (429, "TooManyRequests", "slow down")
+
+
+async def one_after_another(requests):
+    for request in requests:
+        await request
+
+
+async def all_together(requests):
+    await asyncio.gather(*requests)
+
+
+@pytest.mark.parametrize("send", [all_together, one_after_another])
+@pytest.mark.parametrize(("qps", "burst"), [(10.0, 1), (10.0, 5)])
+async def test_rate_limit_allows_burst_plus_qps_times_elapsed(qps, burst, send):
+    time = VirtualTime()
+    arrivals: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        arrivals.append(time.now)  # virtual time at which the request reached the server
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    driver = asyncio.create_task(time.drive())
+    kube = KubeClient(configuration(server), qps=qps, burst=burst, clock=time.monotonic, sleep=time.sleep)
+    requests = 20
+    try:
+        await send([kube.get(f"/api/v1/namespaces/ns/pods/p{i}") for i in range(requests)])
+    finally:
+        driver.cancel()
+        await kube.close()
+        await server.close()
+    assert len(arrivals) == requests
+    for count, at in enumerate(sorted(arrivals), start=1):
+        assert count <= burst + qps * at + 1e-9, f"{count} requests by t={at}"
+    # ...and it throttles no more than it must: the last token is due at (n - burst) / qps.
+    assert time.now == pytest.approx((requests - burst) / qps)
+
+
+async def test_zero_qps_is_unlimited():
+    time = VirtualTime()
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    kube = KubeClient(configuration(server), qps=0, burst=0, clock=time.monotonic, sleep=time.sleep)
+    try:
+        await asyncio.gather(*(kube.get("/api/v1/namespaces/ns/pods/p") for _ in range(50)))
+    finally:
+        await kube.close()
+        await server.close()
+    assert len(hits) == 50 and time.slept == []
+
+
+def test_a_rate_limit_needs_a_burst():
+    with pytest.raises(ValueError):
+        KubeClient(qps=5, burst=0)
+    with pytest.raises(ValueError):
+        KubeClient(qps=-1)
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "wait"),
+    [
+        (429, "3", 3.0),
+        (429, "0", 0.0),
+        (429, None, 1.0),  # the API server always names one; be patient anyway
+        (429, "Wed, 21 Oct 2015 07:28:00 GMT", 1.0),
+        (503, "2", 2.0),
+        (503, None, None),  # may have been processed: the reconcile loop decides
+        (500, "2", None),
+        (409, None, None),
+    ],
+)
+def test_which_answers_are_retried_after_how_long(status, header, wait):
+    assert retry_after(status, header) == wait
+
+
+async def test_a_retry_after_too_long_to_wait_inside_a_request_is_raised():
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        return web.json_response(TOO_MANY, status=429, headers={"Retry-After": str(MAX_RETRY_AFTER + 1)})
+
+    server = await serve(handler)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    kube = KubeClient(configuration(server), sleep=sleep)
+    try:
+        with pytest.raises(ApiError):
+            await kube.get("/api/v1/namespaces/ns/pods/p")
+    finally:
+        await kube.close()
+        await server.close()
+    assert hits == ["GET"] and slept == []
