@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import math
 import os
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -55,6 +56,7 @@ LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
 WATCH_FAILURE_TIMEOUT_ENV = "WATCH_FAILURE_TIMEOUT"  # seconds a watch may fail before /healthz does
 logger = logging.getLogger("shared.runtime")
+N = TypeVar("N", int, float)
 
 
 def operator_identity() -> str:
@@ -101,37 +103,21 @@ def split_namespaces(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def at_least(minimum: N, convert: Callable[[str], N]) -> Callable[[str], N]:
+    """An argparse type: a finite number (``int`` or ``float``, as ``convert``) >= ``minimum``."""
 
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not {'an integer' if convert is int else 'a number'}: {text!r}"
+            ) from None
+        if not minimum <= value < math.inf:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, not {text}")
+        return value
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """An argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
-    return value
+    return parse
 
 
 def parse_options(
@@ -159,20 +145,20 @@ def parse_options(
     # like a bad flag.
     parser.add_argument(
         "--max-concurrent-reconciles",
-        type=positive_int,
+        type=at_least(1, int),
         default=env.get("MAX_CONCURRENT_RECONCILES") or str(DEFAULT_MAX_CONCURRENT_RECONCILES),
         help="reconcile passes per controller at once (default: $MAX_CONCURRENT_RECONCILES, else "
         f"{DEFAULT_MAX_CONCURRENT_RECONCILES})",
     )
     parser.add_argument(
         "--kube-api-qps",
-        type=non_negative_float,
+        type=at_least(0.0, float),
         default=env.get("KUBE_API_QPS") or str(DEFAULT_QPS),
         help=f"API requests per second, 0 = unlimited (default: $KUBE_API_QPS, else {DEFAULT_QPS:g})",
     )
     parser.add_argument(
         "--kube-api-burst",
-        type=non_negative_int,
+        type=at_least(0, int),
         default=env.get("KUBE_API_BURST") or str(DEFAULT_BURST),
         help=f"API requests at once above the QPS (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
     )
