@@ -65,7 +65,7 @@ class Store:
     def end_listing(self) -> list[dict[str, Any]]:
         """The listing is complete: it is the truth. Returns DELETED events for what it lacked."""
         listed, self._listing = self._listing or {}, None
-        vanished = [self._objects[uid] for uid in self._objects.keys() - listed.keys()]
+        vanished = [body for uid, body in self._objects.items() if uid not in listed]
         self._objects = listed
         return [{"type": "DELETED", "object": body} for body in vanished]
 
