@@ -35,6 +35,16 @@ CONDITIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+def create_only_rule(rule: str, message: str) -> dict[str, Any]:
+    """A CEL rule checked when an object is created, never on its updates.
+
+    For what cannot change after creation (the name): a stored object that predates the rule
+    keeps accepting status and spec updates, so adding such a rule breaks no upgrade
+    (``tools.crd_compat`` accepts it). Needs Kubernetes >= 1.30 (``optionalOldSelf``).
+    """
+    return {"rule": f"oldSelf.hasValue() || ({rule})", "optionalOldSelf": True, "message": message}
+
+
 @dataclass(frozen=True)
 class CRDSpec:
     group: str
@@ -49,6 +59,8 @@ class CRDSpec:
     scale: Mapping[str, str] | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
     spec_validations: Sequence[Mapping[str, str]] = ()
+    # Rules on the whole object (``self.metadata.name`` is only visible there).
+    object_validations: Sequence[Mapping[str, Any]] = ()
 
     @property
     def name(self) -> str:
@@ -62,7 +74,7 @@ class CRDSpec:
         spec = dict(self.spec_schema)
         if self.spec_validations:
             spec["x-kubernetes-validations"] = [dict(v) for v in self.spec_validations]
-        return {
+        schema: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "apiVersion": {"type": "string"},
@@ -73,6 +85,9 @@ class CRDSpec:
             },
             "required": ["spec"],
         }
+        if self.object_validations:
+            schema["x-kubernetes-validations"] = [dict(v) for v in self.object_validations]
+        return schema
 
     def manifest(self) -> dict[str, Any]:
         subresources: dict[str, Any] = {"status": {}}

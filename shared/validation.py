@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 
 from shared import conditions
+from shared.crd import create_only_rule
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,41 @@ class SchemaValidator:
             for err in self._validator.iter_errors(value if value is not None else {})
         ]
         return sorted(set(found), key=lambda e: (e.path, e.message))
+
+
+MAX_NAME_LENGTH = 63
+NAME_TOO_LONG = (
+    "must be at most 63 characters: it is the app.kubernetes.io/instance label value of every "
+    "child, and label values are limited to 63"
+)
+NAME_DOTTED = "must not contain '.' when a Service is requested: a Service name is a DNS label"
+
+
+def name_errors(name: str, *, service: bool) -> list[FieldError]:
+    """What the CRD's create-only name rules (:func:`name_rules`) reject, for objects stored
+    before those rules existed: the controller reports them as Degraded instead of retrying
+    children the API server can only refuse."""
+    found = []
+    if len(name) > MAX_NAME_LENGTH:
+        found.append(FieldError("metadata.name", NAME_TOO_LONG))
+    if service and "." in name:
+        found.append(FieldError("metadata.name", NAME_DOTTED))
+    return found
+
+
+def name_rules(service_requested: str | None = None) -> list[dict[str, Any]]:
+    """The same checks as CEL at admission; ``service_requested`` is the CEL condition under
+    which the object asks for a Service (None: it never does)."""
+    rules = [
+        create_only_rule(f"self.metadata.name.size() <= {MAX_NAME_LENGTH}", f"metadata.name {NAME_TOO_LONG}")
+    ]
+    if service_requested:
+        rules.append(
+            create_only_rule(
+                f"!({service_requested}) || !self.metadata.name.contains('.')", f"metadata.name {NAME_DOTTED}"
+            )
+        )
+    return rules
 
 
 def degraded(errors: list[FieldError], *, generation: int, now: datetime.datetime) -> conditions.Condition:

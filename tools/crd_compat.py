@@ -29,8 +29,17 @@ _UPPER_BOUNDS = ("maximum", "maxLength", "maxItems", "maxProperties")  # lowerin
 _FIXED = ("type", "format", "pattern", "x-kubernetes-int-or-string")
 
 
+CREATE_ONLY_PREFIX = "oldSelf.hasValue() || "
+
+
+def create_only(rule: dict[str, Any]) -> bool:
+    """A rule that holds on every update (``shared.crd.create_only_rule``): it can reject a
+    new object but never one already stored, so adding it breaks no upgrade."""
+    return bool(rule.get("optionalOldSelf")) and str(rule["rule"]).startswith(CREATE_ONLY_PREFIX)
+
+
 def _rules(schema: dict[str, Any]) -> list[str]:
-    return [r["rule"] for r in schema.get("x-kubernetes-validations", [])]
+    return [r["rule"] for r in schema.get("x-kubernetes-validations", []) if not create_only(r)]
 
 
 def _children(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -37,7 +37,7 @@ from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import KubeClient, reason_of
 from shared.runtime import Runtime
-from shared.validation import SchemaValidator
+from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller
 
 CONTROLLER = "netperf"
@@ -269,7 +269,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         await _delete_pods(body, views)
         return None
 
-    errors = validator.errors(body.get("spec") or {})
+    errors = validator.errors(body.get("spec") or {}) + name_errors(name, service=False)
     if errors:
         message = "; ".join(map(str, errors))
         new = status.error(

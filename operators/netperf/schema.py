@@ -13,6 +13,7 @@ from typing import Any
 
 import shared
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.validation import name_rules
 
 GROUP = "app.example.com"
 VERSION = "v1alpha1"
@@ -175,4 +176,5 @@ CRD = CRDSpec(
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ),
+    object_validations=name_rules(),
 )

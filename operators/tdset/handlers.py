@@ -29,7 +29,7 @@ from shared.kube import KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.services import view as service_view
-from shared.validation import SchemaValidator
+from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller, RetryError
 
 CONTROLLER = "tdset"
@@ -204,7 +204,9 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     current = body.get("status") or {}
     previous = api.status.last(body) or current
 
-    errors = validator.errors(spec) or schedule.check(spec)
+    errors = (validator.errors(spec) or schedule.check(spec)) + name_errors(
+        name, service=bool(spec.get("service"))
+    )
     if errors:
         degraded_gauge.labels(namespace, name).set(1)
         if await api.status.write(

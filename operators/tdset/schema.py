@@ -14,6 +14,7 @@ from typing import Any
 
 from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.validation import name_rules
 
 GROUP = "schedule.rs"
 VERSION = "v1"
@@ -210,4 +211,5 @@ CRD = CRDSpec(
         {"name": "Next", "type": "string", "jsonPath": ".status.nextTransitionTime"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ),
+    object_validations=name_rules("has(self.spec.service)"),
 )

@@ -24,7 +24,7 @@ from shared import caches, ownership
 from shared.kube import ApiError, KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
-from shared.validation import SchemaValidator
+from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller
 
 CONTROLLER = "webserver"
@@ -196,7 +196,8 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     now = datetime.datetime.now(datetime.UTC)
     current = body.get("status") or {}
 
-    errors = validator.errors(spec)
+    service = bool((spec.get("service") or {}).get("enabled"))
+    errors = validator.errors(spec) + name_errors(name, service=service)
     if errors:
         if await api.status.write(
             body, status.invalid(errors=errors, generation=generation, current=current, now=now)

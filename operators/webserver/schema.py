@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.validation import name_rules
 
 GROUP = "demo.k8s.io"
 VERSION = "v1alpha1"
@@ -178,4 +179,7 @@ CRD = CRDSpec(
     },
     # *.k8s.io is a protected group: the API server rejects the CRD without this annotation.
     annotations={"api-approved.kubernetes.io": "unapproved, tutorial-compatible API group"},
+    object_validations=name_rules(
+        "has(self.spec.service) && has(self.spec.service.enabled) && self.spec.service.enabled"
+    ),
 )

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from shared.clock import OFFSET_ENV
 from tests.helpers import wait_for
@@ -434,3 +435,54 @@ def test_a_watch_refused_for_a_while_recovers_and_healthz_tells(cluster, namespa
         has_pods(cluster, namespace, "web", 2)
     finally:
         op.stop()
+
+
+LONG = "a" * 64
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("webserver", LONG, {"replicas": 1}, "at most 63 characters"),
+        ("webserver", "web.v2", {"replicas": 1, "service": {"enabled": True}}, "must not contain '.'"),
+        ("tdset", LONG, None, "at most 63 characters"),
+        ("tdset", "shop.v2", "service", "must not contain '.'"),
+        ("netperf", LONG, {}, "at most 63 characters"),
+    ],
+    ids=["webserver-long", "webserver-dotted-service", "tdset-long", "tdset-dotted-service", "netperf-long"],
+)
+def test_names_children_could_not_carry_are_refused_at_admission(cluster, namespace, case):
+    """#15.8: such names were accepted, then every child create failed with 422, retried forever."""
+    kind, name, spec, fragment = case
+    if kind == "tdset":
+        spec = test_tdset.steady(1, **({"service": {"port": 80}} if spec == "service" else {}))
+    group, version, plural, kind_name = {
+        "webserver": (test_webserver.GROUP, test_webserver.VERSION, test_webserver.PLURAL, "WebServer"),
+        "tdset": (test_tdset.GROUP, test_tdset.VERSION, test_tdset.PLURAL, "TDSet"),
+        "netperf": ("app.example.com", "v1alpha1", "netperfs", "Netperf"),
+    }[kind]
+    body = {"apiVersion": f"{group}/{version}", "kind": kind_name, "metadata": {"name": name}, "spec": spec}
+    with pytest.raises(ApiException) as err:
+        client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+            group, version, namespace, plural, body
+        )
+    assert err.value.status == 422
+    assert "metadata.name" in err.value.body and fragment in err.value.body
+
+
+def test_a_dotted_webserver_that_later_asks_for_a_service_is_degraded_not_retried(cluster, namespace, start):
+    """#15.8: the rule is create-only (a stored object stays writable); the controller checks the
+    same thing and reports it in Degraded, creating no Service the API server would refuse."""
+    start("webserver")
+    test_webserver.create(cluster, namespace, "web.v2", {"replicas": 1})  # dots are fine for pods
+    test_webserver.converged(cluster, namespace, "web.v2", 1)
+    test_webserver.patch_spec(cluster, namespace, "web.v2", {"service": {"enabled": True}})
+
+    def degraded() -> dict[str, Any] | None:
+        ws = test_webserver.get(cluster, namespace, "web.v2")
+        cond = {c["type"]: c for c in (ws.get("status") or {}).get("conditions", [])}.get("Degraded", {})
+        return cond if cond.get("status") == "True" else None
+
+    cond = wait_for(degraded, 60, "Degraded=True")
+    assert cond["reason"] == "InvalidSpec" and "metadata.name: must not contain '.'" in cond["message"]
+    assert not client.CoreV1Api(cluster.api).list_namespaced_service(namespace).items

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shared.crd import create_only_rule
 from tools import crd_compat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,3 +148,16 @@ def test_a_removed_cel_rule_is_allowed():
         strip(relaxed)
         assert crd_compat.problems(crd, relaxed) == []
         assert crd_compat.problems(relaxed, crd) != []  # and adding them back is a tightening
+
+
+def test_a_create_only_rule_on_the_whole_object_breaks_no_upgrade():
+    def add(rule: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
+        return lambda crd: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].update(
+            {"x-kubernetes-validations": [rule]}
+        )
+
+    create_only = create_only_rule("self.metadata.name.size() <= 63", "too long")
+    assert crd_compat.problems(RELEASED, mutated(add(create_only))) == []
+    plain = {"rule": "self.metadata.name.size() <= 63", "message": "too long"}
+    (problem,) = crd_compat.problems(RELEASED, mutated(add(plain)))
+    assert "CEL rules added" in problem

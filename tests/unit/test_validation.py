@@ -2,6 +2,7 @@ import datetime
 
 import pytest
 
+from shared import validation
 from shared.validation import FieldError, SchemaValidator, degraded, openapi_schema
 
 CRD = {
@@ -87,3 +88,20 @@ def test_degraded_condition_reports_paths():
     assert bad["observedGeneration"] == 3
     good = degraded([], generation=3, now=now)
     assert good["status"] == "False"
+
+
+def test_names_children_cannot_carry_are_errors_at_metadata_name():
+    """#15.8: the controller's half of the create-only CEL name rules."""
+    assert validation.name_errors("a" * 63, service=True) == []
+    (too_long,) = validation.name_errors("a" * 64, service=False)
+    assert too_long.path == "metadata.name" and "at most 63" in too_long.message
+    assert validation.name_errors("web.v2", service=False) == []  # pods and labels allow dots
+    (dotted,) = validation.name_errors("web.v2", service=True)
+    assert "must not contain '.'" in dotted.message
+
+
+def test_name_rules_only_apply_on_create():
+    rules = validation.name_rules("has(self.spec.service)")
+    assert len(rules) == 2
+    assert all(r["optionalOldSelf"] and r["rule"].startswith("oldSelf.hasValue() || (") for r in rules)
+    assert len(validation.name_rules()) == 1  # no Service: dots are fine
