@@ -32,7 +32,7 @@ from operators.netperf import desired, status
 from operators.netperf.api import NetperfAPI
 from operators.netperf.desired import PodView
 from operators.netperf.parse import ParseError, parse, truncate
-from operators.netperf.schema import APP, CRD, GROUP, PLURAL, VERSION
+from operators.netperf.schema import APP, CRD, GROUP, KIND, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import KubeClient, reason_of
@@ -73,6 +73,10 @@ async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     owner = pods.observe(type, body)
     if owner is not None:
         controller.kick(owner)
+    # Also the Netperf now of that name: a pod name it waits for may just have come free.
+    instance = (body["metadata"].get("labels") or {}).get(ownership.INSTANCE)
+    if instance:
+        controller.kick_name(body["metadata"]["namespace"], instance)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -172,9 +176,25 @@ class Pass:
         """Create a pod of this run; False (and Error) when a stranger has its name."""
         pod, created = await api.create_pod(self.namespace, manifest)
         if not ownership.is_controlled_by(pod, self.body["metadata"]["uid"]):
-            await self.fail(
-                "PodConflict", f"a pod named {manifest['metadata']['name']} exists and is not ours"
-            )
+            name = manifest["metadata"]["name"]
+            ref = ownership.controller_of(pod)
+            if (
+                ref is not None
+                and ref.get("kind") == KIND
+                and ref.get("name") == self.body["metadata"]["name"]
+            ):
+                # A deleted predecessor of the same name (delete && apply): its pod goes with it.
+                # Not a conflict; retry, and its deletion wakes this Netperf (pod_changed).
+                _event(
+                    self.body,
+                    "WaitingForPodName",
+                    f"pod {name} still belongs to the deleted {KIND}",
+                    "Warning",
+                )
+                raise ReconcileError(
+                    f"pod {name} still belongs to the previous {KIND} {ref['name']} (uid {ref['uid']})"
+                )
+            await self.fail("PodConflict", f"a pod named {name} exists and is not ours")
             return False
         pods.observe("ADDED", pod)  # write-through: the watch may be slower than the next pass
         if created:  # else it was ours already (a restart, a lagging cache): nothing was done

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from shared.clock import OFFSET_ENV
 from tests.helpers import wait_for
-from tests.integration import test_tdset, test_webserver
+from tests.integration import test_netperf, test_tdset, test_webserver
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
 from tests.integration.tcp_proxy import Proxy
@@ -486,3 +486,34 @@ def test_a_dotted_webserver_that_later_asks_for_a_service_is_degraded_not_retrie
     cond = wait_for(degraded, 60, "Degraded=True")
     assert cond["reason"] == "InvalidSpec" and "metadata.name: must not contain '.'" in cond["message"]
     assert not client.CoreV1Api(cluster.api).list_namespaced_service(namespace).items
+
+
+def test_a_netperf_recreated_mid_run_waits_for_its_predecessors_pods(cluster, namespace, start):
+    """#15.2: pod names carry the generation only, so a Netperf deleted and re-created mid-run
+    found its predecessor's terminating pods under its names and ended in Error/PodConflict."""
+    core = client.CoreV1Api(cluster.api)
+    start("netperf")
+    test_netperf.create(cluster, namespace, "np", {})
+    test_netperf.in_test(cluster, namespace, "np")
+    held = [p.metadata.name for p in test_netperf.pods(cluster, namespace)]
+    assert len(held) == 2
+    for name in held:
+        core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": ["localcluster.dev/hold"]}})
+    client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
+        test_netperf.GROUP, test_netperf.VERSION, namespace, test_netperf.PLURAL, "np"
+    )
+    wait_for(
+        lambda: all(core.read_namespaced_pod(n, namespace).metadata.deletion_timestamp for n in held),
+        60,
+        "the old run's pods terminating",
+    )
+    uid = test_netperf.create(cluster, namespace, "np", {})["metadata"]["uid"]
+    wait_for(
+        lambda: "WaitingForPodName" in test_netperf.reasons(cluster, namespace, "np"), 60, "the wait reported"
+    )
+    assert test_netperf.st(cluster, namespace, "np").get("status") != "Error"
+    for name in held:
+        core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
+    s = test_netperf.in_test(cluster, namespace, "np")
+    server = test_netperf.pod(cluster, namespace, s["serverPod"])
+    assert [r.uid for r in server.metadata.owner_references] == [uid]
