@@ -50,6 +50,7 @@ logger = logging.getLogger("operators.netperf")
 throughput_gauge = runtime.metrics.gauge("netperf_throughput_bytes_per_second")
 failed_gauge = runtime.metrics.gauge("netperf_failed")
 tests_total = runtime.metrics.counter("netperf_tests_total")
+finished_runs = status.FinishedRuns()
 pods = caches.OwnerCache(desired.pod_view)
 MANAGED = caches.managed_labels(APP)
 
@@ -82,6 +83,8 @@ async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
+    if (result := finished_runs.observe(type, body)) is not None:
+        tests_total.labels(result).inc()
     if type == "DELETED":
         meta = body["metadata"]
         api.status.forget(meta["uid"])
@@ -110,7 +113,6 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
     meta = body["metadata"]
     await api.status.write(body, new)
     failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
-    tests_total.labels("done" if new["status"] == "Done" else "error").inc()
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)

@@ -129,3 +129,33 @@ def error(
         "completedAt": conditions.rfc3339(now),
         "conditions": _conditions(current, "Error", reason, message, generation=gen, now=now),
     }
+
+
+class FinishedRuns:
+    """Which runs (object UID, generation) this process has seen finish, to count each once.
+
+    Counting where the final status is written counted a run twice when that write timed out
+    client-side but had succeeded (the retry wrote, and counted, again). Counting what the
+    watch shows finishing cannot: the server's object says it once per generation. A listing
+    (event type None: start-up, relists) only records, so a restart does not count again.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> str | None:
+        """The result label to count ("done"/"error") when this event shows a new finish."""
+        meta, st = body.get("metadata") or {}, body.get("status") or {}
+        uid = meta.get("uid") or ""
+        if event_type == "DELETED":
+            self._seen.pop(uid, None)
+            return None
+        if st.get("status") not in FINISHED or st.get("observedGeneration") is None:
+            return None
+        generation = int(st["observedGeneration"])
+        if self._seen.get(uid) == generation:
+            return None
+        self._seen[uid] = generation
+        if event_type is None:
+            return None
+        return "done" if st["status"] == "Done" else "error"
