@@ -63,6 +63,6 @@ class TDSetAPI:
     async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         return await self.kube.merge_patch(namespaced(namespace, "deployments", name, "apps/v1"), patch)
 
-    async def set_autoscaler_floor(self, namespace: str, name: str, min_replicas: int) -> None:
+    async def patch_autoscaler(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         path = namespaced(namespace, "horizontalpodautoscalers", name, "autoscaling/v2")
-        await self.kube.merge_patch(path, {"spec": {"minReplicas": min_replicas}})
+        await self.kube.merge_patch(path, patch)

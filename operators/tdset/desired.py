@@ -181,10 +181,33 @@ class AutoscalerView:
     target: str | None  # name of the Deployment it scales (None for other kinds)
     min_replicas: int
     max_replicas: int
+    floor_owner: str | None = None  # UID of the TDSet that raised minReplicas (annotation)
+    original_min: int | None = None  # minReplicas before any TDSet raised it
+
+
+# On an HPA whose minReplicas a TDSet raised: which TDSet, and the value to give back when it
+# goes (the HPA is the user's; only what the TDSet changed is undone).
+FLOOR_OWNER = "schedule.rs/floor-owner"
+ORIGINAL_MIN = "schedule.rs/original-min-replicas"
+
+
+def floor_patch(hpa: AutoscalerView, owner_uid: str, floor: int) -> dict[str, Any]:
+    """Raise minReplicas to ``floor``, remembering the user's own value the first time."""
+    original = hpa.original_min if hpa.original_min is not None else hpa.min_replicas
+    annotations = {FLOOR_OWNER: owner_uid, ORIGINAL_MIN: str(original)}
+    return {"metadata": {"annotations": annotations}, "spec": {"minReplicas": floor}}
+
+
+def restore_patch(hpa: AutoscalerView) -> dict[str, Any]:
+    """Give the HPA its own minReplicas back and drop our annotations (null deletes a key)."""
+    spec = {"minReplicas": hpa.original_min} if hpa.original_min is not None else {}
+    return {"metadata": {"annotations": {FLOOR_OWNER: None, ORIGINAL_MIN: None}}, "spec": spec}
 
 
 def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
     meta, spec = body["metadata"], body.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    original = annotations.get(ORIGINAL_MIN)
     ref = spec.get("scaleTargetRef") or {}
     is_deployment = ref.get("kind") == "Deployment" and str(ref.get("apiVersion", "apps/v1")).startswith(
         "apps/"
@@ -195,6 +218,8 @@ def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
         target=ref.get("name") if is_deployment else None,
         min_replicas=int(spec.get("minReplicas") or 1),
         max_replicas=int(spec.get("maxReplicas") or 1),
+        floor_owner=annotations.get(FLOOR_OWNER),
+        original_min=int(original) if original and original.isdigit() else None,
     )
 
 

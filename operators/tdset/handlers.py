@@ -14,6 +14,8 @@ written whole and only when it changed.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,13 +27,14 @@ from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
-from shared.kube import KubeClient, reason_of
+from shared.kube import ApiError, KubeClient, reason_of
 from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.services import view as service_view
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller, RetryError
 
+logger = logging.getLogger("operators.tdset")
 CONTROLLER = "tdset"
 runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("deployments", "services"))
 desired_gauge = runtime.metrics.gauge("tdset_desired_replicas")
@@ -94,6 +97,39 @@ async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> Non
         uid = tdsets_by_name.get((view.namespace, str(target)))
         if uid is not None:
             controller.kick(uid)
+    if type != "DELETED" and view.floor_owner is not None:
+        restore_floors_soon()
+
+
+def restore_floors_soon() -> None:
+    """Give back minReplicas that a TDSet no longer here raised (deleted, even while this
+    operator was down), once every watch has listed: before, a live TDSet may look gone."""
+    # A fresh pass each time (patches are idempotent), so no deletion waits behind an older one.
+    task = asyncio.create_task(_restore_floors(), name="tdset/restore-floors")
+    _restoring.add(task)
+    task.add_done_callback(_restoring.discard)
+
+
+_restoring: set[asyncio.Task[None]] = set()
+
+
+async def _restore_floors() -> None:
+    while not runtime.readiness.is_ready():
+        await asyncio.sleep(0.1)
+    live = set(tdsets_by_name.values())
+    for hpa in list(autoscalers.values()):
+        if hpa.floor_owner is None or hpa.floor_owner in live:
+            continue
+        try:
+            await api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
+        except ApiError as exc:
+            if exc.status != 404:
+                logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
+            continue
+        logger.info(
+            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
+            "(the TDSet that raised it is gone)"
+        )
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -103,6 +139,7 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
     if type == "DELETED":
         tdsets_by_name.pop(key, None)
+        restore_floors_soon()
         api.status.forget(meta["uid"])
         runtime.metrics.forget_object(meta["namespace"], meta["name"])
         expectations.forget(meta["uid"])
@@ -186,9 +223,13 @@ async def scale(
 
 async def set_floor(body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
     key = (body["metadata"]["uid"], "hpa", hpa.name)
-    if expectations.in_flight(key, {"min": hpa.min_replicas}) or hpa.min_replicas == floor:
+    if expectations.in_flight(key, {"min": hpa.min_replicas}) or (
+        hpa.min_replicas == floor and hpa.floor_owner in (None, body["metadata"]["uid"])
+    ):
         return
-    await api.set_autoscaler_floor(hpa.namespace, hpa.name, floor)
+    await api.patch_autoscaler(
+        hpa.namespace, hpa.name, desired.floor_patch(hpa, body["metadata"]["uid"], floor)
+    )
     expectations.expect(key, {"min": floor})
     _event(
         body,

@@ -33,7 +33,7 @@ RULES: list[dict[str, Any]] = [
         "resources": ["services"],
         "verbs": ["create", "delete", "get", "list", "patch", "watch"],
     },
-    # kopf watches HPAs (handlers.autoscaler_changed); api.set_autoscaler_floor.
+    # kopf watches HPAs (handlers.autoscaler_changed); api.patch_autoscaler (floor, restore).
     {
         "apiGroups": ["autoscaling"],
         "resources": ["horizontalpodautoscalers"],

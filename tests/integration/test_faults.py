@@ -517,3 +517,41 @@ def test_a_netperf_recreated_mid_run_waits_for_its_predecessors_pods(cluster, na
     s = test_netperf.in_test(cluster, namespace, "np")
     server = test_netperf.pod(cluster, namespace, s["serverPod"])
     assert [r.uid for r in server.metadata.owner_references] == [uid]
+
+
+@pytest.mark.parametrize("operator_down", [False, True], ids=["live", "deleted-while-down"])
+def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, namespace, start, operator_down):
+    """#15.11: the TDSet raises the HPA's minReplicas to the schedule; deleting the TDSet left
+    the raised value for good. Now the user's own value comes back, also when the TDSet went
+    while the operator was down (an annotation on the HPA remembers it)."""
+    autoscaling = client.AutoscalingV2Api(cluster.api)
+    op = start("tdset")
+    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(4))
+    test_tdset.replicas_become(cluster, namespace, "shop", 4, "scheduled replicas")
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(
+        namespace, test_tdset.hpa("shop-hpa", "shop", 2, 10)
+    )
+
+    def hpa() -> client.V2HorizontalPodAutoscaler:
+        return autoscaling.read_namespaced_horizontal_pod_autoscaler("shop-hpa", namespace)
+
+    wait_for(lambda: hpa().spec.min_replicas == 4, 60, "the floor raised to 4")
+    if operator_down:
+        op.stop()
+    test_tdset.co(cluster).delete_namespaced_custom_object(
+        test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL, "shop"
+    )
+    if operator_down:
+        wait_for(
+            lambda: (
+                not test_tdset.co(cluster).list_namespaced_custom_object(
+                    test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL
+                )["items"]
+            ),
+            60,
+            "TDSet gone",
+        )
+        start("tdset")
+    wait_for(lambda: hpa().spec.min_replicas == 2, 60, "minReplicas back to the HPA's own 2")
+    annotations = hpa().metadata.annotations or {}
+    assert not [k for k in annotations if k.startswith("schedule.rs/")], annotations

@@ -169,3 +169,34 @@ def test_setting_and_unsetting_run_as_user_patches_the_pod_security_context():
     assert desired.expected_fields(spec, 3, observed()) == restricted.fields()
     unset = desired.deployment_patch(restricted, SPEC, None)
     assert unset["spec"]["template"]["spec"]["securityContext"] is None
+
+
+def test_floor_patch_remembers_the_users_value_once_and_restore_gives_it_back():
+    hpa = desired.autoscaler_view(
+        {
+            "metadata": {"name": "h", "namespace": "ns"},
+            "spec": {
+                "minReplicas": 2,
+                "maxReplicas": 9,
+                "scaleTargetRef": {"kind": "Deployment", "apiVersion": "apps/v1", "name": "shop"},
+            },
+        }
+    )
+    patch = desired.floor_patch(hpa, "u1", 5)
+    assert patch == {
+        "metadata": {"annotations": {desired.FLOOR_OWNER: "u1", desired.ORIGINAL_MIN: "2"}},
+        "spec": {"minReplicas": 5},
+    }
+    raised = desired.autoscaler_view(
+        {
+            "metadata": {"name": "h", "namespace": "ns", **patch["metadata"]},
+            "spec": {"minReplicas": 5, "maxReplicas": 9},
+        }
+    )
+    assert (raised.floor_owner, raised.original_min) == ("u1", 2)
+    # A later floor (or a re-created TDSet) keeps the user's own 2, not the raised 5.
+    assert desired.floor_patch(raised, "u2", 7)["metadata"]["annotations"][desired.ORIGINAL_MIN] == "2"
+    assert desired.restore_patch(raised) == {
+        "metadata": {"annotations": {desired.FLOOR_OWNER: None, desired.ORIGINAL_MIN: None}},
+        "spec": {"minReplicas": 2},
+    }
