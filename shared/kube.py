@@ -139,6 +139,17 @@ def _load_configuration() -> Any:
     return cfg
 
 
+def _forget_credential_files() -> None:
+    """Delete the files the official loader wrote a kubeconfig's embedded CA, certificate and
+    key into. It removes them only at a clean exit, so every SIGKILLed process left a client
+    key behind in the temp directory; once the SSL context holds them they are not needed."""
+    from kubernetes.config import kube_config
+
+    cleanup = getattr(kube_config, "_cleanup_temp_files", None)
+    if cleanup is not None:
+        cleanup()
+
+
 class KubeClient:
     """An async JSON client for one API server, rate-limited and retrying 429s (module docstring).
 
@@ -181,6 +192,16 @@ class KubeClient:
         """Load credentials off the event loop (call from a startup handler)."""
         if self._cfg is None:
             self._cfg = await asyncio.to_thread(_load_configuration)
+        self._tls()
+
+    def _tls(self) -> ssl.SSLContext:
+        """The SSL context, made once: the credential files it reads are deleted right after."""
+        if self._ssl is None:
+            if self._cfg is None:
+                self._cfg = _load_configuration()
+            self._ssl = self._ssl_context()
+            _forget_credential_files()
+        return self._ssl
 
     def _ssl_context(self) -> ssl.SSLContext:
         cfg = self._cfg
@@ -212,10 +233,8 @@ class KubeClient:
         content_type: str = JSON,
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        if self._cfg is None:
-            self._cfg = _load_configuration()
+        tls = self._tls()
         if self._session is None or self._session.closed:
-            self._ssl = self._ssl_context()
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         url = self._cfg.host.rstrip("/") + path
         data = json.dumps(body) if body is not None else None
@@ -228,7 +247,7 @@ class KubeClient:
             code: int | str = "<error>"
             try:
                 async with self._session.request(
-                    method, url, data=data, params=params, headers=self._headers(content_type), ssl=self._ssl
+                    method, url, data=data, params=params, headers=self._headers(content_type), ssl=tls
                 ) as resp:
                     status, reason = resp.status, resp.reason
                     code = status

@@ -203,6 +203,21 @@ def configure_settings(settings: kopf.OperatorSettings, app: str, child_resource
     watch_only_managed(settings, child_resources, app)
 
 
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's credentials, held in memory.
+
+    kopf's default login goes through the official client, which writes a kubeconfig's
+    embedded certificate and key to temp files removed only at a clean exit: every SIGKILL
+    left a client key on disk. kopf's own loaders keep them in memory (files exist only while
+    an SSL context is built). Kubeconfigs that need a plugin (exec, auth-provider) still go
+    through the official client.
+    """
+    info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    if info is not None and (info.token or info.certificate_data or info.certificate_path or info.username):
+        return info
+    return kopf.login_via_client(**kwargs)
+
+
 @dataclass
 class Runtime:
     """What an operator's handlers share within one process."""
@@ -264,6 +279,7 @@ class Runtime:
                 await kube.close()
             await endpoints.stop()
 
+        kopf.on.login(registry=registry, id="shared-login")(login)
         kopf.on.startup(registry=registry, id="shared-startup")(startup)
         kopf.on.cleanup(registry=registry, id="shared-cleanup")(cleanup)
 

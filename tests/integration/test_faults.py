@@ -555,3 +555,25 @@ def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, name
     wait_for(lambda: hpa().spec.min_replicas == 2, 60, "minReplicas back to the HPA's own 2")
     annotations = hpa().metadata.annotations or {}
     assert not [k for k in annotations if k.startswith("schedule.rs/")], annotations
+
+
+def test_a_sigkilled_operator_leaves_no_credentials_on_disk(cluster, namespace, tmp_path):
+    """#15.11: each SIGKILL left the kubeconfig's client key (and certificate) in the temp
+    directory: the official loader removes its files only at a clean exit."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    op = OperatorProcess(
+        "operators.webserver",
+        cluster.kubeconfig,  # the admin's: a client certificate and key embedded as data
+        tmp_path / "webserver.log",
+        namespaces=namespace,
+        env={"TMPDIR": str(tmpdir)},
+    )
+    assert "client-key-data" in cluster.kubeconfig.read_text()
+    try:
+        op.start()
+        test_webserver.create(cluster, namespace, "web", {"replicas": 1})
+        test_webserver.converged(cluster, namespace, "web", 1)  # both clients have talked
+    finally:
+        op.kill()
+    assert sorted(p.name for p in tmpdir.iterdir()) == []
