@@ -36,7 +36,9 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
+from shared.caches import OwnerCache
 from shared.metrics import Metrics
+from shared.ownership import INSTANCE
 from shared.retry import DEFAULT, Backoff
 
 Reconcile = Callable[[], Awaitable[float | None]]
@@ -242,6 +244,17 @@ class Controller:
 
     def kick(self, uid: str) -> None:
         self.triggers.kick(uid)
+
+    def child_changed(self, cache: OwnerCache, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Feed a child's watch event to ``cache`` and wake whom it concerns: its controller,
+        and the object now holding the name in its instance label (see :meth:`kick_name`)."""
+        owner = cache.observe(event_type, body)
+        if owner is not None:
+            self.kick(owner)
+        meta = body.get("metadata") or {}
+        instance = (meta.get("labels") or {}).get(INSTANCE)
+        if instance:
+            self.kick_name(meta.get("namespace") or "", instance)
 
     def kick_name(self, namespace: str, name: str) -> None:
         """Wake the object now called ``name``, whatever its UID: a child's event can matter to

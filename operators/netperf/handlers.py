@@ -71,13 +71,7 @@ runtime.manage(controller, api.kube, clock)
 
 @kopf.on.event("pods", labels=MANAGED)
 async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    owner = pods.observe(type, body)
-    if owner is not None:
-        controller.kick(owner)
-    # Also the Netperf now of that name: a pod name it waits for may just have come free.
-    instance = (body["metadata"].get("labels") or {}).get(ownership.INSTANCE)
-    if instance:
-        controller.kick_name(body["metadata"]["namespace"], instance)
+    controller.child_changed(pods, type, body)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

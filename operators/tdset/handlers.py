@@ -74,16 +74,12 @@ runtime.manage(controller, api.kube, clock)
 
 @kopf.on.event("deployments", labels=MANAGED)
 async def deployment_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    owner = deployments.observe(type, body)
-    if owner is not None:
-        controller.kick(owner)
+    controller.child_changed(deployments, type, body)
 
 
 @kopf.on.event("services", labels=MANAGED)
 async def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    owner = services.observe(type, body)
-    if owner is not None:
-        controller.kick(owner)
+    controller.child_changed(services, type, body)
 
 
 @kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers")
@@ -168,6 +164,14 @@ async def ensure_deployment(
         return desired.deployment_view(created)
     existing = await api.get_deployment(namespace, name)
     if not ownership.is_controlled_by(existing, uid):
+        ref = ownership.controller_of(existing)
+        if existing["metadata"].get("deletionTimestamp"):
+            holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
+            # A deleted predecessor's (delete && apply): its deletion wakes this TDSet by name.
+            raise DeploymentConflictError(
+                f"the Deployment named {name} is being deleted (controller: {holder}); "
+                "it will be created again once it is gone"
+            )
         raise DeploymentConflictError(
             f"a Deployment named {name} exists and is not controlled by this TDSet; delete or rename it"
         )

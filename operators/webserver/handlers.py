@@ -57,20 +57,12 @@ runtime.manage(controller, api.kube)
 
 @kopf.on.event("pods", labels=MANAGED)
 async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    owner = pods.observe(type, body)
-    if owner is not None:
-        controller.kick(owner)
-    # Also the WebServer now of that name: an orphan to adopt, or a name it waits for.
-    instance = (body["metadata"].get("labels") or {}).get(ownership.INSTANCE)
-    if instance:
-        controller.kick_name(body["metadata"]["namespace"], instance)
+    controller.child_changed(pods, type, body)
 
 
 @kopf.on.event("services", labels=MANAGED)
 async def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    owner = services.observe(type, body)
-    if owner is not None:
-        controller.kick(owner)
+    controller.child_changed(services, type, body)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

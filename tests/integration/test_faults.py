@@ -577,3 +577,44 @@ def test_a_sigkilled_operator_leaves_no_credentials_on_disk(cluster, namespace, 
     finally:
         op.kill()
     assert sorted(p.name for p in tmpdir.iterdir()) == []
+
+
+def test_a_tdset_recreated_while_its_deployment_terminates_says_so_and_converges(cluster, namespace, start):
+    """Same-name delete and re-create for TDSet: the old Deployment holds the name until it
+    is gone (a finalizer keeps it here); the new TDSet reports that and takes over the name."""
+    apps = client.AppsV1Api(cluster.api)
+    start("tdset")
+    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(2))
+    test_tdset.replicas_become(cluster, namespace, "shop", 2, "the Deployment")
+    apps.patch_namespaced_deployment(
+        "shop", namespace, {"metadata": {"finalizers": ["test.k8s-operators-py.dev/hold"]}}
+    )
+    test_tdset.co(cluster).delete_namespaced_custom_object(
+        test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL, "shop"
+    )
+    wait_for(
+        lambda: test_tdset.deployment(cluster, namespace, "shop").metadata.deletion_timestamp,
+        60,
+        "terminating",
+    )
+    uid = test_tdset.create(cluster, namespace, "shop", test_tdset.steady(3))["metadata"]["uid"]
+    wait_for(
+        lambda: (
+            "is being deleted"
+            in test_tdset.condition(test_tdset.get(cluster, namespace, "shop"), "Degraded").get("message", "")
+        ),
+        60,
+        "Degraded says the Deployment is being deleted",
+    )
+    apps.patch_namespaced_deployment("shop", namespace, {"metadata": {"finalizers": None}})
+    test_tdset.replicas_become(cluster, namespace, "shop", 3, "a new Deployment for the new TDSet")
+    dep = test_tdset.deployment(cluster, namespace, "shop")
+    assert [r.uid for r in dep.metadata.owner_references] == [uid]
+    wait_for(
+        lambda: (
+            test_tdset.condition(test_tdset.get(cluster, namespace, "shop"), "Degraded").get("status")
+            == "False"
+        ),
+        60,
+        "Degraded cleared",
+    )
