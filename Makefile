@@ -13,6 +13,7 @@ PYTEST_ARGS ?=
 CRDS := bundle/manifests/*.yaml
 # The release and where its images go (bundle, catalog and images are rendered with them).
 VERSION ?= 0.1.0
+N ?= 100
 REGISTRY ?= ghcr.io/k8s-operators-py
 # docker, buildah or podman; empty: docker when a Docker engine answers, else buildah.
 CONTAINER_TOOL ?=
@@ -100,6 +101,10 @@ unit: venv system-deps ## Unit tests only (no cluster)
 test: lint system-deps testbin catalog validate node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
+
+.PHONY: chaos
+chaos: venv system-deps testbin ## SIGKILL the operators at random points N times (N=100) and check each converges
+	$(BIN)/python -m tools.chaos --trials $(N)
 
 .PHONY: run
 run: venv system-deps testbin node-images ## Local cluster (a real node as root) + CRDs + the operators; Ctrl-C stops all
