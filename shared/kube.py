@@ -279,6 +279,15 @@ class KubeClient:
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         return await self.request("GET", path, params=params)
 
+    async def get_if_exists(self, path: str) -> dict[str, Any] | None:
+        """A live read; None when the object does not exist (404)."""
+        try:
+            return await self.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH)
 

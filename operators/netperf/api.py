@@ -35,12 +35,7 @@ class NetperfAPI:
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A live read (None when there is no such pod): for decisions the cache could get wrong."""
-        try:
-            return await self.kube.get(namespaced(namespace, "pods", name))
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self.kube.get_if_exists(namespaced(namespace, "pods", name))
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         """Delete the pod; False when it was already gone."""

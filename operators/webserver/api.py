@@ -67,12 +67,7 @@ class WebServerAPI:
         return True
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.kube.get(namespaced(namespace, "pods", name))
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self.kube.get_if_exists(namespaced(namespace, "pods", name))
 
     async def adopt_pod(self, namespace: str, orphan: Orphan, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Make ``owner`` the orphan's controller; the UID precondition (``metadata.uid`` in the

@@ -248,3 +248,24 @@ async def test_a_retry_after_too_long_to_wait_inside_a_request_is_raised():
         await kube.close()
         await server.close()
     assert hits == ["GET"] and slept == []
+
+
+async def test_get_if_exists_is_none_for_404_and_raises_other_errors():
+    async def handler(request: web.Request) -> web.Response:
+        if request.path.endswith("/gone"):
+            return web.json_response({"message": "not found", "reason": "NotFound"}, status=404)
+        if request.path.endswith("/secret"):
+            return web.json_response({"message": "forbidden", "reason": "Forbidden"}, status=403)
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    kube = KubeClient(configuration(server))
+    try:
+        assert await kube.get_if_exists("/api/v1/namespaces/ns/pods/p") == POD
+        assert await kube.get_if_exists("/api/v1/namespaces/ns/pods/gone") is None
+        with pytest.raises(ApiError) as info:
+            await kube.get_if_exists("/api/v1/namespaces/ns/pods/secret")
+        assert info.value.status == 403
+    finally:
+        await kube.close()
+        await server.close()
