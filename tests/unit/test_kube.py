@@ -9,6 +9,7 @@ exactly instead of being measured.
 import asyncio
 import heapq
 import itertools
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -25,6 +26,16 @@ def configuration(server: TestServer) -> k8s.Configuration:
     cfg = k8s.Configuration()
     cfg.host = f"http://127.0.0.1:{server.port}"
     return cfg
+
+
+def recording_sleep() -> tuple[list[float], Callable[[float], Awaitable[None]]]:
+    """A sleep that only records how long it was asked to wait (virtual time)."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    return slept, sleep
 
 
 async def serve(handler) -> TestServer:
@@ -74,11 +85,8 @@ async def test_429_with_retry_after_is_retried_until_the_answer_comes():
         return web.json_response(POD)
 
     server = await serve(handler)
-    slept: list[float] = []
+    slept, sleep = recording_sleep()
     observed: list[int | str] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
 
     kube = KubeClient(
         configuration(server),
@@ -108,10 +116,7 @@ async def test_503_with_retry_after_is_retried_for_writes_too_but_not_without_it
         return web.json_response(POD, status=201)
 
     server = await serve(handler)
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
+    slept, sleep = recording_sleep()
 
     kube = KubeClient(configuration(server), sleep=sleep)
     try:
@@ -235,10 +240,7 @@ async def test_a_retry_after_too_long_to_wait_inside_a_request_is_raised():
         return web.json_response(TOO_MANY, status=429, headers={"Retry-After": str(MAX_RETRY_AFTER + 1)})
 
     server = await serve(handler)
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
+    slept, sleep = recording_sleep()
 
     kube = KubeClient(configuration(server), sleep=sleep)
     try:
