@@ -409,6 +409,32 @@ class LocalCluster:
         comp.start()
         self.wait_component(comp, "GET /readyz", lambda: self._https_ok(f"{self.server}/readyz"), timeout)
         log(f"kube-apiserver back after {time.monotonic() - t0:.1f}s")
+        self._wait_controllers(timeout)
+
+    def _wait_controllers(self, timeout: float) -> None:
+        """Until kube-controller-manager acts again: its watches back off for up to ~30 s
+        after an outage, and a test that comes next needs a namespace's default
+        ServiceAccount (made by it) like any other."""
+        from kubernetes import client
+        from kubernetes import config as kconfig
+        from kubernetes.client.exceptions import ApiException
+
+        t0 = time.monotonic()
+        core = client.CoreV1Api(kconfig.new_client_from_config(config_file=str(self.kubeconfig)))
+        name = f"settle-{os.urandom(4).hex()}"
+        core.create_namespace({"metadata": {"name": name}})
+        try:
+            while True:
+                try:
+                    core.read_namespaced_service_account("default", name)
+                    break
+                except ApiException as exc:
+                    if exc.status != 404 or time.monotonic() - t0 > timeout:
+                        raise
+                time.sleep(0.5)
+        finally:
+            core.delete_namespace(name)
+        log(f"controllers acting again after {time.monotonic() - t0:.1f}s")
 
     def _install_crds(self, timeout: float) -> None:
         if not self.crds:
