@@ -204,15 +204,19 @@ def configure_settings(settings: kopf.OperatorSettings, app: str, child_resource
 
 
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """kopf's credentials, held in memory.
+    """kopf's credentials, never left on disk.
 
-    kopf's default login goes through the official client, which writes a kubeconfig's
-    embedded certificate and key to temp files removed only at a clean exit: every SIGKILL
-    left a client key on disk. kopf's own loaders keep them in memory (files exist only while
-    an SSL context is built). Kubeconfigs that need a plugin (exec, auth-provider) still go
+    In a pod, the official client's in-cluster loader: it reads the ServiceAccount's files and
+    takes the API server's address from ``KUBERNETES_SERVICE_HOST`` (kopf's own
+    service-account login uses ``kubernetes.default.svc``, a name that needs cluster DNS).
+    Elsewhere, kopf's kubeconfig loader, which keeps an embedded certificate and key in memory:
+    the official one writes them to temp files removed only at a clean exit, so every SIGKILL
+    left a client key on disk. Kubeconfigs that need a plugin (exec, auth-provider) still go
     through the official client.
     """
-    info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return kopf.login_via_client(**kwargs)
+    info = kopf.login_with_kubeconfig(**kwargs)
     if info is not None and (info.token or info.certificate_data or info.certificate_path or info.username):
         return info
     return kopf.login_via_client(**kwargs)
