@@ -57,6 +57,20 @@ def is_controlled_by(child: Mapping[str, Any], owner_uid: str) -> bool:
     return ref is not None and ref.get("uid") == owner_uid
 
 
+def adoptable(child: Mapping[str, Any], app: str, owner_name: str) -> bool:
+    """An orphan the owner named ``owner_name`` may adopt (the ReplicaSet controller's rule): no
+    controller, not terminating, and the labels this project's ``app`` gives its children."""
+    meta = child.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (
+        controller_of(child) is None
+        and not meta.get("deletionTimestamp")
+        and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        and labels.get(NAME) == app
+        and labels.get(INSTANCE) == owner_name
+    )
+
+
 def standard_labels(app: str, instance: str, component: str, version: str | None = None) -> dict[str, str]:
     """``app.kubernetes.io/*`` labels; ``app`` is the operator's kind in lower case."""
     labels = {

@@ -95,20 +95,6 @@ async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) ->
     return None
 
 
-def adoptable(pod: Mapping[str, Any], owner_name: str) -> bool:
-    """An orphan of ours for this name (the ReplicaSet controller's rule: no controller, matching
-    labels, not terminating)."""
-    meta = pod["metadata"]
-    labels = meta.get("labels") or {}
-    return (
-        ownership.controller_of(pod) is None
-        and not meta.get("deletionTimestamp")
-        and labels.get(ownership.MANAGED_BY_LABEL) == ownership.MANAGED_BY
-        and labels.get(ownership.NAME) == APP
-        and labels.get(ownership.INSTANCE) == owner_name
-    )
-
-
 async def adopt_orphans(body: Mapping[str, Any]) -> tuple[str, str] | None:
     """Take over the pods a deleted WebServer of this name left without a controller."""
     meta = body["metadata"]
@@ -135,7 +121,7 @@ async def claim(body: Mapping[str, Any], pod_name: str) -> str | None:
     pod = await api.get_pod(meta["namespace"], pod_name)
     if pod is None:
         return f"pod {pod_name} was being deleted; retrying"
-    if not ownership.is_controlled_by(pod, meta["uid"]) and adoptable(pod, meta["name"]):
+    if not ownership.is_controlled_by(pod, meta["uid"]) and ownership.adoptable(pod, APP, meta["name"]):
         pod = await api.adopt_pod(meta["namespace"], caches.orphan_of(pod), body)
     if ownership.is_controlled_by(pod, meta["uid"]):
         pods.observe("MODIFIED", pod)  # write-through: the next pass counts it

@@ -58,3 +58,15 @@ def test_managed_selector_matches_adopted_labels():
         key, value = term.split("=")
         assert pod["metadata"]["labels"][key] == value
     assert ownership.standard_labels("a", "b", "c", version="1.0")[ownership.VERSION] == "1.0"
+
+
+def test_only_a_live_orphan_with_our_labels_for_that_name_is_adoptable():
+    owner = {"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "web", "namespace": "ns", "uid": "u1"}}
+    child = ownership.adopt({"metadata": {"name": "web-0"}}, owner, "webserver", "web-server")
+    orphan = {"metadata": {**child["metadata"], "ownerReferences": []}}
+    assert ownership.adoptable(orphan, "webserver", "web")
+    assert not ownership.adoptable(child, "webserver", "web")  # has a controller
+    assert not ownership.adoptable(orphan, "webserver", "other")  # labelled for another owner
+    assert not ownership.adoptable(orphan, "tdset", "web")  # another operator's
+    terminating = {"metadata": {**orphan["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert not ownership.adoptable(terminating, "webserver", "web")
