@@ -94,38 +94,51 @@ async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> Non
         if uid is not None:
             controller.kick(uid)
     if type != "DELETED" and view.floor_owner is not None:
-        restore_floors_soon()
+        floor_sweeps.request()
 
 
-def restore_floors_soon() -> None:
-    """Give back minReplicas that a TDSet no longer here raised (deleted, even while this
-    operator was down), once every watch has listed: before, a live TDSet may look gone."""
-    # A fresh pass each time (patches are idempotent), so no deletion waits behind an older one.
-    task = asyncio.create_task(_restore_floors(), name="tdset/restore-floors")
-    _restoring.add(task)
-    task.add_done_callback(_restoring.discard)
+class FloorSweeps:
+    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
+    this operator was down), once every watch has listed (before, a live TDSet may look gone).
+
+    One sweep at a time; a request during a sweep asks for exactly one more, so the initial
+    listing of many annotated HPAs starts one sweep, not one (and its patches) per HPA.
+    """
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def request(self) -> None:
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="tdset/restore-floors")
+
+    async def _run(self) -> None:
+        while not runtime.readiness.is_ready():
+            await asyncio.sleep(0.1)
+        while self._again:
+            self._again = False
+            live = set(tdsets_by_name.values())
+            for hpa in list(autoscalers.values()):
+                if hpa.floor_owner is not None and hpa.floor_owner not in live:
+                    await _restore_floor(hpa)
 
 
-_restoring: set[asyncio.Task[None]] = set()
+floor_sweeps = FloorSweeps()
 
 
-async def _restore_floors() -> None:
-    while not runtime.readiness.is_ready():
-        await asyncio.sleep(0.1)
-    live = set(tdsets_by_name.values())
-    for hpa in list(autoscalers.values()):
-        if hpa.floor_owner is None or hpa.floor_owner in live:
-            continue
-        try:
-            await api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
-        except ApiError as exc:
-            if exc.status != 404:
-                logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
-            continue
-        logger.info(
-            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
-            "(the TDSet that raised it is gone)"
-        )
+async def _restore_floor(hpa: AutoscalerView) -> None:
+    try:
+        await api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
+    except ApiError as exc:
+        if exc.status != 404:
+            logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
+        return
+    logger.info(
+        f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
+        "(the TDSet that raised it is gone)"
+    )
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -135,7 +148,7 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
     if type == "DELETED":
         tdsets_by_name.pop(key, None)
-        restore_floors_soon()
+        floor_sweeps.request()
         api.status.forget(meta["uid"])
         runtime.metrics.forget_object(meta["namespace"], meta["name"])
         expectations.forget(meta["uid"])
