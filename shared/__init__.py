@@ -13,6 +13,7 @@
 - :mod:`shared.metrics`     controller-runtime compatible metrics on a private registry
 - :mod:`shared.serving`     ``/metrics``, ``/healthz``, ``/readyz``
 - :mod:`shared.runtime`     options, logging and kopf settings common to all operators
+- :mod:`shared.description` one declarative description per operator, read by tools and handlers
 
 ``shared`` never imports an operator (enforced by import-linter, see ``pyproject.toml``).
 """

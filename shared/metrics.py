@@ -16,8 +16,10 @@ operators work unchanged:
 plus client-go's ``rest_client_requests_total{code,method,host}`` and
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
 (:class:`shared.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
-operator's domain metrics. Every metric is declared once, in :data:`TABLE` (name, type, help,
-labels, which operator); the registry and the README's metrics list are both made from it.
+operator's domain metrics. Every metric is declared once (name, type, help, labels): the shared
+ones in :data:`TABLE`, an operator's own in its description
+(:attr:`shared.description.OperatorDescription.metrics`); the registry and the README's metrics
+list are both made from them.
 
 How kopf outcomes map onto ``result`` is decided in :mod:`shared.workqueue`. Each process uses
 its own :class:`Metrics` (a private ``CollectorRegistry``), never the global default registry,
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import kopf
 import prometheus_client
@@ -40,6 +41,8 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+
+from shared.description import NAMESPACED, MetricSpec
 
 # Go's client has no *_created series; dashboards built for controller-runtime don't expect them.
 prometheus_client.disable_created_metrics()
@@ -72,21 +75,8 @@ RECONCILE_BUCKETS = (
 
 # client-go's request latency buckets (k8s.io/client-go/tools/metrics via component-base).
 REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
-NAMESPACED = ("namespace", "name")
 
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric: the single place its name, type, help text and labels are written."""
-
-    name: str
-    kind: str  # counter | gauge | histogram
-    help: str
-    labels: tuple[str, ...]
-    operator: str = ""  # "" = every operator exposes it
-    buckets: tuple[float, ...] = ()
-
-
+# What every operator exports; an operator's own metrics are in its description.
 TABLE: tuple[MetricSpec, ...] = (
     MetricSpec(
         "controller_runtime_reconcile_total",
@@ -144,53 +134,23 @@ TABLE: tuple[MetricSpec, ...] = (
         ("verb", "host"),
         buckets=REQUEST_BUCKETS,
     ),
-    MetricSpec(
-        "netperf_throughput_bytes_per_second",
-        "gauge",
-        "Mean throughput of the latest finished STREAM test of a Netperf, in bytes per second",
-        NAMESPACED,
-        "netperf",
-    ),
-    MetricSpec(
-        "netperf_failed",
-        "gauge",
-        "1 when a Netperf's latest test ended in Error, else 0",
-        NAMESPACED,
-        "netperf",
-    ),
-    MetricSpec(
-        "netperf_tests_total",
-        "counter",
-        "Finished Netperf tests by result (done or error)",
-        ("result",),
-        "netperf",
-    ),
-    MetricSpec(
-        "tdset_desired_replicas",
-        "gauge",
-        "Replicas the TDSet operator maintains for a TDSet now",
-        NAMESPACED,
-        "tdset",
-    ),
-    MetricSpec(
-        "tdset_scheduled_replicas", "gauge", "Replicas a TDSet's schedule asks for now", NAMESPACED, "tdset"
-    ),
-    MetricSpec(
-        "tdset_degraded", "gauge", "1 when a TDSet's Degraded condition is True, else 0", NAMESPACED, "tdset"
-    ),
-    MetricSpec(
-        "webserver_desired_replicas", "gauge", "spec.replicas of a WebServer", NAMESPACED, "webserver"
-    ),
-    MetricSpec("webserver_ready_replicas", "gauge", "Ready pods of a WebServer", NAMESPACED, "webserver"),
 )
 BY_NAME = {m.name: m for m in TABLE}
 
 
 class Metrics:
-    """All metrics of one operator process, on a private registry."""
+    """All metrics of one operator process, on a private registry.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    ``domain``: the operator's own metrics (its description's); they are registered at once,
+    and no metric that is neither in :data:`TABLE` nor in ``domain`` can be made.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, domain: Iterable[MetricSpec] = ()
+    ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        domain = tuple(domain)
+        self.specs = {m.name: m for m in (*TABLE, *domain)}
         # process_* (CPU, memory, file descriptors, start time) and python_info, as Go's
         # process and build-info collectors give controller-runtime operators.
         ProcessCollector(registry=self.registry)
@@ -205,9 +165,11 @@ class Metrics:
         self.active_workers = self.gauge("controller_runtime_active_workers")
         self.requests = self.counter("rest_client_requests_total")
         self.request_duration = self.histogram("rest_client_request_duration_seconds")
+        for spec in domain:
+            self._make(spec.name, spec.kind)
 
     def _make(self, name: str, kind: str) -> Counter | Gauge | Histogram:
-        spec = BY_NAME[name]
+        spec = self.specs[name]
         assert spec.kind == kind, f"{name} is a {spec.kind}"
         if name not in self._made:
             if kind == "counter":
@@ -266,7 +228,7 @@ class Metrics:
     def forget_object(self, namespace: str, name: str) -> None:
         """Drop an object's series from every namespace/name metric (it was deleted)."""
         for metric_name, metric in self._made.items():
-            if BY_NAME[metric_name].labels == NAMESPACED:
+            if self.specs[metric_name].labels == NAMESPACED:
                 with contextlib.suppress(KeyError):  # no series for this object
                     metric.remove(namespace, name)
 

@@ -3,7 +3,8 @@
 - :func:`prometheus_rule`: the bundle's ``PrometheusRule`` (alerts with summary, description
   and a ``runbook_url`` into ``docs/runbook.md``);
 - :func:`dashboard`: ``docs/grafana-dashboard.json`` (reconcile, client and domain metrics);
-- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.metrics.TABLE``.
+- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.metrics.TABLE``
+  and each operator's declared metrics.
 
 ``tools/bundle.py`` writes all three (``make bundle``) and ``--check`` catches drift.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from operators import descriptions
 from shared.metrics import TABLE
 
 RUNBOOK = "https://github.com/k8s-operators-py/k8s-operators-py/blob/main/docs/runbook.md"
@@ -215,7 +217,8 @@ def dashboard_json() -> str:
 
 def metrics_table() -> str:
     rows = ["| metric | type | labels | operator | help |", "| --- | --- | --- | --- | --- |"]
-    for m in TABLE:
+    owned = [("all", m) for m in TABLE] + [(op.name, m) for op in descriptions() for m in op.metrics]
+    for operator, m in owned:
         labels = ", ".join(f"`{label}`" for label in m.labels)
-        rows.append(f"| `{m.name}` | {m.kind} | {labels} | {m.operator or 'all'} | {m.help} |")
+        rows.append(f"| `{m.name}` | {m.kind} | {labels} | {operator} | {m.help} |")
     return "\n".join(rows) + "\n"

@@ -30,18 +30,19 @@ import kopf
 
 from operators.netperf import desired, status
 from operators.netperf.api import NetperfAPI
+from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView
 from operators.netperf.parse import ParseError, parse, truncate
 from operators.netperf.schema import APP, CRD, GROUP, KIND, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import KubeClient, reason_of
-from shared.runtime import Runtime
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller
 
-CONTROLLER = "netperf"
-runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods",))
+# Controller name, app label, watched children and metrics: all from the description.
+CONTROLLER = DESCRIPTION.controller
+runtime = DESCRIPTION.make_runtime()
 clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
 api = NetperfAPI(KubeClient(observer=runtime.metrics.observe_request))

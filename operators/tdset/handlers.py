@@ -23,20 +23,21 @@ import kopf
 
 from operators.tdset import desired, schedule, status
 from operators.tdset.api import PatchExpectations, TDSetAPI
+from operators.tdset.description import DESCRIPTION
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import ApiError, KubeClient, reason_of
-from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.services import view as service_view
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller, RetryError
 
 logger = logging.getLogger("operators.tdset")
-CONTROLLER = "tdset"
-runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("deployments", "services"))
+# Controller name, app label, watched children and metrics: all from the description.
+CONTROLLER = DESCRIPTION.controller
+runtime = DESCRIPTION.make_runtime()
 desired_gauge = runtime.metrics.gauge("tdset_desired_replicas")
 scheduled_gauge = runtime.metrics.gauge("tdset_scheduled_replicas")
 degraded_gauge = runtime.metrics.gauge("tdset_degraded")

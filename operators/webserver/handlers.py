@@ -19,16 +19,17 @@ import kopf
 
 from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
+from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, ownership
 from shared.kube import ApiError, KubeClient, reason_of
-from shared.runtime import Runtime
 from shared.services import converge as converge_service
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller
 
-CONTROLLER = "webserver"
-runtime = Runtime(app=APP, controllers=(CONTROLLER,), child_resources=("pods", "services"))
+# Controller name, app label, watched children and metrics: all from the description.
+CONTROLLER = DESCRIPTION.controller
+runtime = DESCRIPTION.make_runtime()
 desired_gauge = runtime.metrics.gauge("webserver_desired_replicas")
 ready_gauge = runtime.metrics.gauge("webserver_ready_replicas")
 expectations = DeleteExpectations()

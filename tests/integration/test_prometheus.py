@@ -24,13 +24,14 @@ import yaml
 from kubernetes import client
 
 from localcluster.cluster import free_port
+from operators import PACKAGES, description
 from shared.metrics import TABLE
 from tests.helpers import delete_namespace, fresh_namespace, wait_for
 from tests.integration import test_netperf
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
 
-OPERATORS = ("netperf", "tdset", "webserver")
+OPERATORS = PACKAGES
 
 
 class Prometheus:
@@ -130,9 +131,8 @@ def families_without_samples(operator: str, text: str) -> set[str]:
     sampled = {line.split("{")[0].split()[0] for line in text.splitlines() if line and line[0] != "#"}
     return {
         spec.name
-        for spec in TABLE
-        if spec.operator in ("", operator)
-        and not any(s == spec.name or s.startswith(spec.name + "_") for s in sampled)
+        for spec in (*TABLE, *description(operator).metrics)
+        if not any(s == spec.name or s.startswith(spec.name + "_") for s in sampled)
     }
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.metrics import BY_NAME
+from operators import descriptions
+from shared.metrics import TABLE
 from tools import monitoring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,8 +105,9 @@ def test_every_alert_has_firing_and_quiet_scenarios_and_a_runbook_section():
 
 
 def test_rules_and_dashboard_use_only_metrics_the_operators_export():
-    exported = set(BY_NAME) | {"up"}
-    histograms = {f"{m.name}_bucket" for m in BY_NAME.values() if m.kind == "histogram"}
+    specs = [*TABLE, *(m for op in descriptions() for m in op.metrics)]
+    exported = {m.name for m in specs} | {"up"}
+    histograms = {f"{m.name}_bucket" for m in specs if m.kind == "histogram"}
     exprs = [r["expr"] for r in ALERTS.values()]
     exprs += [t["expr"] for p in monitoring.dashboard()["panels"] for t in p["targets"]]
     for expr in exprs:

@@ -1,0 +1,74 @@
+"""The Netperf operator as data: what the tools, the entry point and the handlers read.
+
+See :mod:`shared.description`; the API and the rules themselves stay in :mod:`.schema` and
+:mod:`.rbac`.
+"""
+
+from __future__ import annotations
+
+from operators.netperf import rbac, schema
+from shared.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
+
+OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
+
+DESCRIPTION = OperatorDescription(
+    name="netperf",
+    app=schema.APP,
+    crd=schema.CRD,
+    reconcile="operators.netperf.handlers:reconcile",
+    resources=(Resource("Pod", "v1", "pods"),),
+    rules=rbac.RULES,
+    display="Netperf",
+    summary="A one-step pod-to-pod network benchmark: a netserver pod, a netperf client pod, results in "
+    "status.",
+    tagline="Netperf benchmarks",
+    keywords=("netperf", "network benchmark"),
+    catalog_text="""\
+## Netperf
+Create a `Netperf` and the operator runs a netperf server pod and a client pod against it,
+records throughput per sample (bits/s) with mean, standard deviation and 95% confidence
+interval (TCP_RR: transactions/s and latency percentiles) in the status, and deletes the pods.
+
+```yaml
+apiVersion: app.example.com/v1alpha1
+kind: Netperf
+metadata: {name: np}
+spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
+```
+""",
+    example="examples/netperf.yaml",
+    metrics=(
+        MetricSpec(
+            "netperf_throughput_bytes_per_second",
+            "gauge",
+            "Mean throughput of the latest finished STREAM test of a Netperf, in bytes per second",
+            NAMESPACED,
+        ),
+        MetricSpec(
+            "netperf_failed", "gauge", "1 when a Netperf's latest test ended in Error, else 0", NAMESPACED
+        ),
+        MetricSpec(
+            "netperf_tests_total", "counter", "Finished Netperf tests by result (done or error)", ("result",)
+        ),
+    ),
+    alerts=(
+        Alert(
+            "NetperfTestFailed",
+            "netperf_failed == 1",
+            for_="0m",
+            severity="warning",
+            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ended in Error",
+            description="The latest test of Netperf {{ $labels.namespace }}/{{ $labels.name }} failed; "
+            "status.reason and status.message say why.",
+        ),
+    ),
+    panels=(
+        Panel("Netperf throughput", (("netperf_throughput_bytes_per_second", OBJECT),), "Bps"),
+        Panel(
+            "Netperf tests by result",
+            (("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}"),),
+            "short",
+        ),
+    ),
+    images=(Image("netperf", schema.DEFAULT_IMAGE, "netperf-benchmark", "netperf/netserver"),),
+)

@@ -1,0 +1,52 @@
+"""The WebServer operator as data: what the tools, the entry point and the handlers read.
+
+See :mod:`shared.description`; the API and the rules themselves stay in :mod:`.schema` and
+:mod:`.rbac`.
+"""
+
+from __future__ import annotations
+
+from operators.webserver import rbac, schema
+from shared.description import NAMESPACED, MetricSpec, OperatorDescription, Panel, Resource
+
+OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
+
+DESCRIPTION = OperatorDescription(
+    name="webserver",
+    app=schema.APP,
+    crd=schema.CRD,
+    reconcile="operators.webserver.handlers:reconcile",
+    resources=(Resource("Pod", "v1", "pods"), Resource("Service", "v1", "services")),
+    rules=rbac.RULES,
+    display="WebServer",
+    summary="N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",
+    tagline="web-server pods",
+    keywords=("web server",),
+    catalog_text="""\
+## WebServer
+N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling image
+changes), optionally behind a Service.
+
+```yaml
+apiVersion: demo.k8s.io/v1alpha1
+kind: WebServer
+metadata: {name: web}
+spec: {replicas: 3, image: nginxdemos/hello}
+```
+""",
+    example="examples/webserver.yaml",
+    metrics=(
+        MetricSpec("webserver_desired_replicas", "gauge", "spec.replicas of a WebServer", NAMESPACED),
+        MetricSpec("webserver_ready_replicas", "gauge", "Ready pods of a WebServer", NAMESPACED),
+    ),
+    panels=(
+        Panel(
+            "WebServer desired vs ready replicas",
+            (
+                ("webserver_desired_replicas", f"{OBJECT} desired"),
+                ("webserver_ready_replicas", f"{OBJECT} ready"),
+            ),
+            "short",
+        ),
+    ),
+)

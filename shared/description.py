@@ -1,0 +1,163 @@
+"""One declarative description per operator: what it is, as data every consumer reads.
+
+The model is controller-runtime's builder (``For(&Primary{}).Owns(&Child{}).Complete(r)``) and
+kubebuilder's ``PROJECT`` file: a few lines that name an operator's primary resource, the
+children it owns, its reconcile function and everything generated around it. Here that is one
+:class:`OperatorDescription` per operator package (``operators/<name>/description.py``), listed
+once in ``operators.PACKAGES``, and read by
+
+- the operator's own handlers: :meth:`OperatorDescription.make_runtime` builds its
+  :class:`shared.runtime.Runtime` (app label, controller, watched children, metrics registry
+  with exactly the declared metrics);
+- ``python -m operators.<name>`` (``operators.main``): the handlers module named by
+  :attr:`~OperatorDescription.reconcile`;
+- ``tools/manifests.py`` (the CRD), ``tools/bundle.py`` (CSV: owned CRD text, resources,
+  permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
+  Dockerfile, ``deploy/install.yaml``), ``tools/monitoring.py`` (alerts, dashboard panels, the
+  README's metrics table) and ``tools/images.py`` (operator and operand images).
+
+Before, each of those listed the three operators by hand, so adding one meant editing every
+tool and keeping their copies of its text in step. Logic stays where it was: a description
+points at the operator's ``schema.CRD`` and ``rbac.RULES``, it does not restate them.
+
+This module is imported by tools that must not pay for kopf or prometheus_client (images,
+manifests): it depends on :mod:`shared.crd` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared.crd import CRDSpec
+
+if TYPE_CHECKING:
+    from shared.runtime import Runtime
+
+NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
+METRIC_KINDS = ("counter", "gauge", "histogram")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: the single place its name, type, help text and labels are written."""
+
+    name: str
+    kind: str  # counter | gauge | histogram
+    help: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind the operator creates or changes besides its primary one (the CSV's ``resources``).
+
+    ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
+    are watched through a server-side label selector (:func:`shared.caches.watch_only_managed`).
+    Objects it only adjusts (an HPA it gives a floor) are not children.
+    """
+
+    kind: str
+    version: str
+    plural: str
+    child: bool = True
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A Prometheus alert on this operator's metrics (``runbook_url`` is derived from the name)."""
+
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    summary: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A Grafana time-series panel: (PromQL, legend) pairs and a unit."""
+
+    title: str
+    exprs: tuple[tuple[str, str], ...]
+    unit: str
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image the operator's workloads run, built here from ``images/<name>/Dockerfile``."""
+
+    name: str  # <registry>/<name>:<version>, images/<name>/
+    default: str  # the reference the operator uses when a spec names none
+    related_name: str  # its entry in the CSV's relatedImages
+    description: str  # what ``make images`` says it is
+
+
+@dataclass(frozen=True)
+class OperatorDescription:
+    """Everything about one operator that is not its reconcile logic."""
+
+    name: str  # package operators/<name>, image <name>-operator, controller and job names
+    app: str  # app.kubernetes.io/name of every child
+    crd: CRDSpec  # the primary resource
+    reconcile: str  # "module:function", the reconcile pass; the module registers the kopf handlers
+    resources: tuple[Resource, ...]
+    rules: Sequence[Mapping[str, Any]]  # RBAC, namespaced (the CSV's ``permissions``)
+    # The bundle: display name, one-line summary (owned CRD, image label), a phrase for the
+    # CSV's one-line description, keywords, a Markdown section of the CSV's description and
+    # the example (a path from the repository root; alm-examples).
+    display: str
+    summary: str
+    tagline: str
+    keywords: tuple[str, ...]
+    catalog_text: str
+    example: str
+    metrics: tuple[MetricSpec, ...] = ()  # its own, beyond the shared controller-runtime ones
+    alerts: tuple[Alert, ...] = ()  # beyond the shared ones (operator down or not scraped, errors)
+    panels: tuple[Panel, ...] = ()  # its dashboard panels
+    images: tuple[Image, ...] = ()  # operand images it needs
+
+    def __post_init__(self) -> None:
+        module, _, function = self.reconcile.partition(":")
+        if not (module and function):
+            raise ValueError(f"{self.name}: reconcile must be 'module:function', not {self.reconcile!r}")
+        for m in self.metrics:
+            if m.kind not in METRIC_KINDS:
+                raise ValueError(f"{self.name}: metric {m.name} has unknown type {m.kind!r}")
+            # One prefix per operator keeps metric names from colliding across operators.
+            if not m.name.startswith(f"{self.name}_"):
+                raise ValueError(f"{self.name}: metric {m.name} does not start with {self.name}_")
+
+    @property
+    def controller(self) -> str:
+        """The one controller of this operator: ``controller`` label of controller_runtime_*."""
+        return self.name
+
+    @property
+    def deployment(self) -> str:
+        """Name of its Deployment, ServiceAccount and image: ``<name>-operator``."""
+        return f"{self.name}-operator"
+
+    @property
+    def handlers(self) -> str:
+        """The module that registers the kopf handlers and holds ``runtime``."""
+        return self.reconcile.partition(":")[0]
+
+    @property
+    def child_resources(self) -> tuple[str, ...]:
+        return tuple(r.plural for r in self.resources if r.child)
+
+    def make_runtime(self) -> Runtime:
+        """The operator process's :class:`~shared.runtime.Runtime`, its metrics those declared."""
+        from shared.metrics import Metrics
+        from shared.runtime import Runtime
+
+        return Runtime(
+            app=self.app,
+            controllers=(self.controller,),
+            child_resources=self.child_resources,
+            metrics=Metrics(domain=self.metrics),
+        )
