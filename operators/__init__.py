@@ -3,8 +3,8 @@
 :data:`PACKAGES` is the one list of them. Each package declares itself in
 ``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.description.OperatorDescription`),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
-README's metrics table) reads :func:`descriptions`. A new operator is a new package plus its
-name here.
+README's metrics table) reads :func:`descriptions`; ``operators/<name>/__main__.py`` is the same
+two lines everywhere and calls :func:`main`. A new operator is a new package plus its name here.
 
 The packages are imported by name, never statically from here: ``operators.netperf`` imports
 this package, so a static import of the others would make every operator depend on every
@@ -14,6 +14,8 @@ other one (import-linter's independence contract in ``pyproject.toml``).
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
 
 from shared.description import OperatorDescription
 
@@ -31,3 +33,18 @@ def description(name: str) -> OperatorDescription:
 def descriptions() -> tuple[OperatorDescription, ...]:
     """Every registered operator's description, in :data:`PACKAGES` order."""
     return tuple(description(name) for name in PACKAGES)
+
+
+def main(package: str | None, argv: Sequence[str] | None = None) -> None:
+    """``python -m operators.<name>``: register the handlers, parse the options, run kopf.
+
+    ``package`` is the ``__package__`` of the calling ``__main__`` (``operators.<name>``).
+    """
+    from shared.runtime import parse_options  # kopf: only for a process that runs an operator
+
+    if not package or not package.startswith(f"{__name__}."):
+        raise SystemExit(f"run an operator as `python -m {__name__}.<name>`, not from {package!r}")
+    op = description(package.rpartition(".")[2])
+    handlers = importlib.import_module(op.handlers)  # importing registers the kopf handlers
+    handlers.runtime.options = parse_options(sys.argv[1:] if argv is None else argv, prog=op.name)
+    handlers.runtime.run()

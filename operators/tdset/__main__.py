@@ -1,17 +1,6 @@
-"""Entry point: ``python -m operators.tdset [--namespace NS ...]``."""
+"""Entry point: ``python -m operators.<name> [--namespace NS ...]``, the same in every operator."""
 
-from __future__ import annotations
-
-import sys
-
-from operators.tdset import handlers
-from shared.runtime import parse_options
-
-
-def main() -> None:
-    handlers.runtime.options = parse_options(sys.argv[1:], prog="tdset")
-    handlers.runtime.run()
-
+from operators import main
 
 if __name__ == "__main__":
-    main()
+    main(__package__)
