@@ -1,5 +1,7 @@
 """``make manifests``: write each operator's CRD into ``bundle/manifests/`` from its schema.py.
 
+The operators are those registered in ``operators.PACKAGES``; each description names its CRD.
+
 ``--check`` exits 1 (and says which file) when a committed CRD differs from what the schema
 generates, which is what CI relies on to catch hand edits and forgotten regenerations.
 """
@@ -10,14 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from operators.netperf.schema import CRD as NETPERF
-from operators.tdset.schema import CRD as TDSET
-from operators.webserver.schema import CRD as WEBSERVER
+from operators import descriptions
 from shared.crd import CRDSpec, to_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "bundle" / "manifests"
-CRDS: tuple[CRDSpec, ...] = (NETPERF, TDSET, WEBSERVER)
 
 
 def crd_path(crd: CRDSpec) -> Path:
@@ -25,13 +24,17 @@ def crd_path(crd: CRDSpec) -> Path:
     return MANIFESTS / f"{crd.group}_{crd.plural}.yaml"
 
 
+def render() -> dict[Path, str]:
+    """Every registered operator's CRD: path -> YAML."""
+    return {crd_path(op.crd): to_yaml(op.crd.manifest()) for op in descriptions()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
     stale = []
-    for crd in CRDS:
-        path, text = crd_path(crd), to_yaml(crd.manifest())
+    for path, text in render().items():
         if path.exists() and path.read_text() == text:
             continue
         if args.check:
