@@ -6,7 +6,10 @@
 - :func:`metrics_table`: the Markdown table of every metric, made from ``shared.metrics.TABLE``
   and each operator's declared metrics.
 
-``tools/bundle.py`` writes all three (``make bundle``) and ``--check`` catches drift.
+What is the same for every operator (operator down or not scraped, reconcile errors, the
+controller-runtime and client panels) is written here once and repeated for each registered
+operator (``operators.descriptions()``); an operator's own alerts and panels are in its
+description. ``tools/bundle.py`` writes all three (``make bundle``) and ``--check`` catches drift.
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import json
 from typing import Any
 
 from operators import descriptions
+from shared.description import Alert, Panel
 from shared.metrics import TABLE
 
 RUNBOOK = "https://github.com/k8s-operators-py/k8s-operators-py/blob/main/docs/runbook.md"
-OPERATORS = ("netperf", "tdset", "webserver")
-CONTROLLERS = "|".join(OPERATORS)
 JOB = "{op}-operator-metrics"  # the ServiceMonitor's job label: the metrics Service's name
 _BY_CONTROLLER = 'sum by (controller) (rate({metric}{{controller=~"{sel}"}}[5m]))'
-ERRORS = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_errors_total", sel=CONTROLLERS)
-TOTAL = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_total", sel=CONTROLLERS)
+
+
+def controllers() -> tuple[str, ...]:
+    """The registered operators' controllers (the ``controller`` label), one per operator."""
+    return tuple(op.controller for op in descriptions())
 
 
 def _alert(
@@ -43,7 +48,11 @@ def _alert(
 
 
 def alerts() -> list[dict[str, Any]]:
-    jobs = "|".join(JOB.format(op=op) for op in OPERATORS)
+    ops = descriptions()
+    sel = "|".join(controllers())
+    errors = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_errors_total", sel=sel)
+    total = _BY_CONTROLLER.format(metric="controller_runtime_reconcile_total", sel=sel)
+    jobs = "|".join(JOB.format(op=op.name) for op in ops)
     rules = [
         _alert(
             "K8sOperatorsPyOperatorDown",
@@ -56,48 +65,42 @@ def alerts() -> list[dict[str, Any]]:
             "are not reconciled.",
         ),
     ]
-    for op in OPERATORS:
+    for name in (op.name for op in ops):
         rules.append(
             _alert(
-                f"{op.capitalize()}OperatorNotScraped",
-                f'absent(up{{job="{JOB.format(op=op)}"}})',
+                f"{name.capitalize()}OperatorNotScraped",
+                f'absent(up{{job="{JOB.format(op=name)}"}})',
                 for_="15m",
                 severity="warning",
-                summary=f"The {op} operator is not scraped",
-                description=f"No scrape target for job {JOB.format(op=op)} for 15 minutes: the operator "
+                summary=f"The {name} operator is not scraped",
+                description=f"No scrape target for job {JOB.format(op=name)} for 15 minutes: the operator "
                 "is not installed, or its ServiceMonitor does not select its metrics Service.",
             )
         )
     rules += [
         _alert(
             "K8sOperatorsPyReconcileErrorsHigh",
-            f"{ERRORS} / {TOTAL} > 0.1",
+            f"{errors} / {total} > 0.1",
             for_="15m",
             severity="warning",
             summary="More than 10% of {{ $labels.controller }} reconciles fail",
             description="{{ $value | humanizePercentage }} of the {{ $labels.controller }} controller's "
             "reconciles ended in an error over the last 5 minutes, for 15 minutes.",
         ),
-        _alert(
-            "NetperfTestFailed",
-            "netperf_failed == 1",
-            for_="0m",
-            severity="warning",
-            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ended in Error",
-            description="The latest test of Netperf {{ $labels.namespace }}/{{ $labels.name }} failed; "
-            "status.reason and status.message say why.",
-        ),
-        _alert(
-            "TDSetDegraded",
-            "tdset_degraded == 1",
-            for_="10m",
-            severity="warning",
-            summary="TDSet {{ $labels.namespace }}/{{ $labels.name }} is Degraded",
-            description="TDSet {{ $labels.namespace }}/{{ $labels.name }} has been Degraded for 10 minutes "
-            "(invalid spec or its Deployment cannot be written): its replicas do not follow the schedule.",
-        ),
     ]
+    rules += [_declared(alert) for op in ops for alert in op.alerts]
     return rules
+
+
+def _declared(alert: Alert) -> dict[str, Any]:
+    return _alert(
+        alert.name,
+        alert.expr,
+        for_=alert.for_,
+        severity=alert.severity,
+        summary=alert.summary,
+        description=alert.description,
+    )
 
 
 def prometheus_rule() -> dict[str, Any]:
@@ -139,7 +142,6 @@ def dashboard() -> dict[str, Any]:
         f'(rate(controller_runtime_reconcile_time_seconds_bucket{{controller=~"{sel}"}}[5m]))'
     )
     request_buckets = "sum by (job, le) (rate(rest_client_request_duration_seconds_bucket[5m]))"
-    obj = "{{namespace}}/{{name}}"
     panels: list[tuple[str, list[tuple[str, str]], str]] = [
         ("Reconciles per second by result", [(by_result, "{{controller}} {{result}}")], "ops"),
         ("Reconcile error ratio", [(f"{errors} / {total}", "{{controller}}")], "percentunit"),
@@ -162,22 +164,7 @@ def dashboard() -> dict[str, Any]:
             "reqps",
         ),
         ("API request duration p99", [(f"histogram_quantile(0.99, {request_buckets})", "{{job}}")], "s"),
-        ("Netperf throughput", [("netperf_throughput_bytes_per_second", obj)], "Bps"),
-        (
-            "Netperf tests by result",
-            [("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}")],
-            "short",
-        ),
-        (
-            "TDSet desired vs scheduled replicas",
-            [("tdset_desired_replicas", f"{obj} desired"), ("tdset_scheduled_replicas", f"{obj} scheduled")],
-            "short",
-        ),
-        (
-            "WebServer desired vs ready replicas",
-            [("webserver_desired_replicas", f"{obj} desired"), ("webserver_ready_replicas", f"{obj} ready")],
-            "short",
-        ),
+        *[(p.title, list(p.exprs), p.unit) for p in _declared_panels()],
         ("Operator memory (RSS)", [("process_resident_memory_bytes", "{{job}}")], "bytes"),
         ("Operator CPU", [("rate(process_cpu_seconds_total[5m])", "{{job}}")], "short"),
     ]
@@ -196,10 +183,10 @@ def dashboard() -> dict[str, Any]:
                     "name": "controller",
                     "type": "custom",
                     "label": "Controller",
-                    "query": ",".join(OPERATORS),
+                    "query": ",".join(controllers()),
                     "multi": True,
                     "includeAll": True,
-                    "allValue": CONTROLLERS,
+                    "allValue": "|".join(controllers()),
                     "current": {"text": "All", "value": "$__all"},
                 },
             ]
@@ -209,6 +196,10 @@ def dashboard() -> dict[str, Any]:
             for i, (title, exprs, unit) in enumerate(panels)
         ],
     }
+
+
+def _declared_panels() -> list[Panel]:
+    return [panel for op in descriptions() for panel in op.panels]
 
 
 def dashboard_json() -> str:

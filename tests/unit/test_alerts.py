@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from operators import descriptions
+from operators import PACKAGES, descriptions
 from shared.metrics import TABLE
 from tools import monitoring
 
@@ -47,7 +47,7 @@ def up(job: str, value: int) -> dict:
     return {"series": f'up{{job="{job}", instance="10.0.0.1:8080"}}', "values": f"{value}x30"}
 
 
-UP_ALL = [up(f"{op}-operator-metrics", 1) for op in monitoring.OPERATORS]
+UP_ALL = [up(f"{op}-operator-metrics", 1) for op in PACKAGES]
 WEB_DOWN = [up("webserver-operator-metrics", 0)]
 WEB_LABELS = {"job": "webserver-operator-metrics", "instance": "10.0.0.1:8080"}
 
@@ -80,9 +80,9 @@ SCENARIOS = [
             {"job": f"{op}-operator-metrics"},
             "",
         )
-        for op in monitoring.OPERATORS
+        for op in PACKAGES
     ],
-    *[(f"{op.capitalize()}OperatorNotScraped", UP_ALL, "16m", None, "") for op in monitoring.OPERATORS],
+    *[(f"{op.capitalize()}OperatorNotScraped", UP_ALL, "16m", None, "") for op in PACKAGES],
     ("K8sOperatorsPyReconcileErrorsHigh", reconciles(60), "25m", {"controller": "tdset"}, "50%"),
     ("K8sOperatorsPyReconcileErrorsHigh", reconciles(3), "25m", None, ""),  # ~5%: below 10%
     ("NetperfTestFailed", [series(NP, "1x5")], "1m", {"namespace": "lab", "name": "np"}, ""),
