@@ -2,8 +2,9 @@
 
     python -m tools.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py] [--check]
 
-Sources: each operator's ``schema.py`` (CRDs, descriptors), ``rbac.py`` (permissions) and
-package docstring; ``examples/*.yaml`` (alm-examples); ``shared.serving`` (ports). Output:
+Sources: each registered operator's description (``operators/<name>/description.py``: its
+CRD and descriptors from ``schema.py``, permissions from ``rbac.py``, display text, resources,
+example file in ``examples/``, images); ``shared.serving`` (ports). Output:
 
     bundle/manifests/   the CSV, the CRDs, a metrics Service and a ServiceMonitor per operator
     bundle/metadata/annotations.yaml
@@ -24,24 +25,18 @@ import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 import shared
-from operators.netperf import rbac as netperf_rbac
-from operators.netperf.schema import CRD as NETPERF
-from operators.netperf.schema import DEFAULT_IMAGE as NETPERF_IMAGE
-from operators.tdset import rbac as tdset_rbac
-from operators.tdset.schema import CRD as TDSET
-from operators.webserver import rbac as webserver_rbac
-from operators.webserver.schema import CRD as WEBSERVER
-from shared.crd import CRDSpec, to_yaml
+from operators import descriptions
+from shared.crd import to_yaml
+from shared.description import OperatorDescription
 from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools import monitoring
-from tools.manifests import crd_path
+from tools.manifests import render as manifests_render
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "bundle"
@@ -67,97 +62,34 @@ def replaces(version: str) -> str | None:
     return f"{PACKAGE}.v{max(older, key=_version_key)}" if older else None
 
 
-@dataclass(frozen=True)
-class Operator:
-    name: str  # netperf, tdset, webserver
-    crd: CRDSpec
-    rules: Sequence[Mapping[str, Any]]
-    example: str  # file in examples/
-    display: str
-    description: str
-    resources: Sequence[tuple[str, str]]  # (kind, version) of the objects it creates or changes
-
-    @property
-    def deployment(self) -> str:
-        return f"{self.name}-operator"
-
-
-OPERATORS = (
-    Operator(
-        "netperf",
-        NETPERF,
-        netperf_rbac.RULES,
-        "netperf.yaml",
-        "Netperf",
-        "A one-step pod-to-pod network benchmark: a netserver pod, a netperf client pod, results in status.",
-        (("Pod", "v1"),),
-    ),
-    Operator(
-        "tdset",
-        TDSET,
-        tdset_rbac.RULES,
-        "tdset.yaml",
-        "TDSet",
-        "A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",
-        (("Deployment", "v1"), ("Service", "v1"), ("HorizontalPodAutoscaler", "v2")),
-    ),
-    Operator(
-        "webserver",
-        WEBSERVER,
-        webserver_rbac.RULES,
-        "webserver.yaml",
-        "WebServer",
-        "N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",
-        (("Pod", "v1"), ("Service", "v1")),
-    ),
-)
-
-DESCRIPTION = """\
-Three small operators written in Python on [kopf](https://kopf.readthedocs.io), built to
+# The CSV's description (also the catalog's package description): this, one section per
+# operator (its description's ``catalog_text``), then OUTRO.
+INTRO = """\
+{count} small operators written in Python on [kopf](https://kopf.readthedocs.io), built to
 behave like the best Go operators: level-based, idempotent, restart-safe, observable and
 least-privilege. Each runs as its own Deployment with its own image and ServiceAccount.
 
-## Netperf
-Create a `Netperf` and the operator runs a netperf server pod and a client pod against it,
-records throughput per sample (bits/s) with mean, standard deviation and 95% confidence
-interval (TCP_RR: transactions/s and latency percentiles) in the status, and deletes the pods.
-
-```yaml
-apiVersion: app.example.com/v1alpha1
-kind: Netperf
-metadata: {name: np}
-spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
-```
-
-## TDSet
-A Deployment whose replica count follows time windows in a time zone, acted on exactly at
-each boundary; an HPA on the Deployment gets the schedule as its `minReplicas`.
-
-```yaml
-apiVersion: schedule.rs/v1
-kind: TDSet
-metadata: {name: shop}
-spec:
-  container: {image: nginx:1.27, port: 80}
-  schedulingConfig: [{startTime: 9, endTime: 17, replica: 5}]
-  defaultReplica: 2
-  timeZone: Europe/Berlin
-```
-
-## WebServer
-N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling image
-changes), optionally behind a Service.
-
-```yaml
-apiVersion: demo.k8s.io/v1alpha1
-kind: WebServer
-metadata: {name: web}
-spec: {replicas: 3, image: nginxdemos/hello}
-```
-
+"""
+OUTRO = """\
 Metrics (controller-runtime compatible) are served on port 8080 of each operator and scraped
 through the bundled ServiceMonitors.
 """
+COUNTS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
+
+
+def csv_description() -> str:
+    ops = descriptions()
+    count = COUNTS[len(ops)] if len(ops) < len(COUNTS) else str(len(ops))
+    return INTRO.format(count=count) + "".join(op.catalog_text + "\n" for op in ops) + OUTRO
+
+
+def _and(items: Sequence[str]) -> str:
+    """``a, b and c``."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]]))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def image(registry: str, name: str, version: str) -> str:
@@ -184,21 +116,21 @@ def _descriptors(schema: Mapping[str, Any], *, status: bool) -> list[dict[str, A
     return out
 
 
-def owned_crd(op: Operator) -> dict[str, Any]:
+def owned_crd(op: OperatorDescription) -> dict[str, Any]:
     crd = op.crd
     return {
         "name": crd.name,
         "version": crd.version,
         "kind": crd.kind,
         "displayName": op.display,
-        "description": op.description,
-        "resources": [{"kind": k, "name": "", "version": v} for k, v in op.resources],
+        "description": op.summary,
+        "resources": [{"kind": r.kind, "name": "", "version": r.version} for r in op.resources],
         "specDescriptors": _descriptors(crd.spec_schema, status=False),
         "statusDescriptors": _descriptors(crd.status_schema, status=True),
     }
 
 
-def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
+def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/name": op.deployment,
         "app.kubernetes.io/component": "operator",
@@ -266,7 +198,7 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
     }
 
 
-def metrics_service(op: Operator) -> dict[str, Any]:
+def metrics_service(op: OperatorDescription) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -283,7 +215,7 @@ def metrics_service(op: Operator) -> dict[str, Any]:
     }
 
 
-def service_monitor(op: Operator) -> dict[str, Any]:
+def service_monitor(op: OperatorDescription) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -299,15 +231,19 @@ def service_monitor(op: Operator) -> dict[str, Any]:
 
 
 def alm_examples() -> list[dict[str, Any]]:
-    return [yaml.safe_load((REPO / "examples" / op.example).read_text()) for op in OPERATORS]
+    return [yaml.safe_load((REPO / op.example).read_text()) for op in descriptions()]
 
 
 def csv(version: str, registry: str) -> dict[str, Any]:
     name = f"{PACKAGE}.v{version}"
-    related = [
-        {"name": f"{op.name}-operator", "image": image(registry, op.name, version)} for op in OPERATORS
+    ops = descriptions()
+    related = [{"name": op.deployment, "image": image(registry, op.name, version)} for op in ops]
+    # Operand images: the default reference, at this release's tag.
+    related += [
+        {"name": i.related_name, "image": i.default.rsplit(":", 1)[0] + f":{version}"}
+        for op in ops
+        for i in op.images
     ]
-    related.append({"name": "netperf-benchmark", "image": NETPERF_IMAGE.rsplit(":", 1)[0] + f":{version}"})
     return {
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -319,7 +255,7 @@ def csv(version: str, registry: str) -> dict[str, Any]:
                 "capabilities": "Basic Install",
                 "categories": "Networking,Developer Tools",
                 "containerImage": image(registry, "webserver", version),
-                "description": "Netperf benchmarks, time-of-day scaling and web-server pods, in Python.",
+                "description": _sentence(f"{_and([op.tagline for op in ops])}, in Python."),
                 "repository": "https://github.com/k8s-operators-py/k8s-operators-py",
                 "support": "k8s-operators-py",
                 "operatorframework.io/suggested-namespace": PACKAGE,
@@ -330,20 +266,13 @@ def csv(version: str, registry: str) -> dict[str, Any]:
             },
         },
         "spec": {
-            "displayName": "Python Operators: Netperf, TDSet, WebServer",
-            "description": DESCRIPTION,
+            "displayName": f"Python Operators: {', '.join(op.display for op in ops)}",
+            "description": csv_description(),
             "version": version,
             **({"replaces": previous} if (previous := replaces(version)) else {}),
             "minKubeVersion": MIN_KUBE_VERSION,
             "maturity": "alpha",
-            "keywords": [
-                "netperf",
-                "network benchmark",
-                "scheduled scaling",
-                "time of day",
-                "web server",
-                "kopf",
-            ],
+            "keywords": [*(k for op in ops for k in op.keywords), "kopf"],
             "maintainers": [
                 {"name": "k8s-operators-py maintainers", "email": "maintainers@k8s-operators-py.dev"}
             ],
@@ -362,15 +291,15 @@ def csv(version: str, registry: str) -> dict[str, Any]:
                 {"type": mode, "supported": True}
                 for mode in ("OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces")
             ],
-            "customresourcedefinitions": {"owned": [owned_crd(op) for op in OPERATORS]},
+            "customresourcedefinitions": {"owned": [owned_crd(op) for op in ops]},
             "install": {
                 "strategy": "deployment",
                 "spec": {
                     "permissions": [
                         {"serviceAccountName": op.deployment, "rules": [dict(r) for r in op.rules]}
-                        for op in OPERATORS
+                        for op in ops
                     ],
-                    "deployments": [deployment(op, registry, version) for op in OPERATORS],
+                    "deployments": [deployment(op, registry, version) for op in ops],
                 },
             },
             "relatedImages": related,
@@ -440,7 +369,7 @@ METRICS_BEGIN, METRICS_END = (
 
 
 def readme_with_metrics(text: str) -> str:
-    """The README with its metrics list regenerated from ``shared.metrics.TABLE``."""
+    """The README with its metrics list regenerated (:func:`tools.monitoring.metrics_table`)."""
     start, end = text.index(METRICS_BEGIN) + len(METRICS_BEGIN), text.index(METRICS_END)
     return text[:start] + monitoring.metrics_table() + text[end:]
 
@@ -467,7 +396,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
             },
         }
     ]
-    for op in OPERATORS:
+    for op in descriptions():
         meta = {"name": op.deployment, "namespace": INSTALL_NAMESPACE, "labels": labels}
         role = f"{PACKAGE}:{op.deployment}"
         dep = deployment(op, registry, version)
@@ -513,7 +442,7 @@ OPERATOR_UID = 65532
 OPERATOR_USER = "nonroot"  # distroless's name for 65532 (Debian has a group "operator", GID 37)
 
 
-def operator_dockerfile(op: Operator, registry: str, version: str) -> str:
+def operator_dockerfile(op: OperatorDescription, registry: str, version: str) -> str:
     """One image per operator: the same build, a different entry point."""
     return f"""\
 # The {op.display} operator image. Generated by `make bundle` (tools/bundle.py): do not edit.
@@ -557,7 +486,7 @@ WORKDIR /home/{OPERATOR_USER}
 EXPOSE {DEFAULT_METRICS_PORT} {DEFAULT_PROBE_PORT}
 # What differs between the operator images comes last: every layer above is shared by all three.
 LABEL org.opencontainers.image.title="{op.deployment}" \\
-      org.opencontainers.image.description="{op.description}" \\
+      org.opencontainers.image.description="{op.summary}" \\
       org.opencontainers.image.source="https://github.com/k8s-operators-py/k8s-operators-py" \\
       org.opencontainers.image.version="{version}" \\
       org.opencontainers.image.licenses="Apache-2.0"
@@ -573,10 +502,11 @@ def _yaml(doc: Mapping[str, Any]) -> str:
 
 
 def render(version: str, registry: str) -> dict[Path, str]:
-    files: dict[Path, str] = {crd_path(op.crd): to_yaml(op.crd.manifest()) for op in OPERATORS}
+    ops = descriptions()
+    files: dict[Path, str] = manifests_render()
     manifests = BUNDLE / "manifests"
     files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = _yaml(csv(version, registry))
-    for op in OPERATORS:
+    for op in ops:
         files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = _yaml(metrics_service(op))
         files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = _yaml(
             service_monitor(op)
@@ -584,7 +514,7 @@ def render(version: str, registry: str) -> dict[Path, str]:
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())
     files[BUNDLE / "bundle.Dockerfile"] = bundle_dockerfile()
-    for op in OPERATORS:
+    for op in ops:
         files[REPO / "images" / op.deployment / "Dockerfile"] = operator_dockerfile(op, registry, version)
     files[manifests / f"{PACKAGE}_monitoring.coreos.com_v1_prometheusrule.yaml"] = _yaml(
         monitoring.prometheus_rule()

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 import shared
-from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, DESCRIPTION, PACKAGE, RELEASED
+from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, PACKAGE, RELEASED, csv_description
 from tools.gotools import ensure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def render(
     """
     bundles = bundles or [(version, REPO / "bundle")]
     with tempfile.NamedTemporaryFile("w", suffix=".md") as description:
-        description.write(DESCRIPTION)  # the CSV's description: one text for OperatorHub and catalog
+        description.write(csv_description())  # the CSV's description: one text for OperatorHub and catalog
         description.flush()
         init = ("init", PACKAGE, "--default-channel", DEFAULT_CHANNEL, "--description", description.name)
         package = yaml.safe_load(opm(*init, "--icon", "bundle/icon.svg", "--output", "yaml"))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from operators import PACKAGES
 from shared.validation import SchemaValidator, openapi_schema
 from tests.integration.conftest import bundle_crds
 from tools import bundle
@@ -88,7 +89,7 @@ def test_csv_metadata_a_catalog_user_expects():
     }
 
 
-@pytest.mark.parametrize("name", ["netperf-operator", "tdset-operator", "webserver-operator"])
+@pytest.mark.parametrize("name", [f"{op}-operator" for op in PACKAGES])
 def test_operator_deployment(name):
     d = DEPLOYMENTS[name]["spec"]
     assert d["replicas"] == 1 and d["strategy"] == {"type": "Recreate"}
@@ -182,7 +183,7 @@ def test_render_into_writes_a_release_elsewhere_and_leaves_the_repo_alone(tmp_pa
     )
     assert csv["spec"]["replaces"] == "k8s-operators-py.v0.1.0"
     images = {c["image"] for d in csv["spec"]["install"]["spec"]["deployments"] for c in _containers(d)}
-    assert images == {f"quay.io/you/{op}-operator:0.1.1" for op in ("netperf", "tdset", "webserver")}
+    assert images == {f"quay.io/you/{op}-operator:0.1.1" for op in PACKAGES}
     assert (bundle_dir / "bundle.Dockerfile").is_file() and (
         bundle_dir / "metadata" / "annotations.yaml"
     ).is_file()
