@@ -3,8 +3,9 @@
     python -m tools.images [--tool docker|buildah|podman] [--version 0.1.0]
                            [--registry ghcr.io/k8s-operators-py] [--only NAME ...] [--no-archives]
 
-Builds, from the Dockerfiles in the repository and unchanged, the three operator images
-(``images/<op>-operator``), the netperf benchmark image (``images/netperf``), the web image
+Builds, from the Dockerfiles in the repository and unchanged, one image per registered operator
+(``images/<op>-operator``), the images the operators' descriptions say their workloads run (the
+netperf benchmark image, ``images/netperf``), the web image
 (``images/web``: Debian's nginx as a non-root user on port 8080), the OLM bundle image
 (``bundle/bundle.Dockerfile``) and the catalog image (``catalog.Dockerfile``), each tagged
 ``<registry>/<name>:<version>``.
@@ -59,6 +60,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import shared
+from operators import descriptions
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"  # the same as tools.bundle (not imported: heavy)
@@ -102,28 +104,38 @@ class ImageSpec:
         return f"{registry}/{self.name}:{version}"
 
 
-def _operator(op: str) -> ImageSpec:
-    return ImageSpec(
-        f"{op}-operator", REPO / "images" / f"{op}-operator" / "Dockerfile", REPO, f"the {op} operator"
+def image_specs() -> tuple[ImageSpec, ...]:
+    """Every image: each registered operator's, the operand images they declare, then the rest."""
+    ops = descriptions()
+    operator_images = [
+        ImageSpec(
+            op.deployment, REPO / "images" / op.deployment / "Dockerfile", REPO, f"the {op.name} operator"
+        )
+        for op in ops
+    ]
+    operands = [
+        ImageSpec(i.name, REPO / "images" / i.name / "Dockerfile", REPO / "images" / i.name, i.description)
+        for op in ops
+        for i in op.images
+    ]
+    return (
+        *operator_images,
+        *operands,
+        # What the examples' WebServers and TDSets run (no operator needs it).
+        ImageSpec(
+            "web", REPO / "images" / "web" / "Dockerfile", REPO / "images" / "web", "nginx on port 8080"
+        ),
+        ImageSpec(
+            "k8s-operators-py-bundle",
+            REPO / "bundle" / "bundle.Dockerfile",
+            REPO / "bundle",
+            "the OLM bundle",
+        ),
+        ImageSpec("k8s-operators-py-catalog", REPO / "catalog.Dockerfile", REPO, "the file-based catalog"),
     )
 
 
-IMAGES: tuple[ImageSpec, ...] = (
-    _operator("netperf"),
-    _operator("tdset"),
-    _operator("webserver"),
-    ImageSpec(
-        "netperf",
-        REPO / "images" / "netperf" / "Dockerfile",
-        REPO / "images" / "netperf",
-        "netperf/netserver",
-    ),
-    ImageSpec("web", REPO / "images" / "web" / "Dockerfile", REPO / "images" / "web", "nginx on port 8080"),
-    ImageSpec(
-        "k8s-operators-py-bundle", REPO / "bundle" / "bundle.Dockerfile", REPO / "bundle", "the OLM bundle"
-    ),
-    ImageSpec("k8s-operators-py-catalog", REPO / "catalog.Dockerfile", REPO, "the file-based catalog"),
-)
+IMAGES: tuple[ImageSpec, ...] = image_specs()
 BY_NAME = {spec.name: spec for spec in IMAGES}
 
 
