@@ -1,0 +1,326 @@
+"""The operator descriptions (``shared.description``): complete, true to the handlers, and enough.
+
+Three claims, one test group each:
+
+- ``operators.PACKAGES`` lists exactly the operator packages there are;
+- what a description declares is what its handlers use: the controller, the app label, the
+  children watched through a label selector, the other watches, the CRD, RBAC for every
+  watch, and exactly the declared metrics;
+- a fourth operator is one new package plus its name in ``PACKAGES``: a synthetic package,
+  written to a temp dir and registered for the test only, shows up in every generated file
+  (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, alerts, dashboard, README metrics
+  table, images) and runs through the shared entry point; the repository is not written to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import kopf
+import prometheus_client
+import pytest
+import yaml
+
+import operators
+from operators import PACKAGES, description, descriptions
+from shared.description import OperatorDescription
+from shared.metrics import TABLE, Metrics
+from shared.runtime import Runtime
+from tools import bundle, images, manifests, monitoring
+
+REPO = Path(__file__).resolve().parents[2]
+METRIC_TYPES = (prometheus_client.Counter, prometheus_client.Gauge, prometheus_client.Histogram)
+
+
+def test_packages_are_exactly_the_operator_packages():
+    found = sorted(p.parent.name for p in (REPO / "operators").glob("*/__init__.py"))
+    assert sorted(PACKAGES) == found, "register a new operator package in operators.PACKAGES"
+    assert [d.name for d in descriptions()] == list(PACKAGES)
+    for name in PACKAGES:  # the entry point is the same two lines in every package
+        assert (REPO / "operators" / name / "__main__.py").read_text() == (
+            REPO / "operators" / "netperf" / "__main__.py"
+        ).read_text()
+
+
+def test_names_do_not_collide_across_operators():
+    ops = descriptions()
+    for key in (
+        lambda d: d.name,
+        lambda d: d.app,
+        lambda d: d.crd.name,
+        lambda d: d.crd.kind,
+        lambda d: d.example,
+    ):
+        values = [key(d) for d in ops]
+        assert len(values) == len(set(values)), values
+    metrics = [m.name for m in TABLE] + [m.name for d in ops for m in d.metrics]
+    alerts = [a.name for d in ops for a in d.alerts]
+    images_ = [i.name for d in ops for i in d.images]
+    for values in (metrics, alerts, images_):
+        assert len(values) == len(set(values)), values
+
+
+def _granted(op: OperatorDescription, group: str, resource: str) -> set[str]:
+    return {
+        verb
+        for rule in op.rules
+        if group in rule["apiGroups"] and resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def _group_of(op: OperatorDescription, plural: str) -> str:
+    (group,) = {g for rule in op.rules if plural in rule["resources"] for g in rule["apiGroups"]}
+    return group
+
+
+def _metric_objects(module: object) -> dict[int, str]:
+    return {id(v): k for k, v in vars(module).items() if isinstance(v, METRIC_TYPES)}
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_the_handlers_use_what_the_description_declares(name):
+    op = description(name)
+    schema = importlib.import_module(f"operators.{name}.schema")
+    rbac = importlib.import_module(f"operators.{name}.rbac")
+    # The description points at the operator's own modules; it restates nothing.
+    assert op.crd is schema.CRD and op.rules is rbac.RULES and op.app == schema.APP
+
+    handlers = importlib.import_module(op.handlers)
+    assert inspect.iscoroutinefunction(getattr(handlers, op.reconcile.partition(":")[2]))
+    assert handlers.controller.name == op.controller
+    runtime = handlers.runtime
+    assert (runtime.app, runtime.controllers, runtime.child_resources) == (
+        op.app,
+        (op.controller,),
+        op.child_resources,
+    )
+
+    # kopf's watches registered by this module: children by label selector, the rest unfiltered.
+    watches = [
+        h for h in kopf.get_default_registry()._watching.get_all_handlers() if h.fn.__module__ == op.handlers
+    ]
+    labelled = {h.selector.any_name for h in watches if h.labels}
+    assert labelled == set(op.child_resources)
+    assert all(h.labels["app.kubernetes.io/name"] == op.app for h in watches if h.labels)
+    others = {(h.selector.group, h.selector.version, h.selector.any_name) for h in watches if not h.labels}
+    primary = (op.crd.group, op.crd.version, op.crd.plural)
+    assert primary in others
+    assert {plural for _, _, plural in others - {primary}} == {r.plural for r in op.resources if not r.child}
+
+    # RBAC covers every watch, the status writes and every declared resource.
+    for _, _, plural in others | {(None, None, p) for p in labelled}:
+        group = op.crd.group if plural == op.crd.plural else _group_of(op, plural)
+        assert {"list", "watch"} <= _granted(op, group, plural), plural
+    assert "patch" in _granted(op, op.crd.group, f"{op.crd.plural}/status")
+    for resource in op.resources:
+        assert _granted(op, _group_of(op, resource.plural), resource.plural), resource
+
+    # Exactly the declared metrics: the handlers hold each one, and none other exists.
+    assert set(_metric_objects(handlers)) == _declared(runtime, op)
+    assert _families(runtime.metrics) == _families(Metrics(domain=op.metrics))
+
+
+def _declared(runtime: Runtime, op: OperatorDescription) -> set[int]:
+    return {id(getattr(runtime.metrics, m.kind)(m.name)) for m in op.metrics}
+
+
+def _families(metrics: Metrics) -> set[str]:
+    return {family.name for family in metrics.registry.collect()}
+
+
+# --- a fourth operator --------------------------------------------------------------------------
+
+FOURTH_DESCRIPTION = '''
+"""A synthetic fourth operator, registered by tests/unit/test_descriptions.py only."""
+
+from shared.crd import CRDSpec
+from shared.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
+
+CRD = CRDSpec(
+    group="fourth.example.com",
+    version="v1alpha1",
+    kind="Fourth",
+    plural="fourths",
+    spec_schema={{"type": "object", "properties": {{"size": {{"type": "integer"}}}}}},
+    status_schema={{"type": "object", "properties": {{"ready": {{"type": "boolean"}}}}}},
+)
+DESCRIPTION = OperatorDescription(
+    name="fourth",
+    app="fourth",
+    crd=CRD,
+    reconcile="operators.fourth.handlers:reconcile",
+    resources=(Resource("ConfigMap", "v1", "configmaps"),),
+    rules=[
+        {{"apiGroups": [CRD.group], "resources": [CRD.plural], "verbs": ["list", "watch"]}},
+        {{"apiGroups": [CRD.group], "resources": ["fourths/status"], "verbs": ["patch"]}},
+        {{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "list", "watch"]}},
+    ],
+    display="Fourth",
+    summary="Keeps one ConfigMap per Fourth.",
+    tagline="configuration maps",
+    keywords=("fourth",),
+    catalog_text="## Fourth\\nOne ConfigMap per Fourth.\\n",
+    example={example!r},
+    metrics=(MetricSpec("fourth_things", "gauge", "Things a Fourth keeps", NAMESPACED),),
+    alerts=(
+        Alert("FourthStuck", "fourth_things == 0", for_="5m", severity="warning", summary="", description=""),
+    ),
+    panels=(Panel("Fourth things", (("fourth_things", "{{{{name}}}}"),), "short"),),
+    images=(Image("fourth-tool", "ghcr.io/k8s-operators-py/fourth-tool:0.1.0", "fourth-tool", "a tool"),),
+)
+'''
+
+FOURTH_HANDLERS = '''
+"""The synthetic fourth operator's handlers: a runtime from its description, one gauge."""
+
+from operators.fourth.description import DESCRIPTION
+
+runtime = DESCRIPTION.make_runtime()
+things = runtime.metrics.gauge("fourth_things")
+
+
+async def reconcile(body):
+    return None
+'''
+
+
+@pytest.fixture
+def fourth(tmp_path, monkeypatch):
+    """``operators.fourth`` in a temp dir, in ``operators.PACKAGES`` for this test only."""
+    package = tmp_path / "fourth"
+    package.mkdir()
+    example = tmp_path / "fourth.yaml"
+    example.write_text(
+        "apiVersion: fourth.example.com/v1alpha1\nkind: Fourth\nmetadata: {name: f}\nspec: {size: 1}\n"
+    )
+    (package / "__init__.py").write_text('"""The fourth operator (test only)."""\n')
+    # An absolute example path: ``REPO / path`` is then that path (bundle reads REPO / example).
+    (package / "description.py").write_text(textwrap.dedent(FOURTH_DESCRIPTION.format(example=str(example))))
+    (package / "handlers.py").write_text(FOURTH_HANDLERS)
+    (package / "__main__.py").write_text((REPO / "operators" / "netperf" / "__main__.py").read_text())
+    monkeypatch.setattr(operators, "__path__", [*operators.__path__, str(tmp_path)])
+    monkeypatch.setattr(operators, "PACKAGES", (*PACKAGES, "fourth"))
+    importlib.invalidate_caches()
+    yield description("fourth")
+    for module in [m for m in sys.modules if m == "operators.fourth" or m.startswith("operators.fourth.")]:
+        del sys.modules[module]
+
+
+def _committed() -> dict[Path, bytes]:
+    roots = [REPO / d for d in ("bundle", "deploy", "docs", "images", "operators")] + [REPO / "README.md"]
+    files = [p for r in roots for p in ([r] if r.is_file() else r.rglob("*")) if p.is_file()]
+    return {p: p.read_bytes() for p in files if "__pycache__" not in p.parts}
+
+
+def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
+    before = _committed()
+    with monkeypatch.context() as unregistered:
+        unregistered.setattr(operators, "PACKAGES", PACKAGES)
+        three = bundle.render("0.1.0", bundle.DEFAULT_REGISTRY)
+    assert [d.name for d in descriptions()] == [*PACKAGES, "fourth"]
+
+    # CRD
+    crds = manifests.render()
+    assert yaml.safe_load(crds[manifests.crd_path(fourth.crd)].split("\n", 1)[1])["metadata"]["name"] == (
+        "fourths.fourth.example.com"
+    )
+
+    # the bundle
+    files = bundle.render("0.1.0", bundle.DEFAULT_REGISTRY)
+    assert set(files) - set(three) == {
+        manifests.crd_path(fourth.crd),
+        bundle.BUNDLE / "manifests" / "fourth-operator-metrics_v1_service.yaml",
+        bundle.BUNDLE / "manifests" / "fourth-operator_monitoring.coreos.com_v1_servicemonitor.yaml",
+        REPO / "images" / "fourth-operator" / "Dockerfile",
+    }
+    csv = bundle.csv("0.1.0", bundle.DEFAULT_REGISTRY)
+    spec = csv["spec"]
+    (owned,) = [c for c in spec["customresourcedefinitions"]["owned"] if c["kind"] == "Fourth"]
+    assert owned["description"] == fourth.summary
+    assert owned["resources"] == [{"kind": "ConfigMap", "name": "", "version": "v1"}]
+    assert {"serviceAccountName": "fourth-operator", "rules": fourth.rules} in spec["install"]["spec"][
+        "permissions"
+    ]
+    (dep,) = [d for d in spec["install"]["spec"]["deployments"] if d["name"] == "fourth-operator"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith("/fourth-operator:0.1.0")
+    related = {r["name"]: r["image"] for r in spec["relatedImages"]}
+    assert related["fourth-operator"].endswith("/fourth-operator:0.1.0")
+    assert related["fourth-tool"] == "ghcr.io/k8s-operators-py/fourth-tool:0.1.0"
+    assert {"kind": "Fourth", "apiVersion": "fourth.example.com/v1alpha1"}.items() <= (
+        json.loads(csv["metadata"]["annotations"]["alm-examples"])[-1].items()
+    )
+    assert spec["description"].startswith("Four small operators") and "## Fourth\n" in spec["description"]
+    assert spec["displayName"].endswith(", Fourth") and "fourth" in spec["keywords"]
+    assert csv["metadata"]["annotations"]["description"].endswith("and configuration maps, in Python.")
+    dockerfile = files[REPO / "images" / "fourth-operator" / "Dockerfile"]
+    assert 'ENTRYPOINT ["python", "-m", "operators.fourth"]' in dockerfile
+    install = {
+        (d["kind"], d["metadata"]["name"])
+        for d in yaml.safe_load_all(files[REPO / "deploy" / "install.yaml"])
+    }
+    assert {
+        ("ServiceAccount", "fourth-operator"),
+        ("ClusterRole", "k8s-operators-py:fourth-operator"),
+        ("ClusterRoleBinding", "k8s-operators-py:fourth-operator"),
+        ("Deployment", "fourth-operator"),
+        ("Service", "fourth-operator-metrics"),
+    } <= install
+
+    # monitoring: the shared alerts and panels cover it, its own are added
+    alerts = {a["alert"]: a for a in monitoring.alerts()}
+    assert "FourthOperatorNotScraped" in alerts and "FourthStuck" in alerts
+    assert "fourth-operator-metrics" in alerts["K8sOperatorsPyOperatorDown"]["expr"]
+    assert "fourth" in alerts["K8sOperatorsPyReconcileErrorsHigh"]["expr"]
+    board = monitoring.dashboard()
+    assert "Fourth things" in [p["title"] for p in board["panels"]]
+    assert board["templating"]["list"][1]["query"].split(",")[-1] == "fourth"
+    assert (
+        "| `fourth_things` | gauge | `namespace`, `name` | fourth | Things a Fourth keeps |"
+        in (files[bundle.README])
+    )
+
+    # images
+    specs = {s.name: s for s in images.image_specs()}
+    assert specs["fourth-operator"].dockerfile == REPO / "images" / "fourth-operator" / "Dockerfile"
+    assert specs["fourth-tool"].context == REPO / "images" / "fourth-tool"
+
+    # Only the files about all operators change (no other operator's own), and nothing was written.
+    manifests_dir = bundle.BUNDLE / "manifests"
+    assert {p for p in set(three) & set(files) if files[p] != three[p]} == {
+        manifests_dir / f"{bundle.PACKAGE}.clusterserviceversion.yaml",
+        manifests_dir / f"{bundle.PACKAGE}_monitoring.coreos.com_v1_prometheusrule.yaml",
+        REPO / "docs" / "grafana-dashboard.json",
+        REPO / "deploy" / "install.yaml",
+        bundle.README,
+    }
+    assert _committed() == before
+
+
+def test_a_fourth_operator_runs_through_the_shared_entry_point(fourth, monkeypatch):
+    ran: list[Runtime] = []
+    monkeypatch.setattr(Runtime, "run", lambda self, registry=None: ran.append(self))
+    operators.main("operators.fourth", ["--namespace", "team-a", "--metrics-port", "9999"])
+    handlers = sys.modules["operators.fourth.handlers"]
+    assert ran == [handlers.runtime]
+    assert handlers.runtime.options.namespaces == ("team-a",)
+    assert handlers.runtime.options.metrics_port == 9999
+    assert handlers.runtime.app == "fourth" and handlers.runtime.controllers == ("fourth",)
+    assert handlers.runtime.child_resources == ("configmaps",)
+    assert set(_metric_objects(handlers)) == _declared(handlers.runtime, fourth)
+    with pytest.raises(SystemExit):
+        operators.main(None)
+
+
+def test_a_description_refuses_what_would_break_a_tool():
+    op = description("webserver")
+    fields = {f: getattr(op, f) for f in op.__dataclass_fields__}
+    with pytest.raises(ValueError, match="module:function"):
+        OperatorDescription(**{**fields, "reconcile": "operators.webserver.handlers"})
+    with pytest.raises(ValueError, match="does not start with webserver_"):
+        OperatorDescription(**{**fields, "metrics": (TABLE[0],)})
