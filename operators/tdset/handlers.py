@@ -90,9 +90,7 @@ async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> Non
     if type != "DELETED":
         autoscalers[key] = view
     for target in {old.target if old else None, view.target} - {None}:
-        uid = tdsets_by_name.get((view.namespace, str(target)))
-        if uid is not None:
-            controller.kick(uid)
+        controller.kick(view.namespace, str(target))  # the TDSet of the Deployment's name, if any
     if type != "DELETED" and view.floor_owner is not None:
         floor_sweeps.request()
 
