@@ -396,42 +396,46 @@ class Controller:
         return set(self._requests)
 
     async def _run(self, request: Request) -> None:
-        while self._gate is not None and not self._gate():
-            if request not in self._bodies:
-                return
-            await asyncio.sleep(0.1)
+        try:
+            while self._gate is not None and not self._gate():
+                if request not in self._bodies:
+                    return
+                await asyncio.sleep(0.1)
+            await reconcile_loop(
+                request,
+                lambda: self._pass(request),
+                self.triggers,
+                lambda: request not in self._bodies,
+                backoff=self._backoff,
+                logger=self._logger,
+                max_idle=self._max_idle,
+                metrics=self._metrics,
+                controller=self.name,
+                slots=self._pass_slots(),
+            )
+        finally:
+            if self._tasks.get(request) is asyncio.current_task():
+                del self._tasks[request]  # the name is free: no loop left behind for it
 
-        async def once() -> float | None:
-            body = self._bodies.get(request)
-            if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-                # Being deleted (foreground, or orphaning its children): like the ReplicaSet
-                # controller, create and adopt nothing more; what is left is the collector's.
-                return None
-            current = _Pass(uid_of(body), asyncio.ensure_future(self._reconcile(body)))
-            self._passes[request] = current
-            try:
-                return await current.task
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if current.superseded and (task is None or not task.cancelling()):
-                    raise SupersededError(f"{request}: object {current.uid} is gone") from None
-                raise
-            finally:
-                if self._passes.get(request) is current:
-                    del self._passes[request]
-
-        await reconcile_loop(
-            request,
-            once,
-            self.triggers,
-            lambda: request not in self._bodies,
-            backoff=self._backoff,
-            logger=self._logger,
-            max_idle=self._max_idle,
-            metrics=self._metrics,
-            controller=self.name,
-            slots=self._pass_slots(),
-        )
+    async def _pass(self, request: Request) -> float | None:
+        """One pass for ``request``, with the body stored under its name now."""
+        body = self._bodies.get(request)
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted (foreground, or orphaning its children): like the ReplicaSet
+            # controller, create and adopt nothing more; what is left is the collector's.
+            return None
+        current = _Pass(uid_of(body), asyncio.ensure_future(self._reconcile(body)))
+        self._passes[request] = current
+        try:
+            return await current.task
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if current.superseded and (task is None or not task.cancelling()):
+                raise SupersededError(f"{request}: object {current.uid} is gone") from None
+            raise
+        finally:
+            if self._passes.get(request) is current:
+                del self._passes[request]
 
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())

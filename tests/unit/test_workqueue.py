@@ -375,6 +375,7 @@ async def test_a_deleted_event_ends_the_loop():
     ctl.observe("DELETED", _obj("u"))  # the loop is idle, waiting for a kick: it wakes and ends
     await asyncio.wait_for(task, 5)
     assert ("ns", "web") not in ctl.triggers and ctl.body("ns", "web") is None and not ctl.uids()
+    assert not ctl._tasks  # no finished loop kept for a free name
     ctl.kick("ns", "web")  # no loop any more: nothing runs
     await asyncio.sleep(0.05)
     assert rec.seen == ["u"]
