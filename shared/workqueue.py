@@ -96,6 +96,25 @@ def uid_of(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("uid") or "")
 
 
+def is_later(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is of a later object than ``than``, another UID of the same name.
+
+    One name holds one object at a time, so every event of the earlier object has a smaller
+    resourceVersion than any of the later one's: the API server's resourceVersions are etcd
+    revisions, integers, which its own watch cache compares (clients are told not to rely on
+    that; so only when both are integers). Else the later creationTimestamp; else (no way to
+    tell) the event seen last.
+    """
+    a, b = body.get("metadata") or {}, than.get("metadata") or {}
+    rv_a, rv_b = str(a.get("resourceVersion") or ""), str(b.get("resourceVersion") or "")
+    if rv_a.isdigit() and rv_b.isdigit():
+        return int(rv_a) > int(rv_b)
+    created_a, created_b = a.get("creationTimestamp"), b.get("creationTimestamp")
+    if created_a and created_b and created_a != created_b:
+        return str(created_a) > str(created_b)  # RFC 3339 in UTC: ordered as strings
+    return True
+
+
 class RetryError(Exception):
     """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
 
@@ -227,9 +246,10 @@ class Controller:
     """One :func:`reconcile_loop` task per :class:`Request`, fed by kopf watch events.
 
     The store (:meth:`observe`) holds the latest body under each namespace/name, as the watch
-    says: a new UID under a name replaces the old object (whose late events are then ignored);
-    a DELETED event clears the name only if it is of the object the name holds. The loop of a
-    request reads its body from the store at the start of each pass.
+    says: a later UID under a name replaces the earlier object (:func:`is_later`; the earlier
+    one's late events are then ignored); a DELETED event clears the name only if it is of the
+    object the name holds. The loop of a request reads its body from the store at the start of
+    each pass.
 
     Why not ``@kopf.daemon``: kopf puts a finalizer on every object that has a daemon, so a
     user cannot delete a resource (or uninstall the operator cleanly) while the operator is
@@ -337,7 +357,11 @@ class Controller:
             return  # a late event of an object already replaced under its name
         current = self._bodies.get(request)
         if current is not None and (old := uid_of(current)) != uid:
-            # Only one object holds a name at a time: a new UID means the old one is gone.
+            # Only one object holds a name at a time: of two UIDs, the earlier one is gone.
+            if not is_later(body, current):
+                self._replaced[uid] = request  # first seen after its successor: never stored
+                self._forget(uid, request, name_free=False)
+                return
             self._requests.pop(old, None)
             self._replaced[old] = request
             self._supersede(request, old)

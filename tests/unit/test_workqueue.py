@@ -459,3 +459,47 @@ async def test_a_pass_cut_short_counts_as_requeue():
     await _until(lambda: total("success") == 1)
     assert (total("requeue"), total("error")) == (1, 0)
     await ctl.shutdown()
+
+
+async def test_an_earlier_object_first_seen_after_its_successor_is_not_stored():
+    """kopf may hand over the new object's ADDED before the first event of the old one (each UID
+    has its own worker). Every event of the earlier object of a name has a smaller
+    resourceVersion than the later one's, so the old body never replaces the new one."""
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    forgotten: list[str] = []
+    ctl.on_forget(uid=forgotten.append)
+
+    def at(uid: str, rv: str) -> dict[str, Any]:
+        body = _obj(uid)
+        body["metadata"]["resourceVersion"] = rv
+        return body
+
+    ctl.observe("ADDED", at("new", "20"))
+    await _until(lambda: rec.seen == ["new"])
+    ctl.observe("ADDED", at("old", "9"))  # never seen before, but earlier: not stored
+    ctl.observe("MODIFIED", at("old", "10"))
+    ctl.observe("DELETED", at("old", "11"))
+    assert ctl.body("ns", "web")["metadata"]["uid"] == "new" and forgotten == ["old"]
+    ctl.observe("MODIFIED", at("new", "21"))  # the new object's events still count
+    await _until(lambda: rec.seen == ["new", "new"])
+    assert ctl.body("ns", "web")["metadata"]["resourceVersion"] == "21"
+    ctl.observe("ADDED", at("newer", "30"))  # a later one replaces it
+    await _until(lambda: rec.seen == ["new", "new", "newer"])
+    assert forgotten == ["old", "new"] and ctl.uids() == {"newer"}
+    await ctl.shutdown()
+
+
+def test_which_of_two_objects_of_one_name_is_later():
+    from shared.workqueue import is_later
+
+    def meta(**m: str) -> dict[str, Any]:
+        return {"metadata": m}
+
+    assert is_later(meta(resourceVersion="100"), meta(resourceVersion="99"))  # numerically
+    assert not is_later(meta(resourceVersion="99"), meta(resourceVersion="100"))
+    ts1, ts2 = "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"
+    assert is_later(meta(resourceVersion="x", creationTimestamp=ts2), meta(creationTimestamp=ts1))
+    assert not is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts2))
+    assert is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts1))  # a tie: last seen
+    assert is_later(meta(), meta())
