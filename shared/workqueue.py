@@ -1,9 +1,32 @@
-"""A per-object reconcile loop: level-based, coalescing, with exact wake-ups.
+"""Reconcile loops keyed by namespace/name: level-based, coalescing, with exact wake-ups.
 
 kopf calls handlers on changes of the object itself; a controller also has to react to its
 children (a pod deleted by someone else), to time (a schedule boundary) and to its own
-failures (backoff). controller-runtime solves this with a work queue; here each primary object
-gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`):
+failures (backoff). controller-runtime solves this with a work queue of *requests*; here each
+request gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`).
+
+A request is a namespace and a name (:class:`Request`, controller-runtime's
+``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
+reading the latest body stored for that name, which is what the watch last said (relists
+included, see :mod:`shared.informer`). Why the name and not the UID:
+
+- a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
+  request whose next pass simply sees the new object, instead of two loops (the old object's,
+  perhaps still in a pass, and the new one's) racing over the same child names and, since
+  writes go by name, the same status. A pass still working for an object that was deleted or
+  replaced under its name is cut short (:class:`SupersededError`), so it never acts for an object
+  that is gone;
+- a pass never works from a captured body, so it cannot act on a state older than the one the
+  watch has delivered.
+
+The UID still tells objects apart where it must: children are indexed by their controller's
+UID (:class:`~shared.caches.OwnerCache`), so a predecessor's children are never counted as the
+new object's; a child's event wakes the request of its controller's name; and state an
+operator keeps per UID is dropped (:meth:`Controller.on_forget`) when the UID leaves its name,
+deleted or replaced. A DELETED event of the object under the name ends its loop (after the
+pass in flight, if any, is cut short); a late event of a replaced object changes nothing.
+
+Within a loop:
 
 - :meth:`Triggers.kick` (from a child's watch event, or the object's own) wakes the loop;
   kicks that arrive while a reconcile runs coalesce into exactly one more pass;
@@ -16,10 +39,11 @@ gets one long-lived task running :func:`reconcile_loop` (see :class:`Controller`
   failing never delays what must happen on time.
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
-it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises.
+it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
+``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once.
 
-Only one pass per object runs at a time (its loop is the only caller), so a reconcile never
-races itself. Across objects, :class:`Controller` runs at most ``max_concurrent_reconciles``
+Only one pass per request runs at a time (its loop is the only caller), so a reconcile never
+races itself. Across requests, :class:`Controller` runs at most ``max_concurrent_reconciles``
 passes at once (controller-runtime's option of that name): after a restart or an outage every
 object wants a pass at the same moment, and without a bound they would all hit the API server
 (and this process's memory) together. The bound is a semaphore taken per pass, not per object,
@@ -34,7 +58,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from shared.caches import OwnerCache
 from shared.metrics import Metrics
@@ -52,6 +77,44 @@ Reconcile = Callable[[], Awaitable[float | None]]
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 
 
+class Request(NamedTuple):
+    """What a reconcile loop is for: an object's namespace and name, whatever its UID."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def request_of(body: Mapping[str, Any]) -> Request:
+    meta = body.get("metadata") or {}
+    return Request(meta.get("namespace") or "", meta.get("name") or "")
+
+
+def uid_of(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
+def is_later(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is of a later object than ``than``, another UID of the same name.
+
+    One name holds one object at a time, so every event of the earlier object has a smaller
+    resourceVersion than any of the later one's: the API server's resourceVersions are etcd
+    revisions, integers, which its own watch cache compares (clients are told not to rely on
+    that; so only when both are integers). Else the later creationTimestamp; else (no way to
+    tell) the event seen last.
+    """
+    a, b = body.get("metadata") or {}, than.get("metadata") or {}
+    rv_a, rv_b = str(a.get("resourceVersion") or ""), str(b.get("resourceVersion") or "")
+    if rv_a.isdigit() and rv_b.isdigit():
+        return int(rv_a) > int(rv_b)
+    created_a, created_b = a.get("creationTimestamp"), b.get("creationTimestamp")
+    if created_a and created_b and created_a != created_b:
+        return str(created_a) > str(created_b)  # RFC 3339 in UTC: ordered as strings
+    return True
+
+
 class RetryError(Exception):
     """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
 
@@ -60,8 +123,16 @@ class RetryError(Exception):
         self.not_after = not_after
 
 
+class SupersededError(Exception):
+    """The pass was cut short: the object it worked for was deleted or replaced under its name.
+
+    Not a failure: the loop runs again at once (and ends if the name is free) without backoff;
+    counted as controller-runtime's ``requeue``.
+    """
+
+
 class Triggers:
-    """Wake-up events per object key (usually the object's UID); lives on one event loop."""
+    """Wake-up events per loop key (a :class:`Request` in a Controller); lives on one event loop."""
 
     def __init__(self) -> None:
         self._events: dict[Hashable, asyncio.Event] = {}
@@ -82,6 +153,13 @@ class Triggers:
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._events
+
+
+def _capped(after: float | None, most: float | None) -> float | None:
+    """``after`` (None: forever), but no more than ``most`` (None: no bound)."""
+    if most is None:
+        return after
+    return most if after is None else min(after, most)
 
 
 async def reconcile_loop(
@@ -127,6 +205,8 @@ async def reconcile_loop(
                     )
                 except asyncio.CancelledError:
                     raise
+                except SupersededError:
+                    after, outcome = 0.0, ("requeue", None)
                 except Exception as exc:
                     after = backoff.delay(failures)
                     if isinstance(exc, RetryError) and exc.not_after is not None:
@@ -142,27 +222,41 @@ async def reconcile_loop(
                         metrics.active_workers.labels(controller).dec()
             if metrics is not None:
                 metrics.observe(controller, outcome[0], time.monotonic() - started, outcome[1])
-            if max_idle is not None:
-                after = max_idle if after is None else min(after, max_idle)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=after)
+                await asyncio.wait_for(event.wait(), timeout=_capped(after, max_idle))
     finally:
         triggers.forget(key)
 
 
 ReconcileBody = Callable[[Mapping[str, Any]], Awaitable[float | None]]
+ForgetUid = Callable[[str], None]
+ForgetName = Callable[[str, str], None]
+
+
+@dataclass
+class _Pass:
+    """The pass in flight for a request: the UID of the body it works on, and its task."""
+
+    uid: str
+    task: asyncio.Future[float | None]
+    superseded: bool = False
 
 
 class Controller:
-    """One :func:`reconcile_loop` task per primary object, fed by kopf watch events.
+    """One :func:`reconcile_loop` task per :class:`Request`, fed by kopf watch events.
+
+    The store (:meth:`observe`) holds the latest body under each namespace/name, as the watch
+    says: a later UID under a name replaces the earlier object (:func:`is_later`; the earlier
+    one's late events are then ignored); a DELETED event clears the name only if it is of the
+    object the name holds. The loop of a request reads its body from the store at the start of
+    each pass.
 
     Why not ``@kopf.daemon``: kopf puts a finalizer on every object that has a daemon, so a
     user cannot delete a resource (or uninstall the operator cleanly) while the operator is
-    down, and kopf's finalizer patch races with our own status writes. Here the watch event
-    handler keeps the latest body of each object and a task per object; deleting the object
-    just ends its task, and the garbage collector takes care of the children.
+    down, and kopf's finalizer patch races with our own status writes. Here deleting the object
+    just ends its loop, and the garbage collector takes care of the children.
 
-    At most ``max_concurrent_reconciles`` passes run at once over all objects (see the module
+    At most ``max_concurrent_reconciles`` passes run at once over all requests (see the module
     docstring); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
     """
@@ -187,9 +281,16 @@ class Controller:
         self._backoff = backoff
         self._max_idle = max_idle
         self._logger = logger or logging.getLogger(f"controller.{name}")
-        self._bodies: dict[str, Mapping[str, Any]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._uids: dict[tuple[str, str], str] = {}  # (namespace, name) -> UID of the live object
+        self._bodies: dict[Request, Mapping[str, Any]] = {}  # the store: latest body per name
+        self._requests: dict[str, Request] = {}  # UID of each stored body -> its request
+        # UIDs replaced under their name whose DELETED has not come yet: their late events
+        # (kopf hands each UID's events to its own worker, so they can come after the new
+        # object's) must not bring them back.
+        self._replaced: dict[str, Request] = {}
+        self._tasks: dict[Request, asyncio.Task[None]] = {}
+        self._passes: dict[Request, _Pass] = {}
+        self._forget_uid: list[ForgetUid] = []
+        self._forget_name: list[ForgetName] = []
         # Made on first use, on the loop that runs the passes (asyncio primitives bind to one
         # loop; the operators build their Controller at import time, before kopf's loop exists).
         self._slots: asyncio.Semaphore | None = None
@@ -220,77 +321,145 @@ class Controller:
             self._slots, self._slots_loop = asyncio.Semaphore(self._max_concurrent), loop
         return self._slots
 
+    def on_forget(self, *, uid: ForgetUid | None = None, name: ForgetName | None = None) -> None:
+        """Register what to drop when an object goes.
+
+        ``uid(uid)`` is called once a UID no longer holds its name: deleted, or replaced by a
+        new object of the same name (whose DELETED may come later: kopf does not order the
+        events of different UIDs). ``name(namespace, name)`` is called when a deletion leaves
+        the name free (state kept by name, such as the object's metric series; a re-create
+        under the name starts it afresh).
+        """
+        if uid is not None:
+            self._forget_uid.append(uid)
+        if name is not None:
+            self._forget_name.append(name)
+
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Feed one watch event of a primary object (call from an async kopf event handler)."""
-        meta = body.get("metadata") or {}
-        uid = meta.get("uid")
+        uid = uid_of(body)
         if not uid:
             return
-        key = (meta.get("namespace") or "", meta.get("name") or "")
+        request = request_of(body)
         if event_type == "DELETED":
-            if self._uids.get(key) == uid:
-                del self._uids[key]
-            self._bodies.pop(uid, None)
-            task = self._tasks.pop(uid, None)
-            if task is not None:
-                task.cancel()
+            if self._replaced.pop(uid, None) is not None:
+                return  # forgotten when it was replaced
+            if self._requests.get(uid) == request:
+                del self._requests[uid]
+                del self._bodies[request]
+                self._supersede(request, uid)
+                self.triggers.kick(request)  # the loop wakes, finds the name free and ends
+                self._forget(uid, request, name_free=True)
+            else:
+                self._forget(uid, request, name_free=False)  # never stored: its state only
             return
-        self._bodies[uid] = body
-        self._uids[key] = uid
-        if uid not in self._tasks or self._tasks[uid].done():
-            self._tasks[uid] = asyncio.create_task(self._run(uid), name=f"{self.name}/{meta.get('name')}")
+        if uid in self._replaced:
+            return  # a late event of an object already replaced under its name
+        current = self._bodies.get(request)
+        if current is not None and (old := uid_of(current)) != uid:
+            # Only one object holds a name at a time: of two UIDs, the earlier one is gone.
+            if not is_later(body, current):
+                self._replaced[uid] = request  # first seen after its successor: never stored
+                self._forget(uid, request, name_free=False)
+                return
+            self._requests.pop(old, None)
+            self._replaced[old] = request
+            self._supersede(request, old)
+            self._forget(old, request, name_free=False)
+        self._bodies[request] = body
+        self._requests[uid] = request
+        task = self._tasks.get(request)
+        if task is None or task.done():
+            self._tasks[request] = asyncio.create_task(self._run(request), name=f"{self.name}/{request}")
         else:
-            self.triggers.kick(uid)
+            self.triggers.kick(request)
 
-    def kick(self, uid: str) -> None:
-        self.triggers.kick(uid)
+    def _forget(self, uid: str, request: Request, *, name_free: bool) -> None:
+        for forget_uid in self._forget_uid:
+            forget_uid(uid)
+        if name_free:
+            for forget_name in self._forget_name:
+                forget_name(request.namespace, request.name)
+
+    def _supersede(self, request: Request, uid: str) -> None:
+        """Cut short the pass in flight for ``request`` if it works for ``uid``."""
+        current = self._passes.get(request)
+        if current is not None and current.uid == uid and not current.task.done():
+            current.superseded = True
+            current.task.cancel()
+            self._logger.info(f"{request}: the pass for object {uid} is cut short, the object is gone")
+
+    def kick(self, namespace: str, name: str) -> None:
+        """Wake the loop of the object now called ``name``, whatever its UID."""
+        self.triggers.kick(Request(namespace, name))
+
+    def request_for(self, uid: str) -> Request | None:
+        """The request of the object with ``uid``: stored, or replaced under its name (whose
+        successor holds the name now)."""
+        return self._requests.get(uid) or self._replaced.get(uid)
 
     def child_changed(self, cache: OwnerCache, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Feed a child's watch event to ``cache`` and wake whom it concerns: its controller,
-        and the object now holding the name in its instance label (see :meth:`kick_name`)."""
+        """Feed a child's watch event to ``cache`` and wake whom it concerns: the name of its
+        controller, and the object now holding the name in its instance label (a child's event
+        can matter to an owner that is not (yet) its controller: an orphan to adopt; a name held
+        by the terminating child of a deleted predecessor, now free)."""
         owner = cache.observe(event_type, body)
-        if owner is not None:
-            self.kick(owner)
+        if owner is not None and (request := self.request_for(owner)) is not None:
+            self.triggers.kick(request)
         meta = body.get("metadata") or {}
         instance = (meta.get("labels") or {}).get(INSTANCE)
         if instance:
-            self.kick_name(meta.get("namespace") or "", instance)
+            self.kick(meta.get("namespace") or "", instance)
 
-    def kick_name(self, namespace: str, name: str) -> None:
-        """Wake the object now called ``name``, whatever its UID: a child's event can matter to
-        an owner that is not (yet) its controller (an orphan to adopt; a name held by the
-        terminating child of a deleted predecessor, now free)."""
-        uid = self._uids.get((namespace, name))
-        if uid is not None:
-            self.triggers.kick(uid)
+    def body(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The latest body stored under the name (None when no object holds it)."""
+        return self._bodies.get(Request(namespace, name))
 
-    def body(self, uid: str) -> Mapping[str, Any] | None:
-        return self._bodies.get(uid)
+    def uids(self) -> set[str]:
+        """The UIDs of the objects in the store."""
+        return set(self._requests)
 
-    async def _run(self, uid: str) -> None:
-        while self._gate is not None and not self._gate():
-            await asyncio.sleep(0.1)
+    async def _run(self, request: Request) -> None:
+        try:
+            while self._gate is not None and not self._gate():
+                if request not in self._bodies:
+                    return
+                await asyncio.sleep(0.1)
+            await reconcile_loop(
+                request,
+                lambda: self._pass(request),
+                self.triggers,
+                lambda: request not in self._bodies,
+                backoff=self._backoff,
+                logger=self._logger,
+                max_idle=self._max_idle,
+                metrics=self._metrics,
+                controller=self.name,
+                slots=self._pass_slots(),
+            )
+        finally:
+            if self._tasks.get(request) is asyncio.current_task():
+                del self._tasks[request]  # the name is free: no loop left behind for it
 
-        async def once() -> float | None:
-            body = self._bodies.get(uid)
-            if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-                # Being deleted (foreground, or orphaning its children): like the ReplicaSet
-                # controller, create and adopt nothing more; what is left is the collector's.
-                return None
-            return await self._reconcile(body)
-
-        await reconcile_loop(
-            uid,
-            once,
-            self.triggers,
-            lambda: uid not in self._bodies,
-            backoff=self._backoff,
-            logger=self._logger,
-            max_idle=self._max_idle,
-            metrics=self._metrics,
-            controller=self.name,
-            slots=self._pass_slots(),
-        )
+    async def _pass(self, request: Request) -> float | None:
+        """One pass for ``request``, with the body stored under its name now."""
+        body = self._bodies.get(request)
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted (foreground, or orphaning its children): like the ReplicaSet
+            # controller, create and adopt nothing more; what is left is the collector's.
+            return None
+        current = _Pass(uid_of(body), asyncio.ensure_future(self._reconcile(body)))
+        self._passes[request] = current
+        try:
+            return await current.task
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if current.superseded and (task is None or not task.cancelling()):
+                raise SupersededError(f"{request}: object {current.uid} is gone") from None
+            raise
+        finally:
+            if self._passes.get(request) is current:
+                del self._passes[request]
 
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())

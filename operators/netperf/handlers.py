@@ -75,15 +75,16 @@ async def pod_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.child_changed(pods, type, body)
 
 
+# A Netperf deleted, or replaced under its name: its last status goes; its series when the
+# name is free.
+controller.on_forget(uid=api.status.forget, name=runtime.metrics.forget_object)
+
+
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
     if (result := finished_runs.observe(type, body)) is not None:
         tests_total.labels(result).inc()
-    if type == "DELETED":
-        meta = body["metadata"]
-        api.status.forget(meta["uid"])
-        runtime.metrics.forget_object(meta["namespace"], meta["name"])
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:

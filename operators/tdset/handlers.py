@@ -49,9 +49,8 @@ expectations = PatchExpectations()
 deployments = caches.OwnerCache(desired.deployment_view)
 services = caches.OwnerCache(service_view)
 MANAGED = caches.managed_labels(APP)
-# HPAs by (namespace, name), and TDSet UIDs by (namespace, name) to route HPA events.
+# HPAs by (namespace, name); an HPA's events wake the TDSet of its target's name.
 autoscalers: dict[tuple[str, str], AutoscalerView] = {}
-tdsets_by_name: dict[tuple[str, str], str] = {}
 
 
 class ReconcileError(RetryError):
@@ -91,9 +90,7 @@ async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> Non
     if type != "DELETED":
         autoscalers[key] = view
     for target in {old.target if old else None, view.target} - {None}:
-        uid = tdsets_by_name.get((view.namespace, str(target)))
-        if uid is not None:
-            controller.kick(uid)
+        controller.kick(view.namespace, str(target))  # the TDSet of the Deployment's name, if any
     if type != "DELETED" and view.floor_owner is not None:
         floor_sweeps.request()
 
@@ -120,7 +117,7 @@ class FloorSweeps:
             await asyncio.sleep(0.1)
         while self._again:
             self._again = False
-            live = set(tdsets_by_name.values())
+            live = controller.uids()
             for hpa in list(autoscalers.values()):
                 if hpa.floor_owner is not None and hpa.floor_owner not in live:
                     await _restore_floor(hpa)
@@ -142,19 +139,20 @@ async def _restore_floor(hpa: AutoscalerView) -> None:
     )
 
 
+def forget(uid: str) -> None:
+    """A TDSet deleted, or replaced under its name: its status and expectations go, and an HPA
+    floor it raised is given back (the sweep finds it no longer in the controller's store)."""
+    api.status.forget(uid)
+    expectations.forget(uid)
+    floor_sweeps.request()
+
+
+controller.on_forget(uid=forget, name=runtime.metrics.forget_object)
+
+
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
-    meta = body["metadata"]
-    key = (meta["namespace"], meta["name"])
     controller.observe(type, body)
-    if type == "DELETED":
-        tdsets_by_name.pop(key, None)
-        floor_sweeps.request()
-        api.status.forget(meta["uid"])
-        runtime.metrics.forget_object(meta["namespace"], meta["name"])
-        expectations.forget(meta["uid"])
-    else:
-        tdsets_by_name[key] = meta["uid"]
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:

@@ -66,14 +66,18 @@ async def service_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.child_changed(services, type, body)
 
 
+def forget(uid: str) -> None:
+    """A WebServer deleted, or replaced under its name: its pending deletes and status go."""
+    expectations.forget(uid)
+    api.status.forget(uid)
+
+
+controller.on_forget(uid=forget, name=runtime.metrics.forget_object)
+
+
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def webserver_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
     controller.observe(type, body)
-    if type == "DELETED":
-        uid = body["metadata"]["uid"]
-        expectations.forget(uid)
-        api.status.forget(uid)
-        runtime.metrics.forget_object(body["metadata"]["namespace"], body["metadata"]["name"])
 
 
 async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:

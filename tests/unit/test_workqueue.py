@@ -1,7 +1,10 @@
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from shared.caches import OwnerCache
 from shared.retry import Backoff
 from shared.workqueue import Controller, RetryError, Triggers, reconcile_loop
 
@@ -136,12 +139,12 @@ async def test_controller_runs_one_task_per_object_and_stops_on_delete():
     await _until(lambda: seen == [("u1", "1")])
     ctl.observe("MODIFIED", {**body, "spec": {"v": "2"}})  # latest body, one more pass
     await _until(lambda: seen[-1] == ("u1", "2"))
-    ctl.kick("u1")
+    ctl.kick("", "a")
     await _until(lambda: len(seen) == 3)
-    assert ctl.body("u1")["spec"] == {"v": "2"}
+    assert ctl.body("", "a")["spec"] == {"v": "2"}
     ctl.observe("DELETED", body)
-    assert ctl.body("u1") is None
-    ctl.kick("u1")  # no loop any more: nothing runs
+    assert ctl.body("", "a") is None
+    ctl.kick("", "a")  # no loop any more: nothing runs
     await asyncio.sleep(0.05)
     assert len(seen) == 3
     ctl.observe("ADDED", {"metadata": {"name": "no-uid"}})  # ignored
@@ -183,7 +186,7 @@ async def test_a_failed_pass_with_a_deadline_runs_again_by_then_whatever_the_bac
     await asyncio.wait_for(task, 5)
 
 
-async def test_kick_name_wakes_the_object_now_holding_that_name():
+async def test_a_kick_by_name_wakes_the_object_now_holding_that_name():
     woken: list[str] = []
 
     async def reconcile(body):
@@ -198,9 +201,9 @@ async def test_kick_name_wakes_the_object_now_holding_that_name():
     controller.observe("ADDED", new)
     await _until(lambda: woken == ["old", "new"])
     controller.observe("DELETED", old)  # a late duplicate of the old one's deletion: no effect
-    controller.kick_name("ns", "web")
+    controller.kick("ns", "web")
     await _until(lambda: woken == ["old", "new", "new"])
-    controller.kick_name("ns", "other")  # nothing of that name: nothing to wake
+    controller.kick("ns", "other")  # nothing of that name: nothing to wake
     await controller.shutdown()
 
 
@@ -217,7 +220,7 @@ async def test_an_object_being_deleted_is_not_reconciled():
     controller.observe(
         "MODIFIED", {"metadata": {**live["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     )
-    controller.kick("u")
+    controller.kick("ns", "web")
     await asyncio.sleep(0.05)
     assert seen == ["live"]
     await controller.shutdown()
@@ -279,7 +282,7 @@ async def test_an_idle_object_holds_no_reconcile_slot():
     await _until(lambda: seen == ["a"])
     ctl.observe("ADDED", {"metadata": {"uid": "b", "name": "b"}})
     await _until(lambda: seen == ["a", "b"])
-    ctl.kick("a")
+    ctl.kick("", "a")
     await _until(lambda: seen == ["a", "b", "a"])
     await ctl.shutdown()
 
@@ -297,3 +300,206 @@ async def test_the_limit_is_positive_and_fixed_once_objects_are_observed():
         ctl.max_concurrent_reconciles = 4  # running loops would keep the old slots
     await ctl.shutdown()
     ctl.max_concurrent_reconciles = 4
+
+
+def _obj(uid: str, name: str = "web", **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name, "uid": uid}, **extra}
+
+
+class _Recorder:
+    """A reconcile that records the UID each pass saw, and can be held inside a pass."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.finished: list[str] = []
+        self.hold: asyncio.Event | None = None
+
+    async def __call__(self, body: Mapping[str, Any]) -> float | None:
+        uid = body["metadata"]["uid"]
+        self.seen.append(uid)
+        if self.hold is not None:
+            await self.hold.wait()
+        self.finished.append(uid)
+        return None
+
+
+@pytest.mark.parametrize("order", ["deleted-first", "added-first"])
+async def test_a_same_name_delete_and_re_create_during_a_pass_is_one_loop(order):
+    """The old object's pass is cut short, the same loop (one task, never two) runs the next
+    pass with the new UID, whichever of the two events kopf hands over first (it does not
+    order the events of different UIDs; a relist reports the new object before the old one's
+    DELETED)."""
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    rec.hold = asyncio.Event()
+    ctl.observe("ADDED", _obj("old"))
+    await _until(lambda: rec.seen == ["old"])  # the pass is running, held
+    loop_task = ctl._tasks[("ns", "web")]
+    events = [("DELETED", _obj("old")), ("ADDED", _obj("new"))]
+    for event_type, body in events if order == "deleted-first" else events[::-1]:
+        ctl.observe(event_type, body)
+    rec.hold.set()
+    await _until(lambda: rec.seen == ["old", "new"])
+    await _until(lambda: rec.finished == ["new"])  # the old pass never finished
+    assert list(ctl._tasks) == [("ns", "web")] and ctl._tasks[("ns", "web")] is loop_task
+    assert not loop_task.done()
+    assert ctl.body("ns", "web")["metadata"]["uid"] == "new"
+    ctl.kick("ns", "web")
+    await _until(lambda: rec.seen == ["old", "new", "new"])
+    await ctl.shutdown()
+
+
+async def test_late_events_of_a_replaced_object_change_nothing():
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    ctl.observe(None, _obj("old"))
+    await _until(lambda: rec.seen == ["old"])
+    ctl.observe(None, _obj("new"))  # a relist: the name holds a new object
+    await _until(lambda: rec.seen == ["old", "new"])
+    ctl.observe("MODIFIED", _obj("old", spec={"late": True}))  # the old UID's worker lagging
+    ctl.observe("DELETED", _obj("old"))  # ... and its deletion, reported after the new object
+    ctl.kick("ns", "web")
+    await _until(lambda: len(rec.seen) == 3)
+    assert rec.seen == ["old", "new", "new"]
+    assert ctl.body("ns", "web")["metadata"]["uid"] == "new" and ctl.uids() == {"new"}
+    assert not ctl._tasks[("ns", "web")].done()
+    await ctl.shutdown()
+
+
+async def test_a_deleted_event_ends_the_loop():
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    ctl.observe("ADDED", _obj("u"))
+    await _until(lambda: rec.seen == ["u"])
+    task = ctl._tasks[("ns", "web")]
+    ctl.observe("DELETED", _obj("u"))  # the loop is idle, waiting for a kick: it wakes and ends
+    await asyncio.wait_for(task, 5)
+    assert ("ns", "web") not in ctl.triggers and ctl.body("ns", "web") is None and not ctl.uids()
+    assert not ctl._tasks  # no finished loop kept for a free name
+    ctl.kick("ns", "web")  # no loop any more: nothing runs
+    await asyncio.sleep(0.05)
+    assert rec.seen == ["u"]
+    # A DELETED during a pass cuts the pass short and ends the loop too.
+    rec.hold = asyncio.Event()
+    ctl.observe("ADDED", _obj("v"))
+    await _until(lambda: rec.seen == ["u", "v"])
+    task = ctl._tasks[("ns", "web")]
+    ctl.observe("DELETED", _obj("v"))
+    await asyncio.wait_for(task, 5)
+    assert rec.finished == ["u"]
+    await ctl.shutdown()
+
+
+async def test_a_child_event_wakes_the_request_of_its_controller():
+    """The child's controller reference names the owner's UID; the store maps it to the
+    owner's namespace/name, whose loop runs. A child of a replaced owner wakes the object now
+    holding the name (it may be waiting for that child's name)."""
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    pods = OwnerCache(lambda body: body["metadata"]["name"])
+
+    def pod(name: str, owner_uid: str, owner_name: str) -> dict[str, Any]:
+        ref = {"kind": "WebServer", "name": owner_name, "uid": owner_uid, "controller": True}
+        return {"metadata": {"namespace": "ns", "name": name, "uid": f"p-{name}", "ownerReferences": [ref]}}
+
+    ctl.observe("ADDED", _obj("a-uid", name="a"))
+    ctl.observe("ADDED", _obj("b-uid", name="b"))
+    await _until(lambda: sorted(rec.seen) == ["a-uid", "b-uid"])
+    ctl.child_changed(pods, "ADDED", pod("b-0", "b-uid", "b"))  # no instance label: by UID only
+    await _until(lambda: len(rec.seen) == 3)
+    assert rec.seen[2] == "b-uid" and pods.children("ns", "b-uid") == ["b-0"]
+    ctl.child_changed(pods, "ADDED", pod("x-0", "someone-else", "x"))  # no object of ours: nobody
+    ctl.observe("ADDED", _obj("b2-uid", name="b"))  # b replaced under its name
+    await _until(lambda: len(rec.seen) == 4)
+    ctl.child_changed(pods, "DELETED", pod("b-0", "b-uid", "b"))  # the predecessor's child goes
+    await _until(lambda: len(rec.seen) == 5)
+    await asyncio.sleep(0.05)
+    assert rec.seen[3:] == ["b2-uid", "b2-uid"]
+    await ctl.shutdown()
+
+
+async def test_per_uid_state_is_forgotten_when_the_uid_leaves_its_name():
+    """The UID hooks run for a replaced UID at once (once, though its DELETED comes later) and
+    for a deleted one; the name hooks only when a deletion leaves the name free."""
+    uids: list[str] = []
+    names: list[tuple[str, str]] = []
+    ctl = Controller("c", _Recorder())
+    ctl.on_forget(uid=uids.append, name=lambda ns, name: names.append((ns, name)))
+    ctl.observe("ADDED", _obj("old"))
+    ctl.observe("ADDED", _obj("new"))  # re-created while the old one's DELETED is still on its way
+    assert (uids, names) == (["old"], [])
+    ctl.observe("DELETED", _obj("old"))
+    assert (uids, names) == (["old"], [])  # the name is still held, by the new object
+    ctl.observe("DELETED", _obj("new"))
+    assert (uids, names) == (["old", "new"], [("ns", "web")])
+    ctl.observe("DELETED", _obj("never-seen", name="other"))  # nothing stored: its state only
+    assert (uids, names) == (["old", "new", "never-seen"], [("ns", "web")])
+    await ctl.shutdown()
+
+
+async def test_a_pass_cut_short_counts_as_requeue():
+    from shared.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.init_controllers(["c"], 1)
+    rec = _Recorder()
+    rec.hold = asyncio.Event()
+    ctl = Controller("c", rec, metrics=metrics)
+    ctl.observe("ADDED", _obj("old"))
+    await _until(lambda: rec.seen == ["old"])
+    ctl.observe("ADDED", _obj("new"))
+    rec.hold.set()
+    await _until(lambda: rec.finished == ["new"])
+
+    def total(result: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "c", "result": result}
+        )
+
+    await _until(lambda: total("success") == 1)
+    assert (total("requeue"), total("error")) == (1, 0)
+    await ctl.shutdown()
+
+
+async def test_an_earlier_object_first_seen_after_its_successor_is_not_stored():
+    """kopf may hand over the new object's ADDED before the first event of the old one (each UID
+    has its own worker). Every event of the earlier object of a name has a smaller
+    resourceVersion than the later one's, so the old body never replaces the new one."""
+    rec = _Recorder()
+    ctl = Controller("c", rec)
+    forgotten: list[str] = []
+    ctl.on_forget(uid=forgotten.append)
+
+    def at(uid: str, rv: str) -> dict[str, Any]:
+        body = _obj(uid)
+        body["metadata"]["resourceVersion"] = rv
+        return body
+
+    ctl.observe("ADDED", at("new", "20"))
+    await _until(lambda: rec.seen == ["new"])
+    ctl.observe("ADDED", at("old", "9"))  # never seen before, but earlier: not stored
+    ctl.observe("MODIFIED", at("old", "10"))
+    ctl.observe("DELETED", at("old", "11"))
+    assert ctl.body("ns", "web")["metadata"]["uid"] == "new" and forgotten == ["old"]
+    ctl.observe("MODIFIED", at("new", "21"))  # the new object's events still count
+    await _until(lambda: rec.seen == ["new", "new"])
+    assert ctl.body("ns", "web")["metadata"]["resourceVersion"] == "21"
+    ctl.observe("ADDED", at("newer", "30"))  # a later one replaces it
+    await _until(lambda: rec.seen == ["new", "new", "newer"])
+    assert forgotten == ["old", "new"] and ctl.uids() == {"newer"}
+    await ctl.shutdown()
+
+
+def test_which_of_two_objects_of_one_name_is_later():
+    from shared.workqueue import is_later
+
+    def meta(**m: str) -> dict[str, Any]:
+        return {"metadata": m}
+
+    assert is_later(meta(resourceVersion="100"), meta(resourceVersion="99"))  # numerically
+    assert not is_later(meta(resourceVersion="99"), meta(resourceVersion="100"))
+    ts1, ts2 = "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"
+    assert is_later(meta(resourceVersion="x", creationTimestamp=ts2), meta(creationTimestamp=ts1))
+    assert not is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts2))
+    assert is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts1))  # a tie: last seen
+    assert is_later(meta(), meta())
