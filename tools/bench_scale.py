@@ -1,135 +1,247 @@
-"""Time 0 -> N Ready pods: a WebServer next to a ReplicaSet, on one local control plane.
+"""WebServer operator at scale, against the ReplicaSet controller on the same control plane, same run.
 
-    python -m tools.bench_scale [--replicas 100] [--rounds 3]
+    python -m tools.bench_scale [--replicas 100] [--rounds 3]             # one owner of N pods
+    python -m tools.bench_scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
+    python -m tools.bench_scale --webservers 3000 --rounds 1               # N owners x 1 pod
+    python -m tools.bench_scale --memory 1000,2000,3000                    # RSS and CPU per step
+    ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
-Starts the local control plane with the bundle's CRDs, runs the WebServer operator, then for
-each round creates a WebServer and a ReplicaSet of N pods (one after the other, in fresh
-namespaces) and reports the seconds until N pods are Ready and the owner's status says so.
+Starts the local control plane (:func:`tools.benchlib.control_plane`: kwok nodes that take
+thousands of pods) and the WebServer operator as deployed (no debug log; its CSV's rules, as a
+user whose requests the API server audits), then per round, each in a fresh namespace and
+timed from the first POST until every pod is Ready and every owner's status says so:
+
+- ``--replicas N``: one WebServer of N replicas, then one ReplicaSet of N; with ``--raw-posts``
+  also the physical limit: the same N pods POSTed by this process, 64 at once, with no
+  controller and no client-side rate limit (the API server's and the scheduler's pace);
+- ``--webservers N``: N WebServers of one replica, then N ReplicaSets of one replica.
+
+Each namespace is deleted, and gone, before the next step starts. ``--memory`` instead
+creates WebServers of one replica in steps up to each count, waits for them to be Ready and
+the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
+seconds each step cost, so MiB per 1000 objects can be read off. Every figure comes with the
+load average; the operator's API writes are counted from the audit log.
+
+The ratio depends on the client-side rate limits: the operator's (``KUBE_API_QPS`` 50,
+``KUBE_API_BURST`` 100 unless ``--operator-qps``/``--operator-burst``) and
+kube-controller-manager's (its defaults, QPS 20, burst 30, per controller); both are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-from kubernetes import client, config
+from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.integration.operator_process import OperatorProcess
+from tools.benchlib import (
+    Api,
+    AuditLog,
+    ProcStats,
+    Tracker,
+    control_plane,
+    describe_writes,
+    kcm_limits,
+    load,
+    operator_kubeconfig,
+    say,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _until(pred: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark step did not finish")
-        time.sleep(0.05)
-
-
-def _ready_pods(core: client.CoreV1Api, ns: str) -> int:
-    pods = core.list_namespaced_pod(ns).items
-    return sum(
-        1
-        for p in pods
-        if p.metadata.deletion_timestamp is None
-        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    )
+IMAGE = "nginxdemos/hello"
+WEBSERVERS = "/apis/demo.k8s.io/v1alpha1/namespaces/{ns}/webservers"
+REPLICASETS = "/apis/apps/v1/namespaces/{ns}/replicasets"
+PODS = "/api/v1/namespaces/{ns}/pods"
 
 
-def bench_webserver(api: client.ApiClient, n: int) -> float:
-    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    ns = f"bench-ws-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    _until(lambda: bool(core.list_namespaced_service_account(ns).items), 60)
-    t0 = time.monotonic()
-    co.create_namespaced_custom_object(
-        "demo.k8s.io",
-        "v1alpha1",
-        ns,
-        "webservers",
-        {
-            "apiVersion": "demo.k8s.io/v1alpha1",
-            "kind": "WebServer",
-            "metadata": {"name": "b"},
-            "spec": {"replicas": n},
-        },
-    )
-
-    def done() -> bool:
-        st = (
-            co.get_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", "b").get("status")
-            or {}
-        )
-        return st.get("readyReplicas") == n and _ready_pods(core, ns) == n
-
-    _until(done, 600)
-    elapsed = time.monotonic() - t0
-    core.delete_namespace(ns)
-    return elapsed
+def webserver(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas},
+    }
 
 
-def bench_replicaset(api: client.ApiClient, n: int) -> float:
-    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    ns = f"bench-rs-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    _until(lambda: bool(core.list_namespaced_service_account(ns).items), 60)
-    labels = {"app": "b"}
-    t0 = time.monotonic()
-    apps.create_namespaced_replica_set(
-        ns,
-        {
-            "metadata": {"name": "b"},
-            "spec": {
-                "replicas": n,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": "web", "image": "nginxdemos/hello"}]},
-                },
+def replicaset(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": IMAGE}]},
             },
         },
-    )
-    _until(
-        lambda: (
-            (apps.read_namespaced_replica_set("b", ns).status.ready_replicas or 0) == n
-            and _ready_pods(core, ns) == n
-        ),
-        600,
-    )
-    elapsed = time.monotonic() - t0
-    core.delete_namespace(ns)
-    return elapsed
+    }
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "web", "image": IMAGE}
+    ]}}  # fmt: skip
+
+
+@dataclass
+class Bench:
+    """What every scenario shares: the cluster, the client, the operator and its accounting."""
+
+    cl: localcluster.LocalCluster
+    api: Api
+    op: OperatorProcess
+    user: str
+
+    @property
+    def stats(self) -> ProcStats:
+        assert self.op.proc is not None
+        return ProcStats(self.op.proc.pid)
+
+    @property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.cl.audit_log)
+
+    async def run(self, what: str, owners: int, replicas: int) -> float:
+        """Create ``owners`` owners (``webservers``, ``replicasets`` or ``pods``) of ``replicas``
+        pods each in a fresh namespace; seconds until all are Ready. Deletes the namespace."""
+        ns = await self.api.namespace(f"bench-{what[:2]}")
+        collection = {"webservers": WEBSERVERS, "replicasets": REPLICASETS, "pods": PODS}[what].format(ns=ns)
+        tracker = Tracker(self.api, ns, None if what == "pods" else collection).start()
+        if what == "webservers":
+            bodies = [webserver(f"w{i}", replicas) for i in range(owners)]
+        elif what == "replicasets":
+            bodies = [replicaset(f"r{i}", replicas) for i in range(owners)]
+        else:
+            bodies = [pod(f"p{i}") for i in range(replicas)]
+        mark, before = self.audit.mark(), self.stats.sample()
+        say(f"{what}: creating {len(bodies)} in {ns}; {load()}")
+        t0 = time.monotonic()
+        posted = await self.api.create_all(collection, bodies, concurrency=64 if what == "pods" else 16)
+        say(f"{what}: {len(bodies)} POSTed in {posted:.1f}s")
+        done = await tracker.wait(owners * replicas, 0 if what == "pods" else owners)
+        elapsed = done - t0
+        after = self.stats.sample()
+        line = f"{what}: {owners * replicas} pods Ready"
+        if what != "pods":
+            line += f" and {owners} owners report it"
+        line += f" in {elapsed:.2f}s (first Ready after {(tracker.first_ready or done) - t0:.2f}s); {load()}"
+        say(line)
+        if what == "webservers":
+            say(
+                f"webservers: operator CPU {after.cpu_s - before.cpu_s:.1f}s, RSS {after.rss_mib:.0f} MiB "
+                f"(peak {after.hwm_mib:.0f}); API writes "
+                f"{describe_writes(self.audit.writes(self.user, mark))}"
+            )
+        await tracker.stop()
+        gone = await self.api.delete_namespace(ns)
+        say(f"{what}: namespace {ns} deleted in {gone:.0f}s")
+        if what == "webservers":
+            await self.stats.quiet()
+        return elapsed
+
+    async def memory(self, steps: list[int]) -> None:
+        """WebServers of one replica in steps up to each count: memory and CPU at each step."""
+        ns = await self.api.namespace("bench-mem")
+        collection = WEBSERVERS.format(ns=ns)
+        tracker = Tracker(self.api, ns, collection).start()
+        base = await self.stats.quiet()
+        rows = [(0, base, 0.0)]
+        say(f"memory: 0 WebServers: RSS {base.rss_mib:.1f} MiB, peak {base.hwm_mib:.1f} MiB; {load()}")
+        have = 0
+        for count in steps:
+            t0 = time.monotonic()
+            await self.api.create_all(collection, [webserver(f"w{i}", 1) for i in range(have, count)])
+            await tracker.wait(count, count)
+            took = time.monotonic() - t0
+            have = count
+            sample = await self.stats.quiet()
+            rows.append((count, sample, took))
+            say(
+                f"memory: {count} WebServers Ready ({took:.0f}s): RSS {sample.rss_mib:.1f} MiB, "
+                f"peak {sample.hwm_mib:.1f} MiB, CPU {sample.cpu_s - rows[-2][1].cpu_s:.1f}s for "
+                f"{count - rows[-2][0]} more; {load()}"
+            )
+        await tracker.stop()
+        print("\nWebServers (1 pod each) | RSS MiB | peak MiB | +RSS per 1000 | CPU s per 1000 created")
+        for (n0, s0, _), (n1, s1, _) in itertools.pairwise(rows):
+            per = 1000 / (n1 - n0)
+            print(
+                f"{n1:>23} | {s1.rss_mib:7.1f} | {s1.hwm_mib:8.1f} | "
+                f"{(s1.rss_mib - s0.rss_mib) * per:13.1f} | {(s1.cpu_s - s0.cpu_s) * per:.1f}"
+            )
+        slope = (rows[-1][1].rss_mib - base.rss_mib) / rows[-1][0] * 1000
+        print(f"RSS from 0 to {rows[-1][0]}: {slope:.1f} MiB per 1000 WebServers; {load()}")
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
+    async with bench.api:
+        if args.memory:
+            await bench.memory([int(n) for n in args.memory.split(",")])
+            return
+        owners, replicas = (args.webservers, 1) if args.webservers else (1, args.replicas)
+        times: dict[str, list[float]] = {"webservers": [], "replicasets": [], "pods": []}
+        kinds = ["webservers", "replicasets"] + (["pods"] if args.raw_posts else [])
+        for i in range(args.rounds):
+            for what in kinds:
+                times[what].append(await bench.run(what, owners, replicas))
+            say(f"round {i + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f}s" for k in kinds))
+        med = {k: statistics.median(v) for k, v in times.items() if v}
+        shape = f"{owners} x {replicas}" if owners > 1 else f"1 x {replicas}"
+        print(
+            f"\n0 -> {owners * replicas} Ready pods ({shape}), median of {args.rounds}: "
+            f"WebServer {med['webservers']:.2f}s, ReplicaSet {med['replicasets']:.2f}s "
+            f"(WebServer/ReplicaSet {ratio(med['webservers'], med['replicasets'])})"
+            + (
+                f", plain POSTs {med['pods']:.2f}s (WebServer/POSTs {ratio(med['webservers'], med['pods'])})"
+                if "pods" in med
+                else ""
+            )
+        )
+        print(
+            f"limits: operator QPS {args.operator_qps or 50:g}, burst {args.operator_burst or 100}; "
+            f"kube-controller-manager {kcm_limits(bench.cl)}; kube-scheduler QPS 50, burst 100; {load()}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", type=int, default=100)
+    parser.add_argument("--replicas", type=int, default=100, help="pods of the one owner")
+    parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")
+    parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
+    parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--operator-qps", type=float, default=0, help="the operator's KUBE_API_QPS")
+    parser.add_argument("--operator-burst", type=int, default=0, help="the operator's KUBE_API_BURST")
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--pods-per-node", type=int, default=2500)
     args = parser.parse_args()
-    crds = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
-    with localcluster.running(crds=crds) as cl:
-        api = config.new_client_from_config(config_file=str(cl.kubeconfig))
+    env = {}
+    if args.operator_qps:
+        env["KUBE_API_QPS"] = f"{args.operator_qps:g}"
+    if args.operator_burst:
+        env["KUBE_API_BURST"] = str(args.operator_burst)
+    with control_plane(args.nodes, args.pods_per_node) as cl:
+        kubeconfig, user = operator_kubeconfig(cl, "webserver")
         log = Path(tempfile.mkdtemp()) / "webserver.log"
-        op = OperatorProcess("operators.webserver", cl.kubeconfig, log).start()
+        op = OperatorProcess("operators.webserver", kubeconfig, log, env=env, verbose=False).start()
+        say(f"WebServer operator running (pid {op.proc.pid if op.proc else '?'}, log {log})")
         try:
-            ws, rs = [], []
-            for i in range(args.rounds):
-                ws.append(bench_webserver(api, args.replicas))
-                rs.append(bench_replicaset(api, args.replicas))
-                print(f"round {i + 1}: WebServer {ws[-1]:.2f}s, ReplicaSet {rs[-1]:.2f}s", flush=True)
+            asyncio.run(scenarios(Bench(cl, Api(cl), op, user), args))
         finally:
             op.stop()
-    print(
-        f"0->{args.replicas} Ready, median of {args.rounds}: "
-        f"WebServer {statistics.median(ws):.2f}s, ReplicaSet {statistics.median(rs):.2f}s"
-    )
 
 
 if __name__ == "__main__":

@@ -25,17 +25,21 @@ class OperatorProcess:
         log_path: Path,
         namespaces: str = "",
         env: Mapping[str, str] | None = None,
+        *,
+        verbose: bool = True,
     ) -> None:
         self.module = module
         self.extra_env = dict(env or {})
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.namespaces = namespaces
+        # Tests want kopf's debug log; benchmarks run the operator as deployed, without it.
+        self.verbose = verbose
         self.metrics_port = free_port()
         self.probe_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> OperatorProcess:
+    def start(self, timeout: float = 90) -> OperatorProcess:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -46,13 +50,13 @@ class OperatorProcess:
         }
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module, "--verbose"],
+                [sys.executable, "-m", self.module, *(["--verbose"] if self.verbose else [])],
                 cwd=REPO,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        wait_for(self._ready, 90, f"{self.module} /readyz")
+        wait_for(self._ready, timeout, f"{self.module} /readyz")
         return self
 
     def _ready(self) -> bool:
