@@ -168,6 +168,33 @@ async def test_controller_waits_for_its_gate():
     await ctl.shutdown()
 
 
+async def test_loops_behind_a_closed_gate_share_one_poll():
+    """A restart over N objects starts N loops before every watch has listed; each polling the
+    gate itself every 0.1 s flooded the event loop with timers (39 s to ready at N = 3000)."""
+    from shared.workqueue import Controller
+
+    open_gate, calls, seen = False, [], []
+
+    def gate():
+        calls.append(1)
+        return open_gate
+
+    async def reconcile(body):
+        seen.append(body["metadata"]["uid"])
+
+    ctl = Controller("c", reconcile, gate=gate)
+    for i in range(200):
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "name": f"n{i}"}})
+    ctl.observe("DELETED", {"metadata": {"uid": "u0", "name": "n0"}})  # cancelled while waiting
+    await asyncio.sleep(0.55)
+    assert seen == []
+    # One look per loop on its way in, then one poll for all of them every 0.1 s (not 200).
+    assert len(calls) < 200 + 20
+    open_gate = True
+    await _until(lambda: len(seen) == 199)
+    await ctl.shutdown()
+
+
 async def test_a_failed_pass_with_a_deadline_runs_again_by_then_whatever_the_backoff():
     """#15.7: a long backoff (here 100 s) must not push a pass past the deadline it names."""
     triggers, passes = Triggers(), []
