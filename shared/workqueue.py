@@ -50,6 +50,7 @@ Reconcile = Callable[[], Awaitable[float | None]]
 # are worked on at once after a restart; how fast their requests go out is the business of the
 # client's rate limiter (shared.kube), which a WebServer's batch of pod creates goes through too.
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
+GATE_POLL = 0.1  # seconds between looks at a closed gate
 
 
 class RetryError(Exception):
@@ -196,6 +197,7 @@ class Controller:
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._max_concurrent = 0
         self.max_concurrent_reconciles = max_concurrent_reconciles
+        self._gate_poll: asyncio.Task[None] | None = None
 
     @property
     def max_concurrent_reconciles(self) -> int:
@@ -267,9 +269,25 @@ class Controller:
     def body(self, uid: str) -> Mapping[str, Any] | None:
         return self._bodies.get(uid)
 
+    async def _gate_opened(self) -> None:
+        """Wait until ``gate()`` is true. One poll for all objects, not one each: a standby
+        (leader election) may wait for hours with thousands of objects."""
+        gate = self._gate
+        if gate is None or gate():
+            return
+
+        async def poll() -> None:
+            while not gate():
+                await asyncio.sleep(GATE_POLL)
+
+        poll_task = self._gate_poll
+        if poll_task is None or poll_task.done() or poll_task.get_loop() is not asyncio.get_running_loop():
+            self._gate_poll = asyncio.create_task(poll(), name=f"{self.name}/gate")
+        # Shielded: a waiter cancelled (its object deleted) leaves the poll to the others.
+        await asyncio.shield(self._gate_poll)
+
     async def _run(self, uid: str) -> None:
-        while self._gate is not None and not self._gate():
-            await asyncio.sleep(0.1)
+        await self._gate_opened()
 
         async def once() -> float | None:
             body = self._bodies.get(uid)
@@ -293,6 +311,8 @@ class Controller:
         )
 
     async def shutdown(self) -> None:
+        if self._gate_poll is not None:
+            self._gate_poll.cancel()
         tasks = list(self._tasks.values())
         self._tasks.clear()
         for task in tasks:

@@ -165,6 +165,29 @@ async def test_controller_waits_for_its_gate():
     await ctl.shutdown()
 
 
+async def test_objects_behind_a_closed_gate_share_one_poll():
+    """A standby (leader election) waits with every object it watches: one poll, not one each,
+    and an object deleted meanwhile leaves the others waiting."""
+    open_gate, seen = False, []
+
+    async def reconcile(body):
+        seen.append(body["metadata"]["uid"])
+
+    ctl = Controller("c", reconcile, gate=lambda: open_gate)
+    for i in range(50):
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "name": f"o{i}"}})
+    await asyncio.sleep(0.05)
+    polls = [t for t in asyncio.all_tasks() if t.get_name() == "c/gate" and not t.done()]
+    assert len(polls) == 1 and seen == []
+    ctl.observe("DELETED", {"metadata": {"uid": "u0", "name": "o0"}})
+    await asyncio.sleep(0.05)
+    assert not polls[0].done()
+    open_gate = True
+    await _until(lambda: len(seen) == 49)
+    assert "u0" not in seen
+    await ctl.shutdown()
+
+
 async def test_a_failed_pass_with_a_deadline_runs_again_by_then_whatever_the_backoff():
     """#15.7: a long backoff (here 100 s) must not push a pass past the deadline it names."""
     triggers, passes = Triggers(), []
