@@ -38,6 +38,7 @@ from operators.tdset import rbac as tdset_rbac
 from operators.tdset.schema import CRD as TDSET
 from operators.webserver import rbac as webserver_rbac
 from operators.webserver.schema import CRD as WEBSERVER
+from shared import leader
 from shared.crd import CRDSpec, to_yaml
 from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools import monitoring
@@ -298,6 +299,15 @@ def service_monitor(op: Operator) -> dict[str, Any]:
     }
 
 
+def own_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rules about the operator's own namespace: the leader-election Lease."""
+    return [dict(r) for r in rules if leader.GROUP in r["apiGroups"]]
+
+
+def watched_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(r) for r in rules if leader.GROUP not in r["apiGroups"]]
+
+
 def alm_examples() -> list[dict[str, Any]]:
     return [yaml.safe_load((REPO / "examples" / op.example).read_text()) for op in OPERATORS]
 
@@ -449,11 +459,13 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
-    """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Deployment, Service.
+    """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
+    Deployment, Service.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
-    rules are granted cluster-wide (a ClusterRole) — what OLM's AllNamespaces mode does too.
+    rules are granted cluster-wide (a ClusterRole) — what OLM's AllNamespaces mode does too —
+    except the leader-election Lease's, which only the install namespace needs (a Role).
     """
     labels = {"app.kubernetes.io/part-of": PACKAGE}
     docs: list[dict[str, Any]] = [
@@ -471,22 +483,39 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
         meta = {"name": op.deployment, "namespace": INSTALL_NAMESPACE, "labels": labels}
         role = f"{PACKAGE}:{op.deployment}"
         dep = deployment(op, registry, version)
+        subjects = [{"kind": "ServiceAccount", "name": op.deployment, "namespace": INSTALL_NAMESPACE}]
+        election = {**meta, "name": f"{op.deployment}-leader-election"}
         docs += [
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": {"name": role, "labels": labels},
-                "rules": [dict(r) for r in op.rules],
+                "rules": watched_namespace_rules(op.rules),
             },
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
                 "metadata": {"name": role, "labels": labels},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": op.deployment, "namespace": INSTALL_NAMESPACE}
-                ],
+                "subjects": subjects,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": election,
+                "rules": own_namespace_rules(op.rules),
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": election,
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": election["name"],
+                },
+                "subjects": subjects,
             },
             {
                 "apiVersion": "apps/v1",

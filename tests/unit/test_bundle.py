@@ -111,6 +111,36 @@ def test_operator_deployment(name):
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']"
 
 
+def test_the_lease_rules_reach_one_named_lease_and_install_yaml_grants_them_in_its_namespace_only():
+    install = CSV["spec"]["install"]["spec"]
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
+    for perm in install["permissions"]:
+        op = perm["serviceAccountName"].removesuffix("-operator")
+        leases = [r for r in perm["rules"] if r["apiGroups"] == ["coordination.k8s.io"]]
+        # get/update only on the operator's own Lease: never kube-controller-manager's.
+        assert leases == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [f"{op}-leader"],
+                "verbs": ["get", "update"],
+            },
+        ]
+        (cluster_role,) = [
+            d
+            for d in docs
+            if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(perm["serviceAccountName"])
+        ]
+        assert not [r for r in cluster_role["rules"] if "leases" in r["resources"]]
+        (role,) = [
+            d
+            for d in docs
+            if d["kind"] == "Role" and d["metadata"]["name"].startswith(perm["serviceAccountName"])
+        ]
+        assert role["metadata"]["namespace"] == bundle.INSTALL_NAMESPACE and role["rules"] == leases
+
+
 def test_rbac_is_namespaced_and_least_privilege():
     install = CSV["spec"]["install"]["spec"]
     assert not install.get("clusterPermissions")
