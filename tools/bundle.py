@@ -5,7 +5,8 @@
 Sources: each operator's ``schema.py`` (CRDs, descriptors), ``rbac.py`` (permissions) and
 package docstring; ``examples/*.yaml`` (alm-examples); ``shared.serving`` (ports). Output:
 
-    bundle/manifests/   the CSV, the CRDs, a metrics Service and a ServiceMonitor per operator
+    bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
+                        PodDisruptionBudget per operator
     bundle/metadata/annotations.yaml
     bundle/tests/scorecard/config.yaml
     bundle/bundle.Dockerfile
@@ -56,6 +57,8 @@ ICON = REPO / "bundle" / "icon.svg"
 # Versions published to users, oldest first. The CSV of a newer version `replaces` the newest of
 # these below it, which is the edge OLM follows to upgrade a running install in place.
 RELEASED = ("0.1.0",)
+# Pods per operator: a leader and a warm standby (leader election, shared/leader.py).
+OPERATOR_REPLICAS = 2
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -210,6 +213,8 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
         "name": "operator",
         "image": image(registry, op.name, version),
         "imagePullPolicy": "IfNotPresent",
+        # As kubebuilder's scaffold: the flag is off for `python -m operators.<name>` on a host.
+        "args": ["--leader-elect"],
         "env": [
             {
                 # OLM's OperatorGroup target namespaces (comma list; empty = all) -> what we watch.
@@ -217,8 +222,11 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}},
             },
             {"name": "LOG_FORMAT", "value": "json"},
-            # The operator's identity (logs, kopf): the pod, whatever UID the platform runs it as.
+            # The operator's identity (logs, kopf, the Lease's holder): the pod, whatever UID the
+            # platform runs it as.
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            # Where the leader-election Lease lives: the operator's own namespace.
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
         "ports": [
             {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
@@ -246,9 +254,11 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
         "name": op.deployment,
         "label": labels,
         "spec": {
-            "replicas": 1,
-            # kopf has no leader election: never two pods at once, also not during an upgrade.
-            "strategy": {"type": "Recreate"},
+            # One leads, one stands by with warm caches (README, "High availability").
+            "replicas": OPERATOR_REPLICAS,
+            # A new pod is Ready (caches listed) before an old one goes, so a standby is always
+            # there to take the Lease the old leader releases on SIGTERM.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
             "template": {
                 "metadata": {
@@ -257,6 +267,23 @@ def deployment(op: Operator, registry: str, version: str) -> dict[str, Any]:
                 },
                 "spec": {
                     "serviceAccountName": op.deployment,
+                    # Leader and standby on different nodes where there are several; preferred,
+                    # so a one-node cluster still runs both.
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {
+                                            "matchLabels": {"app.kubernetes.io/name": op.deployment}
+                                        },
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        }
+                    },
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
@@ -295,6 +322,22 @@ def service_monitor(op: Operator) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "http"}],
+        },
+    }
+
+
+def disruption_budget(op: Operator) -> dict[str, Any]:
+    """A node drain evicts one operator pod at a time: the other leads, or takes over."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": op.deployment,
+            "labels": {"app.kubernetes.io/name": op.deployment, "app.kubernetes.io/part-of": PACKAGE},
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
         },
     }
 
@@ -460,7 +503,7 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
-    Deployment, Service.
+    Deployment, PodDisruptionBudget, Service.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
@@ -522,6 +565,10 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "kind": "Deployment",
                 "metadata": {**meta, "labels": {**labels, **dep["label"]}},
                 "spec": dep["spec"],
+            },
+            {
+                **disruption_budget(op),
+                "metadata": {**disruption_budget(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
             {
                 **metrics_service(op),
@@ -609,6 +656,9 @@ def render(version: str, registry: str) -> dict[Path, str]:
         files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = _yaml(metrics_service(op))
         files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = _yaml(
             service_monitor(op)
+        )
+        files[manifests / f"{op.deployment}_policy_v1_poddisruptionbudget.yaml"] = _yaml(
+            disruption_budget(op)
         )
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())
