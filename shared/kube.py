@@ -23,6 +23,11 @@ Throttling, as client-go does it:
   wait longer than :data:`MAX_RETRY_AFTER` is not sat out inside the request: it is raised,
   and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
   Every attempt goes through the rate limiter and is reported to ``observer``.
+
+Fencing: with leader election (:mod:`shared.leader`), ``fence`` is called right before every
+attempt of a write (POST, PUT, PATCH, DELETE), after the rate limiter's wait, and refuses it by
+raising: a leader whose lease may have passed to another process must not send anything, also
+not a retry it had already begun. Reads are never fenced (a standby keeps its caches warm).
 """
 
 from __future__ import annotations
@@ -47,8 +52,12 @@ MAX_RETRIES = 10  # client-go's maxRetries for answers with Retry-After
 MAX_RETRY_AFTER = 60.0
 logger = logging.getLogger("shared.kube")
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+# Called with (method, path) before each attempt of a write; raises to refuse it.
+Fence = Callable[[str, str], None]
 
 
 class ApiError(Exception):
@@ -179,6 +188,7 @@ class KubeClient:
             raise ValueError(f"max_retries must be >= 0, not {max_retries}")
         self.max_retries = max_retries
         self._limiter = TokenBucket(qps, burst, clock, sleep)
+        self.fence: Fence | None = None
 
     def limit_rate(self, qps: float, burst: int) -> None:
         """Replace the rate limit (the runtime applies its options at start-up)."""
@@ -243,6 +253,9 @@ class KubeClient:
             waited = await self._limiter.wait()
             if waited > 1:
                 logger.info(f"waited {waited:.2f}s for client-side throttling before {method} {path}")
+            # After the rate limiter's wait (which can be long): as close to the send as we get.
+            if self.fence is not None and method.upper() in WRITE_METHODS:
+                self.fence(method, path)
             start = time.monotonic()
             code: int | str = "<error>"
             try:
@@ -287,6 +300,10 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    async def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: an update, conditional on ``metadata.resourceVersion`` when the body has one."""
+        return await self.request("PUT", path, body)
 
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH)

@@ -13,7 +13,9 @@ operators work unchanged:
 - ``controller_runtime_max_concurrent_reconciles{controller}`` and
   ``controller_runtime_active_workers{controller}`` (gauges).
 
-plus client-go's ``rest_client_requests_total{code,method,host}`` and
+plus client-go's ``leader_election_master_status{name}`` (1 while this process holds the
+Lease ``name``, 0 while it stands by; no series without leader election),
+``rest_client_requests_total{code,method,host}`` and
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
 (:class:`shared.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
 operator's domain metrics. Every metric is declared once (name, type, help, labels): the shared
@@ -120,6 +122,14 @@ TABLE: tuple[MetricSpec, ...] = (
         "gauge",
         "Number of currently used workers per controller",
         ("controller",),
+    ),
+    MetricSpec(
+        "leader_election_master_status",
+        "gauge",
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 "
+        "indicates master. 'name' is the string used to identify the lease. Please make sure to "
+        "group by name.",
+        ("name",),
     ),
     MetricSpec(
         "rest_client_requests_total",

@@ -11,7 +11,16 @@ reports metrics for and the child resources it watches; everything else is the s
   (:mod:`shared.workqueue`), reported as ``controller_runtime_max_concurrent_reconciles``, and
   the client's rate limit (:mod:`shared.kube`; QPS 0 = none), both applied at start-up to every
   managed controller and client;
-- kopf standalone (one replica, ``Recreate`` rollouts; kopf has no Lease election), with
+- leader election (:mod:`shared.leader`), off by default as in kubebuilder's scaffold and
+  on in the bundle: ``--leader-elect`` (``LEADER_ELECT``), the Lease's namespace
+  (``--leader-election-namespace``, ``LEADER_ELECTION_NAMESPACE``; default the pod's
+  ``POD_NAMESPACE``, else the first watched namespace) and name (``--leader-election-id``,
+  ``LEADER_ELECTION_ID``; default ``<app>-leader``), and controller-runtime's durations
+  (``--leader-election-lease-duration``/``-renew-deadline``/``-retry-period``, env
+  ``LEADER_ELECTION_LEASE_DURATION`` etc., seconds: 15, 10, 2). Every process watches and
+  reports ready; only the leader's controllers run (:meth:`Runtime.active`), and its writes,
+  kopf's Events included, are fenced;
+- kopf itself standalone (kopf's peering is not a Lease election and is not used), with
   resource scanning disabled so no cluster-wide namespace/CRD list permission is needed, and
   handler progress kept in annotations only (``status.kopf`` would be pruned by structural
   schemas);
@@ -27,6 +36,7 @@ reports metrics for and the child resources it watches; everything else is the s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import logging
 import math
@@ -38,6 +48,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from shared import leader
 from shared.caches import watch_only_managed
 from shared.clock import OFFSET_ENV, Clock
 from shared.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
@@ -87,6 +98,12 @@ class Options:
     max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
     kube_api_qps: float = DEFAULT_QPS
     kube_api_burst: int = DEFAULT_BURST
+    leader_elect: bool = False
+    leader_election_namespace: str = ""  # resolved by parse_options when leader_elect
+    leader_election_id: str = ""  # "": leader.lease_name(app)
+    lease_duration: float = leader.LEASE_DURATION
+    renew_deadline: float = leader.RENEW_DEADLINE
+    retry_period: float = leader.RETRY_PERIOD
 
     @property
     def clusterwide(self) -> bool:
@@ -118,6 +135,16 @@ def at_least(minimum: N, convert: Callable[[str], N]) -> Callable[[str], N]:
         return value
 
     return parse
+
+
+def boolean(text: str) -> bool:
+    """An argparse type for Go-style booleans: ``--flag``, ``--flag=true``, ``--flag=false``."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "f", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
 def parse_options(
@@ -162,6 +189,7 @@ def parse_options(
         default=env.get("KUBE_API_BURST") or str(DEFAULT_BURST),
         help=f"API requests at once above the QPS (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
     )
+    add_leader_election_options(parser, env, prog)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.kube_api_qps > 0 and args.kube_api_burst < 1:
         parser.error("--kube-api-burst must be at least 1 when --kube-api-qps is not 0")
@@ -171,6 +199,25 @@ def parse_options(
         namespaces = split_namespaces(args.namespace)
     else:
         namespaces = split_namespaces([env.get("WATCH_NAMESPACE", "")])
+    lease_namespace = ""
+    if args.leader_elect:
+        if errors := leader.duration_errors(
+            args.leader_election_lease_duration,
+            args.leader_election_renew_deadline,
+            args.leader_election_retry_period,
+        ):
+            parser.error("; ".join(errors))
+        # The pod's own namespace, as controller-runtime's in-cluster default; on a host, the
+        # first watched namespace: where the operator's RBAC surely reaches.
+        lease_namespace = (
+            args.leader_election_namespace or env.get("POD_NAMESPACE") or next(iter(namespaces), "")
+        )
+        if not lease_namespace:
+            parser.error(
+                "--leader-elect needs a namespace for the Lease: set --leader-election-namespace "
+                "(LEADER_ELECTION_NAMESPACE), or POD_NAMESPACE (the downward API does in a pod), or "
+                "watch a namespace (--namespace)"
+            )
     return Options(
         namespaces,
         args.metrics_port,
@@ -180,7 +227,49 @@ def parse_options(
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst,
+        leader_elect=args.leader_elect,
+        leader_election_namespace=lease_namespace,
+        leader_election_id=args.leader_election_id,
+        lease_duration=args.leader_election_lease_duration,
+        renew_deadline=args.leader_election_renew_deadline,
+        retry_period=args.leader_election_retry_period,
     )
+
+
+def add_leader_election_options(parser: argparse.ArgumentParser, env: Mapping[str, str], prog: str) -> None:
+    """kubebuilder's ``--leader-elect`` and controller-runtime's election settings (seconds)."""
+    parser.add_argument(
+        "--leader-elect",
+        type=boolean,
+        nargs="?",
+        const=True,
+        default=env.get("LEADER_ELECT") or "false",
+        help="elect a leader on a Lease, so that replicas can stand by; only the leader reconciles "
+        "(default: $LEADER_ELECT, else false)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=env.get("LEADER_ELECTION_NAMESPACE") or "",
+        help="namespace of the Lease (default: $LEADER_ELECTION_NAMESPACE, else $POD_NAMESPACE, else "
+        "the first watched namespace)",
+    )
+    parser.add_argument(
+        "--leader-election-id",
+        default=env.get("LEADER_ELECTION_ID") or "",
+        help=f"name of the Lease (default: $LEADER_ELECTION_ID, else {leader.lease_name(prog or '<app>')})",
+    )
+    for name, default, what in (
+        ("lease-duration", leader.LEASE_DURATION, "how long standbys wait before taking an unrenewed Lease"),
+        ("renew-deadline", leader.RENEW_DEADLINE, "how long the leader acts without a successful renewal"),
+        ("retry-period", leader.RETRY_PERIOD, "how often the leader renews and standbys try"),
+    ):
+        var = f"LEADER_ELECTION_{name.replace('-', '_').upper()}"
+        parser.add_argument(
+            f"--leader-election-{name}",
+            type=at_least(0.0, float),
+            default=env.get(var) or str(default),
+            help=f"{what}, in seconds (default: ${var}, else {default:g})",
+        )
 
 
 def configure_settings(settings: kopf.OperatorSettings, app: str, child_resources: Iterable[str]) -> None:
@@ -232,14 +321,23 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     readiness: Readiness = field(default_factory=Readiness)
     options: Options = field(default_factory=Options)
+    # Made at start-up with --leader-elect; None: this process always leads (standalone).
+    elector: leader.LeaderElector | None = None
     _managed: list[tuple[Controller, KubeClient, Clock]] = field(default_factory=list)
+    _election: asyncio.Task[None] | None = None
 
     def manage(self, controller: Controller, kube: KubeClient, clock: Clock | None = None) -> None:
         """At start-up load ``kube``'s credentials; at exit stop ``controller``'s loops, close ``kube``.
 
         A shifted ``clock`` (``OPERATOR_CLOCK_OFFSET``) is announced in the log at start-up.
+        With leader election, ``kube``'s writes are fenced (:mod:`shared.leader`).
         """
         self._managed.append((controller, kube, clock or Clock()))
+
+    def active(self) -> bool:
+        """Whether this process may reconcile (the controllers' gate): every watch has listed,
+        so no pass plans from a half-filled cache, and, with leader election, it leads."""
+        return self.readiness.is_ready() and (self.elector is None or self.elector.is_leader())
 
     def apply_options(self) -> None:
         """Give the managed controllers and clients the options' limits and start every
@@ -253,6 +351,40 @@ class Runtime:
             controller.max_concurrent_reconciles = self.options.max_concurrent_reconciles
             kube.limit_rate(self.options.kube_api_qps, self.options.kube_api_burst)
         self.metrics.init_controllers(self.controllers, self.options.max_concurrent_reconciles)
+
+    async def campaign(self) -> None:
+        """Start leader election: fence every write of this process, then campaign and renew in
+        a task of its own. The elector gets a client of its own, so a burst of the operator's
+        writes never holds a renewal in the rate limiter."""
+        opts = self.options
+        config = leader.ElectionConfig(
+            namespace=opts.leader_election_namespace,
+            name=opts.leader_election_id or leader.lease_name(self.app),
+            identity=leader.new_identity(),
+            lease_duration=opts.lease_duration,
+            renew_deadline=opts.renew_deadline,
+            retry_period=opts.retry_period,
+        )
+        kube = KubeClient(
+            observer=self.metrics.observe_request, qps=opts.kube_api_qps, burst=opts.kube_api_burst
+        )
+        await kube.load()
+        status = self.metrics.gauge("leader_election_master_status").labels(config.name)
+        self.elector = elector = leader.LeaderElector(config, kube, status=status)
+        for _, managed, _ in self._managed:
+            managed.fence = elector.fence
+        leader.fence_kopf_writes(elector.fence)
+        self._election = asyncio.create_task(elector.run(), name="leader-election")
+        self._election.add_done_callback(_election_ended)
+
+    async def step_down(self) -> None:
+        """At clean shutdown, once the controllers have stopped: release the Lease (if held)."""
+        if self.elector is None:
+            return
+        if self._election is not None:
+            self._election.cancel()
+            await asyncio.gather(self._election, return_exceptions=True)
+        await self.elector.release()
 
     def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
         """Register the shared start-up and clean-up activities."""
@@ -275,11 +407,16 @@ class Runtime:
                 if clock.offset:
                     logger.warning(f"clock shifted by {clock.offset.total_seconds():+.3f}s ({OFFSET_ENV})")
                 await kube.load()
+            if self.options.leader_elect:
+                await self.campaign()
             await endpoints.start()
 
         async def cleanup(**_: Any) -> None:
-            for controller, kube, _ in self._managed:
+            # Every pass has stopped before the Lease is released: nothing is written after.
+            for controller, _, _ in self._managed:
                 await controller.shutdown()
+            await self.step_down()
+            for _, kube, _ in self._managed:
                 await kube.close()
             await endpoints.stop()
 
@@ -299,3 +436,10 @@ class Runtime:
             clusterwide=self.options.clusterwide,
             namespaces=list(self.options.namespaces),
         )
+
+
+def _election_ended(task: asyncio.Task[None]) -> None:
+    """The elector's task ends only when cancelled at shutdown or after losing (which exits):
+    anything else is a bug, and a process that cannot renew must not go on as if it led."""
+    if not task.cancelled():
+        leader.exit_process(f"the election task ended: {task.exception()!r}")

@@ -75,6 +75,7 @@ Reconcile = Callable[[], Awaitable[float | None]]
 # are worked on at once after a restart; how fast their requests go out is the business of the
 # client's rate limiter (shared.kube), which a WebServer's batch of pod creates goes through too.
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
+GATE_POLL = 0.1  # seconds between looks at a closed gate
 
 
 class Request(NamedTuple):
@@ -431,7 +432,7 @@ class Controller:
 
             async def poll(gate: Callable[[], bool]) -> None:
                 while not gate():
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(GATE_POLL)
 
             self._gate_poll = loop.create_task(poll(self._gate), name=f"{self.name}/gate")
         # Shielded: a loop cancelled while waiting (its object deleted) leaves the poll running.

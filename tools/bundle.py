@@ -6,7 +6,8 @@ Sources: each registered operator's description (``operators/<name>/description.
 CRD and descriptors from ``schema.py``, permissions from ``rbac.py``, display text, resources,
 example file in ``examples/``, images); ``shared.serving`` (ports). Output:
 
-    bundle/manifests/   the CSV, the CRDs, a metrics Service and a ServiceMonitor per operator
+    bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
+                        PodDisruptionBudget per operator
     bundle/metadata/annotations.yaml
     bundle/tests/scorecard/config.yaml
     bundle/bundle.Dockerfile
@@ -32,6 +33,7 @@ import yaml
 
 import shared
 from operators import descriptions
+from shared import leader
 from shared.crd import to_yaml
 from shared.description import OperatorDescription
 from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
@@ -50,6 +52,8 @@ ICON = REPO / "bundle" / "icon.svg"
 # Versions published to users, oldest first. The CSV of a newer version `replaces` the newest of
 # these below it, which is the edge OLM follows to upgrade a running install in place.
 RELEASED = ("0.1.0",)
+# Pods per operator: a leader and a warm standby (leader election, shared/leader.py).
+OPERATOR_REPLICAS = 2
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -141,6 +145,8 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
         "name": "operator",
         "image": image(registry, op.name, version),
         "imagePullPolicy": "IfNotPresent",
+        # As kubebuilder's scaffold: the flag is off for `python -m operators.<name>` on a host.
+        "args": ["--leader-elect"],
         "env": [
             {
                 # OLM's OperatorGroup target namespaces (comma list; empty = all) -> what we watch.
@@ -148,8 +154,11 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}},
             },
             {"name": "LOG_FORMAT", "value": "json"},
-            # The operator's identity (logs, kopf): the pod, whatever UID the platform runs it as.
+            # The operator's identity (logs, kopf, the Lease's holder): the pod, whatever UID the
+            # platform runs it as.
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            # Where the leader-election Lease lives: the operator's own namespace.
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ],
         "ports": [
             {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
@@ -177,9 +186,11 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
         "name": op.deployment,
         "label": labels,
         "spec": {
-            "replicas": 1,
-            # kopf has no leader election: never two pods at once, also not during an upgrade.
-            "strategy": {"type": "Recreate"},
+            # One leads, one stands by with warm caches (README, "High availability").
+            "replicas": OPERATOR_REPLICAS,
+            # A new pod is Ready (caches listed) before an old one goes, so a standby is always
+            # there to take the Lease the old leader releases on SIGTERM.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
             "template": {
                 "metadata": {
@@ -188,6 +199,23 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
                 },
                 "spec": {
                     "serviceAccountName": op.deployment,
+                    # Leader and standby on different nodes where there are several; preferred,
+                    # so a one-node cluster still runs both.
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {
+                                            "matchLabels": {"app.kubernetes.io/name": op.deployment}
+                                        },
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        }
+                    },
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
@@ -228,6 +256,31 @@ def service_monitor(op: OperatorDescription) -> dict[str, Any]:
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "http"}],
         },
     }
+
+
+def disruption_budget(op: OperatorDescription) -> dict[str, Any]:
+    """A node drain evicts one operator pod at a time: the other leads, or takes over."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": op.deployment,
+            "labels": {"app.kubernetes.io/name": op.deployment, "app.kubernetes.io/part-of": PACKAGE},
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
+        },
+    }
+
+
+def own_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rules about the operator's own namespace: the leader-election Lease."""
+    return [dict(r) for r in rules if leader.GROUP in r["apiGroups"]]
+
+
+def watched_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(r) for r in rules if leader.GROUP not in r["apiGroups"]]
 
 
 def alm_examples() -> list[dict[str, Any]]:
@@ -378,11 +431,13 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
-    """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Deployment, Service.
+    """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
+    Deployment, PodDisruptionBudget, Service.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
-    rules are granted cluster-wide (a ClusterRole) — what OLM's AllNamespaces mode does too.
+    rules are granted cluster-wide (a ClusterRole) — what OLM's AllNamespaces mode does too —
+    except the leader-election Lease's, which only the install namespace needs (a Role).
     """
     labels = {"app.kubernetes.io/part-of": PACKAGE}
     docs: list[dict[str, Any]] = [
@@ -400,28 +455,49 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
         meta = {"name": op.deployment, "namespace": INSTALL_NAMESPACE, "labels": labels}
         role = f"{PACKAGE}:{op.deployment}"
         dep = deployment(op, registry, version)
+        subjects = [{"kind": "ServiceAccount", "name": op.deployment, "namespace": INSTALL_NAMESPACE}]
+        election = {**meta, "name": f"{op.deployment}-leader-election"}
         docs += [
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": {"name": role, "labels": labels},
-                "rules": [dict(r) for r in op.rules],
+                "rules": watched_namespace_rules(op.rules),
             },
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
                 "metadata": {"name": role, "labels": labels},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": op.deployment, "namespace": INSTALL_NAMESPACE}
-                ],
+                "subjects": subjects,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": election,
+                "rules": own_namespace_rules(op.rules),
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": election,
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": election["name"],
+                },
+                "subjects": subjects,
             },
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
                 "metadata": {**meta, "labels": {**labels, **dep["label"]}},
                 "spec": dep["spec"],
+            },
+            {
+                **disruption_budget(op),
+                "metadata": {**disruption_budget(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
             {
                 **metrics_service(op),
@@ -510,6 +586,9 @@ def render(version: str, registry: str) -> dict[Path, str]:
         files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = _yaml(metrics_service(op))
         files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = _yaml(
             service_monitor(op)
+        )
+        files[manifests / f"{op.deployment}_policy_v1_poddisruptionbudget.yaml"] = _yaml(
+            disruption_budget(op)
         )
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())

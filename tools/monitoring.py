@@ -61,8 +61,9 @@ def alerts() -> list[dict[str, Any]]:
             severity="critical",
             summary="Operator {{ $labels.job }} is down",
             description="Prometheus has failed to scrape {{ $labels.job }} ({{ $labels.instance }}) for "
-            "5 minutes: the operator is not running or its metrics port is unreachable; its resources "
-            "are not reconciled.",
+            "5 minutes: that operator pod is not running or its metrics port is unreachable. If the "
+            "operator's other pod is up it leads (or takes over within about 20 s), without a standby; "
+            "if none is up, its resources are not reconciled.",
         ),
     ]
     for name in (op.name for op in ops):

@@ -64,9 +64,7 @@ async def reconcile_netperf(body: Mapping[str, Any]) -> float | None:
     return await reconcile(body)
 
 
-controller = Controller(
-    CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.readiness.is_ready
-)
+controller = Controller(CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.active)
 runtime.manage(controller, api.kube, clock)
 
 

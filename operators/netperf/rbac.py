@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.netperf.schema import GROUP, PLURAL
+from operators.netperf.schema import APP, GROUP, PLURAL
+from shared import leader
 
 RULES: list[dict[str, Any]] = [
     # kopf watches Netperfs (handlers.netperf_changed): list + watch.
@@ -23,4 +24,7 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
     # kopf.event: Events about each Netperf.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
+    *leader.rules(APP),
 ]

@@ -68,7 +68,7 @@ async def reconcile_tdset(body: Mapping[str, Any]) -> float | None:
     return await reconcile(body)
 
 
-controller = Controller(CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.readiness.is_ready)
+controller = Controller(CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.active)
 runtime.manage(controller, api.kube, clock)
 
 
@@ -97,7 +97,8 @@ async def autoscaler_changed(type: str | None, body: kopf.Body, **_: Any) -> Non
 
 class FloorSweeps:
     """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
-    this operator was down), once every watch has listed (before, a live TDSet may look gone).
+    this operator was down), once every watch has listed (before, a live TDSet may look gone)
+    and only on the leader.
 
     One sweep at a time; a request during a sweep asks for exactly one more, so the initial
     listing of many annotated HPAs starts one sweep, not one (and its patches) per HPA.
@@ -113,7 +114,7 @@ class FloorSweeps:
             self._task = asyncio.create_task(self._run(), name="tdset/restore-floors")
 
     async def _run(self) -> None:
-        while not runtime.readiness.is_ready():
+        while not runtime.active():  # listed, and (leader election) leading: a standby never writes
             await asyncio.sleep(0.1)
         while self._again:
             self._again = False

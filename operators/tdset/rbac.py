@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.tdset.schema import GROUP, PLURAL
+from operators.tdset.schema import APP, GROUP, PLURAL
+from shared import leader
 
 RULES: list[dict[str, Any]] = [
     # kopf watches TDSets (handlers.tdset_changed): list + watch.
@@ -41,4 +42,7 @@ RULES: list[dict[str, Any]] = [
     },
     # kopf.event: Events about each TDSet.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
+    *leader.rules(APP),
 ]

@@ -49,10 +49,9 @@ async def reconcile_webserver(body: Mapping[str, Any]) -> float | None:
     return await reconcile(body)
 
 
-# Passes start only once every watch has listed, so no pass plans from a half-filled cache.
-controller = Controller(
-    CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.readiness.is_ready
-)
+# Passes start only once every watch has listed (no pass plans from a half-filled cache) and,
+# with leader election, only on the leader.
+controller = Controller(CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.active)
 runtime.manage(controller, api.kube)
 
 

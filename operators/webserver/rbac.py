@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.webserver.schema import GROUP, PLURAL
+from operators.webserver.schema import APP, GROUP, PLURAL
+from shared import leader
 
 RULES: list[dict[str, Any]] = [
     # kopf watches WebServers (handlers.webserver_changed): list + watch.
@@ -35,4 +36,7 @@ RULES: list[dict[str, Any]] = [
     },
     # kopf.event: Events about each WebServer.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
+    *leader.rules(APP),
 ]

@@ -40,6 +40,13 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 90) -> OperatorProcess:
+        """Start the process and wait until it is ready (/readyz)."""
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> OperatorProcess:
+        """Start the process without waiting (several can then start at once)."""
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -56,8 +63,10 @@ class OperatorProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        wait_for(self._ready, timeout, f"{self.module} /readyz")
         return self
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        wait_for(self._ready, timeout, f"{self.module} /readyz")
 
     def _ready(self) -> bool:
         assert self.proc is not None and self.proc.poll() is None, f"{self.module} exited:\n{self.log_tail()}"
@@ -90,6 +99,20 @@ class OperatorProcess:
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process stops dead (a paused VM, a stalled node) until :meth:`resume`."""
+        assert self.proc is not None and self.proc.poll() is None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        """The exit status once the process has ended by itself."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, like a node failure or OOM kill."""
         if self.proc and self.proc.poll() is None:
@@ -98,6 +121,7 @@ class OperatorProcess:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            self.resume()  # a frozen process handles SIGTERM only once it runs again
             self.proc.terminate()
             try:
                 self.proc.wait(30)

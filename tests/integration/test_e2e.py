@@ -32,6 +32,7 @@ from localcluster.node import RealNode
 from shared.clock import OFFSET_ENV
 from tests.helpers import delete_namespace, fresh_namespace, hold_pods_at, wait_for
 from tests.integration.test_prometheus import Prometheus
+from tools.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_NAMESPACE = "k8s-operators-py"
@@ -63,22 +64,32 @@ class Install:
     def kubectl(self, *args: str, check: bool = True) -> str:
         return kubectl(self.kubeconfig, *args, check=check)
 
-    def operator_pod(self, op: str) -> client.V1Pod:
+    def operator_pods(self, op: str) -> list[client.V1Pod]:
         pods = self.core.list_namespaced_pod(
             INSTALL_NAMESPACE, label_selector=f"app.kubernetes.io/name={op}-operator"
         ).items
-        live = [p for p in pods if p.metadata.deletion_timestamp is None]
-        assert len(live) == 1, [p.metadata.name for p in pods]
-        return live[0]
+        return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+    def operator_pod(self, op: str) -> client.V1Pod:
+        """The pod leading ``op`` (its Lease's holder identity is ``<pod name>_<uuid>``)."""
+
+        def leader() -> client.V1Pod | None:
+            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(
+                f"{op}-leader", INSTALL_NAMESPACE
+            )
+            holder = lease.spec.holder_identity or ""
+            return next((p for p in self.operator_pods(op) if holder.startswith(f"{p.metadata.name}_")), None)
+
+        return wait_for(leader, 60, f"the pod leading {op}")
 
     def operator_ready(self, op: str) -> bool:
         dep = client.AppsV1Api(self.api).read_namespaced_deployment(f"{op}-operator", INSTALL_NAMESPACE)
         st = dep.status
         return bool(
             st.observed_generation == dep.metadata.generation
-            and st.updated_replicas == 1
-            and st.ready_replicas == 1
-            and (st.replicas or 0) == 1
+            and st.updated_replicas == OPERATOR_REPLICAS
+            and st.ready_replicas == OPERATOR_REPLICAS
+            and (st.replicas or 0) == OPERATOR_REPLICAS
         )
 
     def diagnose(self) -> str:
@@ -157,8 +168,9 @@ def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
     # install.yaml's namespace enforces `restricted`: the operator pods were admitted under it.
     labels = installed.core.read_namespace(INSTALL_NAMESPACE).metadata.labels
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    for op in OPERATORS:
-        pod = installed.operator_pod(op)
+    pods = [(op, pod) for op in OPERATORS for pod in installed.operator_pods(op)]
+    assert len(pods) == OPERATOR_REPLICAS * len(OPERATORS), [p.metadata.name for _, p in pods]
+    for op, pod in pods:
         status = pod.status.container_statuses[0]
         assert status.image == installed.images[f"{op}-operator"]
         # The first real run crash-looped (kopf's getpass.getuser() for a UID without a passwd
@@ -175,8 +187,17 @@ def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
         assert not any(e.name == "KUBECONFIG" for e in container.env or [])
         logs = installed.kubectl("-n", INSTALL_NAMESPACE, "logs", pod.metadata.name)
         assert "Traceback" not in logs, logs[-3000:]
+        # The leader and the standby alike: ready once their caches listed.
         assert http_get(f"http://{pod.status.pod_ip}:8081/readyz")[0] == 200
         assert "controller_runtime_reconcile_total" in http_get(f"http://{pod.status.pod_ip}:8080/metrics")[1]
+    for op in OPERATORS:
+        leading = installed.operator_pod(op)
+        for pod in installed.operator_pods(op):
+            # One leads, the other stands by: controller-runtime's gauge says which.
+            text = http_get(f"http://{pod.status.pod_ip}:8080/metrics")[1]
+            value = 1 if pod.metadata.name == leading.metadata.name else 0
+            sample = f'leader_election_master_status{{name="{op}-leader"}} {value}.0'
+            assert sample in text, (op, pod.metadata.name)
 
 
 def test_an_operator_image_runs_under_a_uid_it_has_never_heard_of(installed, ns):
@@ -330,9 +351,10 @@ def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):
 
 
 def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns):
-    """SIGKILL the WebServer operator's container in the middle of a scale-up to 20 pods.
+    """SIGKILL the leading WebServer operator's container in the middle of a scale-up to 20 pods.
 
-    kubelet restarts it in place; the new process must converge without a duplicate pod.
+    kubelet restarts it in place; the standby, or the restarted process, takes the Lease once it
+    expires and must converge without a duplicate pod.
     """
     ws = installed.co.create_namespaced_custom_object(
         "demo.k8s.io", "v1alpha1", ns, "webservers", webserver(installed, "burst", 0, service=False)
@@ -359,7 +381,12 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
     installed.core.delete_namespaced_resource_quota("hold", ns)
 
     wait_for(
-        lambda: installed.operator_pod("webserver").status.container_statuses[0].restart_count > restarts,
+        lambda: (
+            installed.core.read_namespaced_pod(before.metadata.name, INSTALL_NAMESPACE)
+            .status.container_statuses[0]
+            .restart_count
+            > restarts
+        ),
         60,
         "the operator container restarted by kubelet",
     )
@@ -372,7 +399,11 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
     assert len(set(created)) == 20, len(set(created))
     # Leave a fresh operator pod behind (restartCount 0), as other tests expect to find it.
     installed.core.delete_namespaced_pod(before.metadata.name, INSTALL_NAMESPACE)
-    wait_for(lambda: installed.operator_pod("webserver").metadata.uid != before.metadata.uid, 60, "a new pod")
+    wait_for(
+        lambda: before.metadata.uid not in {p.metadata.uid for p in installed.operator_pods("webserver")},
+        60,
+        "the killed pod going",
+    )
     installed.wait_operators_ready()
 
 

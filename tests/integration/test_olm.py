@@ -39,6 +39,7 @@ from localcluster import olm as olm_install
 from localcluster.registry import ImageRegistry
 from tests.helpers import delete_namespace, fresh_namespace, wait_for
 from tests.integration.test_e2e import DIRECT, Install, exactly_ready, web_pods, webserver
+from tools.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "k8s-operators-py"
@@ -288,14 +289,29 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
     assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls[-20:]
     expected_targets = ",".join(sorted(targets)) if targets is not None else ""
     for op in OPERATORS:
-        (pod,) = operator_pods(env, inst.namespace, op)
-        status = pod.status.container_statuses[0]
-        assert status.image == f"{REGISTRY}/{op}-operator:{version}"
-        assert pod.spec.service_account_name == f"{op}-operator"
-        assert status.ready and status.restart_count == 0, (op, status)
-        # What the operator watches: OLM's annotation, mapped onto WATCH_NAMESPACE by the CSV.
-        assert pod.metadata.annotations["olm.targetNamespaces"] == expected_targets
-        assert pod.metadata.annotations["olm.operatorGroup"] == "og"
+        pods = operator_pods(env, inst.namespace, op)
+        assert len(pods) == OPERATOR_REPLICAS, (op, [p.metadata.name for p in pods])
+        for pod in pods:
+            status = pod.status.container_statuses[0]
+            assert status.image == f"{REGISTRY}/{op}-operator:{version}"
+            assert pod.spec.service_account_name == f"{op}-operator"
+            assert status.ready and status.restart_count == 0, (op, status)
+            # What the operator watches: OLM's annotation, mapped onto WATCH_NAMESPACE by the CSV.
+            assert pod.metadata.annotations["olm.targetNamespaces"] == expected_targets
+            assert pod.metadata.annotations["olm.operatorGroup"] == "og"
+        # One of them leads, on a Lease in the operators' own namespace (POD_NAMESPACE): the
+        # CSV's permissions reach it there in every install mode.
+        names = {p.metadata.name for p in pods}
+        wait_for(
+            lambda op=op, names=names: lease_holder(env, inst.namespace, op).split("_")[0] in names,
+            60,
+            f"{op}'s Lease held by one of its pods",
+        )
+
+
+def lease_holder(env: Olm, ns: str, op: str) -> str:
+    lease = client.CoordinationV1Api(env.api).read_namespaced_lease(f"{op}-leader", ns)
+    return lease.spec.holder_identity or ""
 
 
 CSV_FILE = REPO / "bundle" / "manifests" / f"{PACKAGE}.clusterserviceversion.yaml"
@@ -559,11 +575,12 @@ def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_
     upgraded = Installed(ns, inst.catalog_source, new_csv, seconds)
     wait_for(
         lambda: all(
-            len(pods := operator_pods(olm, ns, op)) == 1 and pods[0].status.container_statuses[0].ready
+            len(pods := operator_pods(olm, ns, op)) == OPERATOR_REPLICAS
+            and all(p.status.container_statuses[0].ready for p in pods)
             for op in OPERATORS
         ),
         180,
-        "one Ready pod per operator after the rollout",
+        "two Ready pods per operator after the rollout",
     )
     assert_installed(olm, upgraded, [ns], version=NEXT)
 

@@ -104,8 +104,13 @@ def operators(
 ) -> Iterator[dict[str, OperatorProcess]]:
     logs = tmp_path_factory.mktemp("operators")
     started = {
+        # Leader election on, as deployed: leader_election_master_status has a sample then.
         op: OperatorProcess(
-            f"operators.{op}", cluster.operator_kubeconfig(op), logs / f"{op}.log", namespaces=watched
+            f"operators.{op}",
+            cluster.operator_kubeconfig(op),
+            logs / f"{op}.log",
+            namespaces=watched,
+            env={"LEADER_ELECT": "true"},
         ).start()
         for op in OPERATORS
     }

@@ -4,10 +4,10 @@ The operators' integration tests run each operator as its own ServiceAccount hol
 the CSV's rules, so a missing verb fails those tests with 403. This module proves the other
 direction on its own, whatever else ran before it: per operator it starts the operator as a
 ServiceAccount of its own (same rules, a unique name, so its requests can be picked out of the
-local API server's audit log, ``localcluster.cluster.AUDIT_POLICY``), drives a tour that makes
-every call the operator has a rule for (the rare paths included: a stranger's object holding
-the name it wants), and compares the (API group, resource[/subresource], verb) triples the log
-shows with the ones the CSV grants.
+local API server's audit log, ``localcluster.cluster.AUDIT_POLICY``) with leader election on,
+drives a tour that makes every call the operator has a rule for (the rare paths included: a
+stranger's object holding the name it wants), and compares the (API group,
+resource[/subresource], verb) triples the log shows with the ones the CSV grants.
 """
 
 from __future__ import annotations
@@ -205,8 +205,14 @@ TOURS: dict[str, Callable[[Cluster, str], None]] = {
 def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, operator, tmp_path: Path):
     account = f"rbac-{operator}-{uuid.uuid4().hex[:6]}"
     kubeconfig = cluster.operator_kubeconfig(operator, account=account)
+    # Leader election on, as the bundle runs it: the Lease's create, get and update are used too
+    # (in the watched namespace, the default on a host).
     process = OperatorProcess(
-        f"operators.{operator}", kubeconfig, tmp_path / "operator.log", namespaces=namespace
+        f"operators.{operator}",
+        kubeconfig,
+        tmp_path / "operator.log",
+        namespaces=namespace,
+        env={"LEADER_ELECT": "true"},
     )
     process.start()
     try:

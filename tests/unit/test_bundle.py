@@ -92,8 +92,15 @@ def test_csv_metadata_a_catalog_user_expects():
 @pytest.mark.parametrize("name", [f"{op}-operator" for op in PACKAGES])
 def test_operator_deployment(name):
     d = DEPLOYMENTS[name]["spec"]
-    assert d["replicas"] == 1 and d["strategy"] == {"type": "Recreate"}
+    # A leader and a standby; a rollout surges a Ready standby in before an old pod goes.
+    assert d["replicas"] == 2
+    assert d["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = d["template"]["spec"]
+    # Spread over nodes where there are several, never refused where there is one.
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == d["selector"]["matchLabels"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
     assert pod["serviceAccountName"] == name
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -110,6 +117,53 @@ def test_operator_deployment(name):
     assert sc["capabilities"] == {"drop": ["ALL"]}
     (env,) = [e for e in c["env"] if e["name"] == "WATCH_NAMESPACE"]
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']"
+    # Leader election on, its Lease in the pod's own namespace, held under the pod's name.
+    assert c["args"] == ["--leader-elect"]
+    fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert fields["POD_NAMESPACE"] == "metadata.namespace" and fields["POD_NAME"] == "metadata.name"
+    assert pod["terminationGracePeriodSeconds"] >= 15  # time to release the Lease on SIGTERM
+
+
+def test_a_disruption_budget_keeps_one_operator_pod_through_a_drain():
+    budgets = {b["metadata"]["name"]: b for b in manifests_of("PodDisruptionBudget")}
+    assert set(budgets) == set(DEPLOYMENTS)
+    for name, budget in budgets.items():
+        assert budget["apiVersion"] == "policy/v1"
+        # 1 of 2: a drain evicts one pod at a time (OLM refuses minAvailable 100%).
+        assert budget["spec"] == {
+            "minAvailable": 1,
+            "selector": DEPLOYMENTS[name]["spec"]["selector"],
+        }
+
+
+def test_the_lease_rules_reach_one_named_lease_and_install_yaml_grants_them_in_its_namespace_only():
+    install = CSV["spec"]["install"]["spec"]
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
+    for perm in install["permissions"]:
+        op = perm["serviceAccountName"].removesuffix("-operator")
+        leases = [r for r in perm["rules"] if r["apiGroups"] == ["coordination.k8s.io"]]
+        # get/update only on the operator's own Lease: never kube-controller-manager's.
+        assert leases == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [f"{op}-leader"],
+                "verbs": ["get", "update"],
+            },
+        ]
+        (cluster_role,) = [
+            d
+            for d in docs
+            if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(perm["serviceAccountName"])
+        ]
+        assert not [r for r in cluster_role["rules"] if "leases" in r["resources"]]
+        (role,) = [
+            d
+            for d in docs
+            if d["kind"] == "Role" and d["metadata"]["name"].startswith(perm["serviceAccountName"])
+        ]
+        assert role["metadata"]["namespace"] == bundle.INSTALL_NAMESPACE and role["rules"] == leases
 
 
 def test_rbac_is_namespaced_and_least_privilege():

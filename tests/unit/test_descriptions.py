@@ -237,6 +237,7 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
         manifests.crd_path(fourth.crd),
         bundle.BUNDLE / "manifests" / "fourth-operator-metrics_v1_service.yaml",
         bundle.BUNDLE / "manifests" / "fourth-operator_monitoring.coreos.com_v1_servicemonitor.yaml",
+        bundle.BUNDLE / "manifests" / "fourth-operator_policy_v1_poddisruptionbudget.yaml",
         REPO / "images" / "fourth-operator" / "Dockerfile",
     }
     csv = bundle.csv("0.1.0", bundle.DEFAULT_REGISTRY)

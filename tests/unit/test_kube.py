@@ -271,3 +271,50 @@ async def test_get_if_exists_is_none_for_404_and_raises_other_errors():
     finally:
         await kube.close()
         await server.close()
+
+
+async def test_the_fence_is_asked_before_every_attempt_of_a_write_and_never_for_a_read():
+    """Leader election (shared.leader): a refused attempt sends nothing, a retry included."""
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        if request.method == "POST" and hits.count("POST") == 1:
+            return web.json_response(TOO_MANY, status=429, headers={"Retry-After": "1"})
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    _, sleep = recording_sleep()
+    kube = KubeClient(configuration(server), sleep=sleep)
+    asked: list[tuple[str, str]] = []
+    refuse = False
+
+    def fence(method: str, path: str) -> None:
+        asked.append((method, path))
+        if refuse:
+            raise RuntimeError("not the leader")
+
+    kube.fence = fence
+    try:
+        await kube.get("/api/v1/namespaces/ns/pods/p")
+        await kube.create("/api/v1/namespaces/ns/pods", POD)  # a 429, then the retry
+        await kube.replace("/api/v1/namespaces/ns/pods/p", POD)
+        await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {})
+        await kube.delete("/api/v1/namespaces/ns/pods/p")
+        refuse = True
+        with pytest.raises(RuntimeError, match="not the leader"):
+            await kube.delete("/api/v1/namespaces/ns/pods/p")
+        await kube.get("/api/v1/namespaces/ns/pods/p")
+    finally:
+        await kube.close()
+        await server.close()
+    pod, pods = "/api/v1/namespaces/ns/pods/p", "/api/v1/namespaces/ns/pods"
+    assert asked == [
+        ("POST", pods),
+        ("POST", pods),
+        ("PUT", pod),
+        ("PATCH", pod),
+        ("DELETE", pod),
+        ("DELETE", pod),
+    ]
+    assert hits == ["GET", "POST", "POST", "PUT", "PATCH", "DELETE", "GET"]  # the refused DELETE never left

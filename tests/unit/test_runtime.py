@@ -157,3 +157,87 @@ def test_the_managed_clients_get_the_rate_limit_options():
     runtime.manage(Controller("demo", reconcile), kube)
     runtime.apply_options()
     assert kube.rate_limit == (7, 9)
+
+
+def test_leader_election_is_off_unless_asked_for():
+    opts = parse_options([], env={"POD_NAMESPACE": "ops"})
+    assert not opts.leader_elect and opts.leader_election_namespace == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "namespace"),
+    [
+        # In a pod: the downward API's namespace (the bundle sets POD_NAMESPACE and the flag).
+        (["--leader-elect"], {"POD_NAMESPACE": "ops", "WATCH_NAMESPACE": "a"}, "ops"),
+        (["--leader-elect=true"], {"POD_NAMESPACE": "ops"}, "ops"),
+        ([], {"LEADER_ELECT": "true", "POD_NAMESPACE": "ops"}, "ops"),
+        # On a host: the first watched namespace, where the operator's rules surely reach.
+        (["--leader-elect", "-n", "b,a"], {}, "b"),
+        (["--leader-elect"], {"WATCH_NAMESPACE": "a"}, "a"),
+        # Named explicitly: wins over both.
+        (["--leader-elect", "--leader-election-namespace", "x"], {"POD_NAMESPACE": "ops"}, "x"),
+        (["--leader-elect"], {"LEADER_ELECTION_NAMESPACE": "y", "POD_NAMESPACE": "ops"}, "y"),
+    ],
+)
+def test_the_lease_namespace(argv, env, namespace):
+    opts = parse_options(argv, env=env)
+    assert opts.leader_elect and opts.leader_election_namespace == namespace
+
+
+def test_the_flag_turns_off_what_the_environment_turned_on():
+    assert not parse_options(["--leader-elect=false"], env={"LEADER_ELECT": "1"}).leader_elect
+
+
+def test_leader_election_without_a_namespace_is_refused_with_what_to_set(capsys):
+    with pytest.raises(SystemExit):
+        parse_options(["--leader-elect", "--all-namespaces"], env={})
+    assert "--leader-election-namespace" in capsys.readouterr().err
+
+
+def test_lease_name_and_durations():
+    opts = parse_options(["--leader-elect"], env={"POD_NAMESPACE": "ops"})
+    assert (opts.leader_election_id, opts.lease_duration, opts.renew_deadline, opts.retry_period) == (
+        "",  # the Runtime makes it <app>-leader
+        15.0,
+        10.0,
+        2.0,
+    )
+    env = {
+        "POD_NAMESPACE": "ops",
+        "LEADER_ELECTION_ID": "mine",
+        "LEADER_ELECTION_LEASE_DURATION": "30",
+        "LEADER_ELECTION_RENEW_DEADLINE": "20",
+        "LEADER_ELECTION_RETRY_PERIOD": "4",
+    }
+    opts = parse_options(["--leader-elect", "--leader-election-retry-period", "5"], env=env)
+    assert (opts.leader_election_id, opts.lease_duration, opts.renew_deadline, opts.retry_period) == (
+        "mine",
+        30.0,
+        20.0,
+        5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--leader-election-lease-duration", "10"],  # not above the renew deadline
+        ["--leader-election-renew-deadline", "2", "--leader-election-retry-period", "2"],
+        ["--leader-election-retry-period", "x"],
+        ["--leader-elect=maybe"],
+    ],
+)
+def test_bad_leader_election_settings_are_refused(argv):
+    with pytest.raises(SystemExit):
+        parse_options(["--leader-elect", *argv], env={"POD_NAMESPACE": "ops"})
+
+
+def test_without_leader_election_the_gate_is_readiness_alone():
+    from shared.runtime import Runtime
+
+    runtime = Runtime(app="demo", controllers=("demo",))
+    runtime.readiness.expect(1)
+    assert not runtime.active()
+    runtime.readiness.watch_started("pods@*")
+    runtime.readiness.watch_listed("pods@*")
+    assert runtime.active() and runtime.elector is None

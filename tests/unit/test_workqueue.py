@@ -169,29 +169,27 @@ async def test_controller_waits_for_its_gate():
 
 
 async def test_loops_behind_a_closed_gate_share_one_poll():
-    """A restart over N objects starts N loops before every watch has listed; each polling the
-    gate itself every 0.1 s flooded the event loop with timers (39 s to ready at N = 3000)."""
-    from shared.workqueue import Controller
-
-    open_gate, calls, seen = False, [], []
-
-    def gate():
-        calls.append(1)
-        return open_gate
+    """A restart over N objects starts N loops before every watch has listed, and a standby
+    (leader election) waits with every object it watches: one poll for all of them, not one each
+    (3000 loops polling every 0.1 s took 39 s to ready), and an object deleted meanwhile leaves the
+    others waiting."""
+    open_gate, seen = False, []
 
     async def reconcile(body):
         seen.append(body["metadata"]["uid"])
 
-    ctl = Controller("c", reconcile, gate=gate)
-    for i in range(200):
-        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "name": f"n{i}"}})
-    ctl.observe("DELETED", {"metadata": {"uid": "u0", "name": "n0"}})  # cancelled while waiting
-    await asyncio.sleep(0.55)
-    assert seen == []
-    # One look per loop on its way in, then one poll for all of them every 0.1 s (not 200).
-    assert len(calls) < 200 + 20
+    ctl = Controller("c", reconcile, gate=lambda: open_gate)
+    for i in range(50):
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "name": f"o{i}"}})
+    await asyncio.sleep(0.05)
+    polls = [t for t in asyncio.all_tasks() if t.get_name() == "c/gate" and not t.done()]
+    assert len(polls) == 1 and seen == []
+    ctl.observe("DELETED", {"metadata": {"uid": "u0", "name": "o0"}})
+    await asyncio.sleep(0.05)
+    assert not polls[0].done()
     open_gate = True
-    await _until(lambda: len(seen) == 199)
+    await _until(lambda: len(seen) == 49)
+    assert "u0" not in seen
     await ctl.shutdown()
 
 
