@@ -26,6 +26,7 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.integration.operator_process import OperatorProcess
+from tools import benchlib
 from tools.benchlib import (
     MERGE_PATCH,
     REPO,
@@ -143,10 +144,8 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--netperfs", type=int, default=200)
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--pods-per-node", type=int, default=2500)
     args = parser.parse_args()
     with control_plane(args.nodes, args.pods_per_node) as cl:
         asyncio.run(bench(cl, args))

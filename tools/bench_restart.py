@@ -26,6 +26,7 @@ from pathlib import Path
 
 from localcluster import cluster as localcluster
 from tests.integration.operator_process import OperatorProcess
+from tools import benchlib
 from tools.bench_scale import WEBSERVERS, webserver
 from tools.benchlib import (
     Api,
@@ -109,11 +110,9 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--webservers", type=int, default=3000)
     parser.add_argument("--idle", type=float, default=60, help="seconds of steady state to count writes in")
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--pods-per-node", type=int, default=2500)
     args = parser.parse_args()
     with control_plane(args.nodes, args.pods_per_node) as cl:
         asyncio.run(bench(cl, args))

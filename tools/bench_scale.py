@@ -41,6 +41,7 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.integration.operator_process import OperatorProcess
+from tools import benchlib
 from tools.benchlib import (
     Api,
     AuditLog,
@@ -217,7 +218,7 @@ async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--replicas", type=int, default=100, help="pods of the one owner")
     parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
@@ -225,8 +226,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--operator-qps", type=float, default=0, help="the operator's KUBE_API_QPS")
     parser.add_argument("--operator-burst", type=int, default=0, help="the operator's KUBE_API_BURST")
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--pods-per-node", type=int, default=2500)
     args = parser.parse_args()
     env = {}
     if args.operator_qps:

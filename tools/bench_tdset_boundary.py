@@ -30,6 +30,7 @@ from typing import Any
 from localcluster import cluster as localcluster
 from shared.clock import OFFSET_ENV
 from tests.integration.operator_process import OperatorProcess
+from tools import benchlib
 from tools.benchlib import (
     Api,
     AuditLog,
@@ -177,14 +178,12 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--tdsets", type=int, default=10, help="TDSets flipping at the same instant")
     parser.add_argument("--boundaries", type=int, default=3, help="consecutive minute boundaries")
     parser.add_argument("--high", type=int, default=4, help="replicas inside the windows")
     parser.add_argument("--low", type=int, default=2, help="replicas outside (defaultReplica)")
     parser.add_argument("--lead", type=float, default=None, help="seconds to the first boundary")
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--pods-per-node", type=int, default=2500)
     args = parser.parse_args()
     with control_plane(args.nodes, args.pods_per_node) as cl:
         asyncio.run(bench(cl, args))

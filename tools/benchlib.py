@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -89,6 +90,14 @@ def control_plane(nodes: int = 4, pods_per_node: int = 2500) -> Iterator[localcl
         for name in cl.node_names():
             core.patch_node_status(name, {"status": {"capacity": pods, "allocatable": pods}})
         yield cl
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line, with the control plane's own options (kwok nodes, pods each)."""
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    p.add_argument("--nodes", type=int, default=4, help="kwok nodes")
+    p.add_argument("--pods-per-node", type=int, default=2500, help="pods each kwok node takes")
+    return p
 
 
 def kcm_limits(cl: localcluster.LocalCluster) -> str:
