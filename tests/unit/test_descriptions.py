@@ -28,6 +28,7 @@ import yaml
 
 import operators
 from operators import PACKAGES, description, descriptions
+from shared import leader
 from shared.description import OperatorDescription
 from shared.metrics import TABLE, Metrics
 from shared.runtime import Runtime
@@ -120,6 +121,8 @@ def test_the_handlers_use_what_the_description_declares(name):
     assert "patch" in _granted(op, op.crd.group, f"{op.crd.plural}/status")
     for resource in op.resources:
         assert _granted(op, _group_of(op, resource.plural), resource.plural), resource
+    # The bundle runs it with --leader-elect: its own Lease, and no other, is granted.
+    assert all(rule in op.rules for rule in leader.rules(op.app))
 
     # Exactly the declared metrics: the handlers hold each one, and none other exists.
     assert set(_metric_objects(handlers)) == _declared(runtime, op)
