@@ -65,6 +65,15 @@ def alerts() -> list[dict[str, Any]]:
             "operator's other pod is up it leads (or takes over within about 20 s), without a standby; "
             "if none is up, its resources are not reconciled.",
         ),
+        _alert(
+            "K8sOperatorsPyNoLeader",
+            f'max by (job) (leader_election_master_status{{job=~"{jobs}"}}) == 0',
+            for_="5m",
+            severity="critical",
+            summary="No pod of {{ $labels.job }} leads",
+            description="The pods of {{ $labels.job }} are scraped, but none has held its leader-election "
+            "Lease for 5 minutes: they all stand by, so that operator's resources are not reconciled.",
+        ),
     ]
     for name in (op.name for op in ops):
         rules.append(
@@ -166,6 +175,8 @@ def dashboard() -> dict[str, Any]:
         ),
         ("API request duration p99", [(f"histogram_quantile(0.99, {request_buckets})", "{{job}}")], "s"),
         *[(p.title, list(p.exprs), p.unit) for p in _declared_panels()],
+        # 1 on the leading pod, 0 on its standby; a job with no 1 reconciles nothing.
+        ("Leader per operator", [("leader_election_master_status", "{{job}} {{instance}}")], "short"),
         ("Operator memory (RSS)", [("process_resident_memory_bytes", "{{job}}")], "bytes"),
         ("Operator CPU", [("rate(process_cpu_seconds_total[5m])", "{{job}}")], "short"),
     ]

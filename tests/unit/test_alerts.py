@@ -65,6 +65,15 @@ def reconciles(errors_per_min: int) -> list[dict]:
     ]
 
 
+def leaders(*status: str) -> list[dict]:
+    """``leader_election_master_status`` of the WebServer operator's pods, one series each."""
+    lease = 'name="webserver-leader", job="webserver-operator-metrics"'
+    return [
+        series(f'leader_election_master_status{{{lease}, instance="10.0.0.{i}:8080"}}', v)
+        for i, v in enumerate(status, 1)
+    ]
+
+
 NP = 'netperf_failed{namespace="lab", name="np"}'
 TD = 'tdset_degraded{namespace="shop", name="web"}'
 SCENARIOS = [
@@ -72,6 +81,9 @@ SCENARIOS = [
     ("K8sOperatorsPyOperatorDown", WEB_DOWN, "6m", WEB_LABELS, ""),
     ("K8sOperatorsPyOperatorDown", UP_ALL, "6m", None, ""),
     ("K8sOperatorsPyOperatorDown", WEB_DOWN, "4m", None, ""),  # not down for 5m yet
+    ("K8sOperatorsPyNoLeader", leaders("0x30", "0x30"), "6m", {"job": "webserver-operator-metrics"}, ""),
+    ("K8sOperatorsPyNoLeader", leaders("1x30", "0x30"), "6m", None, ""),
+    ("K8sOperatorsPyNoLeader", leaders("1x2 0x28", "0x3 1x27"), "6m", None, ""),  # handed over
     *[
         (
             f"{op.capitalize()}OperatorNotScraped",
