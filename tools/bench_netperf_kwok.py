@@ -92,7 +92,9 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
     kubeconfig, user = operator_kubeconfig(cl, "netperf")
     audit = AuditLog(cl.audit_log)
     log = Path(tempfile.mkdtemp()) / "netperf.log"
-    op = OperatorProcess("operators.netperf", kubeconfig, log, verbose=False).start()
+    op = OperatorProcess(
+        "operators.netperf", kubeconfig, log, env=benchlib.operator_env(args), verbose=False
+    ).start()
     assert op.proc is not None
     stats = ProcStats(op.proc.pid)
     try:
@@ -137,7 +139,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                 f"Done after {max(times):.2f}s, last pod gone after {clean:.2f}s; {len(errors)} ended in "
                 f"Error\noperator: API writes {describe_writes(audit.writes(user, mark))}; CPU "
                 f"{after.cpu_s - base.cpu_s:.1f}s; RSS {after.rss_mib:.0f} MiB (peak {after.hwm_mib:.0f}, "
-                f"{base.rss_mib:.0f} before); limits: QPS 50, burst 100; {load()}"
+                f"{base.rss_mib:.0f} before); limits: {benchlib.operator_limits(args)}; {load()}"
             )
     finally:
         op.stop()

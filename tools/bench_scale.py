@@ -212,7 +212,7 @@ async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
             )
         )
         print(
-            f"limits: operator QPS {args.operator_qps or 50:g}, burst {args.operator_burst or 100}; "
+            f"limits: {benchlib.operator_limits(args)}; "
             f"kube-controller-manager {kcm_limits(bench.cl)}; kube-scheduler QPS 50, burst 100; {load()}"
         )
 
@@ -224,14 +224,8 @@ def main() -> None:
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--operator-qps", type=float, default=0, help="the operator's KUBE_API_QPS")
-    parser.add_argument("--operator-burst", type=int, default=0, help="the operator's KUBE_API_BURST")
     args = parser.parse_args()
-    env = {}
-    if args.operator_qps:
-        env["KUBE_API_QPS"] = f"{args.operator_qps:g}"
-    if args.operator_burst:
-        env["KUBE_API_BURST"] = str(args.operator_burst)
+    env = benchlib.operator_env(args)
     with control_plane(args.nodes, args.pods_per_node) as cl:
         kubeconfig, user = operator_kubeconfig(cl, "webserver")
         log = Path(tempfile.mkdtemp()) / "webserver.log"

@@ -129,7 +129,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
         offset = (now.replace(second=15, microsecond=0) - now).total_seconds()
         log = Path(tempfile.mkdtemp()) / "tdset.log"
         say(f"starting the TDSet operator (clock offset {offset:+.1f}s)")
-        env = {OFFSET_ENV: f"{offset:.6f}"}
+        env = {OFFSET_ENV: f"{offset:.6f}", **benchlib.operator_env(args)}
         op = OperatorProcess("operators.tdset", kubeconfig, log, namespaces=ns, env=env, verbose=False)
         op.start()
         assert op.proc is not None
@@ -170,7 +170,8 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                 f"p99 {percentile(lags, 99):.3f}s max {max(lags):.3f}s; early flips: {len(early)}\n"
                 f"operator over the boundaries: API writes {describe_writes(audit.writes(user, mark))}; "
                 f"CPU {cpu1.cpu_s - cpu0.cpu_s:.1f}s; RSS {cpu1.rss_mib:.0f} MiB (peak {cpu1.hwm_mib:.0f})\n"
-                f"limits: operator QPS 50, burst 100; kube-controller-manager {kcm_limits(cl)}; {load()}"
+                f"limits: {benchlib.operator_limits(args)}; kube-controller-manager {kcm_limits(cl)}; "
+                f"{load()}"
             )
         finally:
             watch.cancel()

@@ -32,6 +32,8 @@ from typing import Any
 import aiohttp
 
 from localcluster import cluster as localcluster
+from shared.kube import DEFAULT_BURST, DEFAULT_QPS
+from shared.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
@@ -93,11 +95,34 @@ def control_plane(nodes: int = 4, pods_per_node: int = 2500) -> Iterator[localcl
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
-    """A benchmark's command line, with the control plane's own options (kwok nodes, pods each)."""
+    """A benchmark's command line, with the control plane's options (kwok nodes, pods each) and
+    the operator's limits (its defaults unless given)."""
     p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     p.add_argument("--nodes", type=int, default=4, help="kwok nodes")
     p.add_argument("--pods-per-node", type=int, default=2500, help="pods each kwok node takes")
+    p.add_argument("--operator-qps", type=float, default=0, help="the operator's KUBE_API_QPS")
+    p.add_argument("--operator-burst", type=int, default=0, help="the operator's KUBE_API_BURST")
+    p.add_argument("--operator-workers", type=int, default=0, help="the operator's MAX_CONCURRENT_RECONCILES")
     return p
+
+
+def operator_env(args: argparse.Namespace) -> dict[str, str]:
+    """The operator's environment for the limits given on the command line."""
+    env = {}
+    if args.operator_qps:
+        env["KUBE_API_QPS"] = f"{args.operator_qps:g}"
+    if args.operator_burst:
+        env["KUBE_API_BURST"] = str(args.operator_burst)
+    if args.operator_workers:
+        env["MAX_CONCURRENT_RECONCILES"] = str(args.operator_workers)
+    return env
+
+
+def operator_limits(args: argparse.Namespace) -> str:
+    return (
+        f"operator QPS {args.operator_qps or DEFAULT_QPS:g}, burst {args.operator_burst or DEFAULT_BURST}, "
+        f"workers {args.operator_workers or DEFAULT_MAX_CONCURRENT_RECONCILES}"
+    )
 
 
 def kcm_limits(cl: localcluster.LocalCluster) -> str:
