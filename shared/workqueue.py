@@ -116,6 +116,33 @@ def is_later(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
     return True
 
 
+# What a pass reads of its primary object besides the spec: a change to any of these wakes it.
+_WAKING_METADATA = (
+    "generation",
+    "labels",
+    "annotations",
+    "deletionTimestamp",
+    "finalizers",
+    "ownerReferences",
+)
+
+
+def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether ``after`` is ``before`` with only its status (and bookkeeping: resourceVersion,
+    managedFields) changed: most often the echo of the operator's own status write.
+
+    Such an event updates the store but wakes no pass, as controller-runtime's
+    ``GenerationChangedPredicate`` (which also lets metadata changes through here). Without it,
+    each status write came back as one more pass: at a TDSet boundary, 1000 due passes queued
+    behind 2000 echoes of the status the first ones had written. A status changed by someone
+    else is written again at the next pass (a child's event, a timer, the idle resync).
+    """
+    if uid_of(before) != uid_of(after) or before.get("spec") != after.get("spec"):
+        return False
+    a, b = before.get("metadata") or {}, after.get("metadata") or {}
+    return all(a.get(key) == b.get(key) for key in _WAKING_METADATA)
+
+
 class RetryError(Exception):
     """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
 
@@ -373,7 +400,8 @@ class Controller:
         task = self._tasks.get(request)
         if task is None or task.done():
             self._tasks[request] = asyncio.create_task(self._run(request), name=f"{self.name}/{request}")
-        else:
+        elif event_type != "MODIFIED" or current is None or not only_status_changed(current, body):
+            # A listing (a relist, a resync: no event type) wakes every object it names.
             self.triggers.kick(request)
 
     def _forget(self, uid: str, request: Request, *, name_free: bool) -> None:

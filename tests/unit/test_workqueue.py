@@ -506,7 +506,7 @@ async def test_an_earlier_object_first_seen_after_its_successor_is_not_stored():
     ctl.observe("MODIFIED", at("old", "10"))
     ctl.observe("DELETED", at("old", "11"))
     assert ctl.body("ns", "web")["metadata"]["uid"] == "new" and forgotten == ["old"]
-    ctl.observe("MODIFIED", at("new", "21"))  # the new object's events still count
+    ctl.observe("MODIFIED", {**at("new", "21"), "spec": {"v": 2}})  # the new object's events count
     await _until(lambda: rec.seen == ["new", "new"])
     assert ctl.body("ns", "web")["metadata"]["resourceVersion"] == "21"
     ctl.observe("ADDED", at("newer", "30"))  # a later one replaces it
@@ -528,3 +528,41 @@ def test_which_of_two_objects_of_one_name_is_later():
     assert not is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts2))
     assert is_later(meta(creationTimestamp=ts1), meta(creationTimestamp=ts1))  # a tie: last seen
     assert is_later(meta(), meta())
+
+
+async def test_a_status_only_change_updates_the_store_but_wakes_no_pass():
+    """The echo of a pass's own status write is not a reason for another pass."""
+    from shared.workqueue import Controller
+
+    seen: list[dict] = []
+
+    async def reconcile(body):
+        seen.append(body)
+
+    ctl = Controller("c", reconcile)
+    meta = {"uid": "u1", "name": "a", "generation": 1, "labels": {"x": "1"}}
+    body = {"metadata": {**meta, "resourceVersion": "1"}, "spec": {"v": 1}}
+    ctl.observe(None, body)
+    await _until(lambda: len(seen) == 1)
+
+    echo = {"metadata": {**meta, "resourceVersion": "2"}, "spec": {"v": 1}, "status": {"ready": 1}}
+    ctl.observe("MODIFIED", echo)
+    assert ctl.body("", "a") is echo  # stored: the next pass reads it
+    await asyncio.sleep(0.1)
+    assert len(seen) == 1
+
+    ctl.observe(None, echo)  # the same body in a listing (a relist, a resync) does
+    await _until(lambda: len(seen) == 2)
+
+    # What a pass reads does wake it: the spec, labels, annotations, deletion, finalizers.
+    changes = [
+        {"spec": {"v": 2}},
+        {"metadata": {**meta, "resourceVersion": "4", "labels": {"x": "2"}}},
+        {"metadata": {**meta, "resourceVersion": "5", "annotations": {"a": "b"}}},
+        {"metadata": {**meta, "resourceVersion": "6", "finalizers": ["f"]}},
+        {"metadata": {**meta, "resourceVersion": "7", "generation": 2}},
+    ]
+    for i, change in enumerate(changes, 3):
+        ctl.observe("MODIFIED", {**echo, **change})
+        await _until(lambda i=i: len(seen) == i)
+    await ctl.shutdown()
