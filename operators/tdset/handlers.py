@@ -200,15 +200,16 @@ async def scale(
     *,
     previous: Mapping[str, Any],
     why: str,
-) -> None:
-    """Patch the Deployment to the spec (and ``replicas`` unless None) and say what was done."""
+) -> bool:
+    """Patch the Deployment to the spec (and ``replicas`` unless None) and say what was done;
+    whether it was patched."""
     meta = body["metadata"]
     key = (meta["uid"], "deployment")
     if expectations.in_flight(key, dep.fields()):
-        return
+        return False
     patch = desired.deployment_patch(dep, spec, replicas)
     if patch is None:
-        return
+        return False
     await api.patch_deployment(meta["namespace"], dep.name, patch)
     expectations.expect(key, desired.expected_fields(spec, replicas, dep))
     if "template" in patch["spec"]:
@@ -236,6 +237,7 @@ async def scale(
             )
         else:
             _event(body, "ScaledDeployment", f"Scaled deployment {dep.name} from {before} to {after}: {why}")
+    return True
 
 
 async def set_floor(body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
@@ -253,6 +255,23 @@ async def set_floor(body: Mapping[str, Any], hpa: AutoscalerView, floor: int, wh
         "SetAutoscalerFloor",
         f"Set minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}: {why}",
     )
+
+
+def _announce(
+    body: Mapping[str, Any], previous: Mapping[str, Any], warnings: list[str], suspended: bool, why: str
+) -> None:
+    """Events for what changed since the last status: new schedule warnings, suspend/resume."""
+    if warnings and warnings != previous.get("warnings"):
+        _event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
+    was_suspended = (conditions.get(previous.get("conditions"), conditions.PROGRESSING) or {}).get(
+        "reason"
+    ) == "Suspended"
+    if suspended != was_suspended and previous:
+        _event(
+            body,
+            "Suspended" if suspended else "Resumed",
+            "scheduling paused: replicas are left as they are" if suspended else f"scheduling resumed: {why}",
+        )
 
 
 async def reconcile(body: Mapping[str, Any]) -> float | None:
@@ -280,6 +299,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     hpa = desired.autoscaler_for((a for (ns, _), a in autoscalers.items() if ns == namespace), name)
     failure: tuple[str, str] | None = None
     dep: DeploymentView | None = None
+    scaled = False
     target = decision.replicas
     if hpa is not None and not suspended:
         target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
@@ -289,7 +309,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         dep = await ensure_deployment(body, spec, target, why)
         if suspended:
             target = dep.replicas
-        await scale(
+        scaled = await scale(
             body, spec, dep, None if suspended or hpa is not None else target, previous=previous, why=why
         )
         if hpa is not None and not suspended:
@@ -307,18 +327,14 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     except Exception as exc:
         failure = ("FailedUpdate", reason_of(exc))
 
-    if warnings and warnings != previous.get("warnings"):
-        _event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
-    was_suspended = (conditions.get(previous.get("conditions"), conditions.PROGRESSING) or {}).get(
-        "reason"
-    ) == "Suspended"
-    if suspended != was_suspended and previous:
-        _event(
-            body,
-            "Suspended" if suspended else "Resumed",
-            "scheduling paused: replicas are left as they are" if suspended else f"scheduling resumed: {why}",
-        )
-
+    if scaled and failure is None:
+        # The schedule's write first, the report after: the status (and the Events compared
+        # with it) comes from a pass of its own, queued behind the passes already due. At a
+        # boundary shared by 1000 TDSets every Deployment patch then goes out before their
+        # status writes, instead of each waiting behind those of the TDSets before it (README,
+        # "Scale": p99 lag 39 s before).
+        return 0.0
+    _announce(body, previous, warnings, suspended, why)
     new_status = status.compute(
         observed=status.Observed(
             decision=decision,
