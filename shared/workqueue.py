@@ -452,7 +452,8 @@ class Controller:
     async def _gate_open(self) -> None:
         """Until ``gate`` says yes. One task polls it for all the loops of this controller: a
         restart over 3000 objects had 3000 loops polling every 0.1 s, and their timers took
-        the event loop from the very listing they were waiting for (39 s to ready)."""
+        the event loop from the very listing they were waiting for (39 s to ready); a standby
+        (leader election) waits like that with every object it watches, for hours."""
         if self._gate is None or self._gate():
             return
         loop = asyncio.get_running_loop()
