@@ -133,9 +133,9 @@ def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
 
     Such an event updates the store but wakes no pass, as controller-runtime's
     ``GenerationChangedPredicate`` (which also lets metadata changes through here). Without it,
-    each status write came back as one more pass: at a TDSet boundary, 1000 due passes queued
-    behind 2000 echoes of the status the first ones had written. A status changed by someone
-    else is written again at the next pass (a child's event, a timer, the idle resync).
+    each status write came back as one more pass that found nothing to do: 1000 TDSets
+    flipping at one boundary spent 60.8 s of CPU with it, 51.2 s without. A status changed by
+    someone else is written again at the next pass (a child's event, a timer, the idle resync).
     """
     if uid_of(before) != uid_of(after) or before.get("spec") != after.get("spec"):
         return False
