@@ -1,9 +1,14 @@
 """Writing an object's status whole, and only when it changed.
 
 kopf merge-patches replace lists, so each operator computes the complete status and writes it
-in one merge patch of the status subresource. A pass may run before the watch has delivered
-the object with our own last write; comparing with what this process last wrote (as well as
-with the status on the body) keeps such a pass from writing the same status twice.
+in one merge patch of the status subresource.
+
+A pass may run before the watch has delivered the object with our own last write, so "the
+status now" is the newest of two: our last write (at the resourceVersion the API server
+answered with) and the body's (at its resourceVersion). Comparing with the body alone is wrong
+both ways: it writes the same status twice, and — worse — it skips a needed write when the
+new status equals the body's *older* one (status A on the body, our write B not seen yet, the
+pass wants A again: without this, B stays on the server, and the echo of B wakes no pass).
 """
 
 from __future__ import annotations
@@ -15,6 +20,12 @@ from shared import conditions
 from shared.kube import KubeClient, namespaced
 
 
+def _revision(body: Mapping[str, Any]) -> int | None:
+    """The body's resourceVersion as the etcd revision it is (None if not an integer)."""
+    rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else None
+
+
 class StatusWriter:
     """The status subresource of one custom resource kind."""
 
@@ -22,15 +33,29 @@ class StatusWriter:
         self.kube = kube
         self.group_version = f"{group}/{version}"
         self.plural = plural
-        self._last: dict[str, dict[str, Any]] = {}
+        # uid -> (the resourceVersion our write produced, the status written)
+        self._last: dict[str, tuple[int | None, dict[str, Any]]] = {}
 
     def last(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status this process last wrote for ``body`` (None before the first write)."""
-        return self._last.get(body["metadata"]["uid"])
+        last = self._last.get(body["metadata"]["uid"])
+        return None if last is None else last[1]
 
     def current(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """The newest status known: our last write, else the body's."""
-        return self.last(body) or dict(body.get("status") or {})
+        """The newest status known: the body's if it is as new as our last write, else ours."""
+        last = self._last.get(body["metadata"]["uid"])
+        if last is not None:
+            written_at, written = last
+            seen_at = _revision(body)
+            if written_at is None or seen_at is None or seen_at < written_at:
+                return written
+        return dict(body.get("status") or {})
+
+    def is_echo(self, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` carries the status this process last wrote (the echo of our write,
+        which needs no pass; any other status change does)."""
+        last = self.last(body)
+        return last is not None and conditions.status_patch(body.get("status"), last) is None
 
     def forget(self, uid: str) -> None:
         self._last.pop(uid, None)
@@ -39,9 +64,9 @@ class StatusWriter:
         """Write ``new`` as the whole status unless it changes nothing; True when written."""
         meta = body["metadata"]
         new = dict(new)
-        if new == self._last.get(meta["uid"]) or conditions.status_patch(body.get("status"), new) is None:
+        if conditions.status_patch(self.current(body), new) is None:
             return False
         path = namespaced(meta["namespace"], self.plural, meta["name"], self.group_version) + "/status"
-        await self.kube.merge_patch(path, {"status": new})
-        self._last[meta["uid"]] = new
+        answer = await self.kube.merge_patch(path, {"status": new})
+        self._last[meta["uid"]] = (_revision(answer or {}), new)
         return True

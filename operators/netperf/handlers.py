@@ -64,7 +64,9 @@ async def reconcile_netperf(body: Mapping[str, Any]) -> float | None:
     return await reconcile(body)
 
 
-controller = Controller(CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.active)
+controller = Controller(
+    CONTROLLER, reconcile_netperf, metrics=runtime.metrics, gate=runtime.active, echo=api.status.is_echo
+)
 runtime.manage(controller, api.kube, clock)
 
 

@@ -68,7 +68,9 @@ async def reconcile_tdset(body: Mapping[str, Any]) -> float | None:
     return await reconcile(body)
 
 
-controller = Controller(CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.active)
+controller = Controller(
+    CONTROLLER, reconcile_tdset, metrics=runtime.metrics, gate=runtime.active, echo=api.status.is_echo
+)
 runtime.manage(controller, api.kube, clock)
 
 
@@ -278,8 +280,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
     now = clock.now()
-    current = body.get("status") or {}
-    previous = api.status.last(body) or current
+    current = previous = api.status.current(body)
 
     errors = (validator.errors(spec) or schedule.check(spec)) + name_errors(
         name, service=bool(spec.get("service"))

@@ -51,7 +51,9 @@ async def reconcile_webserver(body: Mapping[str, Any]) -> float | None:
 
 # Passes start only once every watch has listed (no pass plans from a half-filled cache) and,
 # with leader election, only on the leader.
-controller = Controller(CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.active)
+controller = Controller(
+    CONTROLLER, reconcile_webserver, metrics=runtime.metrics, gate=runtime.active, echo=api.status.is_echo
+)
 runtime.manage(controller, api.kube)
 
 
@@ -176,7 +178,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
     now = datetime.datetime.now(datetime.UTC)
-    current = body.get("status") or {}
+    current = api.status.current(body)
 
     service = bool((spec.get("service") or {}).get("enabled"))
     errors = validator.errors(spec) + name_errors(name, service=service)

@@ -530,8 +530,9 @@ def test_which_of_two_objects_of_one_name_is_later():
     assert is_later(meta(), meta())
 
 
-async def test_a_status_only_change_updates_the_store_but_wakes_no_pass():
-    """The echo of a pass's own status write is not a reason for another pass."""
+async def test_the_echo_of_our_own_status_write_updates_the_store_but_wakes_no_pass():
+    """The echo of a pass's own status write is not a reason for another pass; any other
+    status change is (someone else's write, or an older write of ours arriving late)."""
     from shared.workqueue import Controller
 
     seen: list[dict] = []
@@ -539,7 +540,7 @@ async def test_a_status_only_change_updates_the_store_but_wakes_no_pass():
     async def reconcile(body):
         seen.append(body)
 
-    ctl = Controller("c", reconcile)
+    ctl = Controller("c", reconcile, echo=lambda body: body.get("status") == {"ready": 1})
     meta = {"uid": "u1", "name": "a", "generation": 1, "labels": {"x": "1"}}
     body = {"metadata": {**meta, "resourceVersion": "1"}, "spec": {"v": 1}}
     ctl.observe(None, body)
@@ -554,6 +555,11 @@ async def test_a_status_only_change_updates_the_store_but_wakes_no_pass():
     ctl.observe(None, echo)  # the same body in a listing (a relist, a resync) does
     await _until(lambda: len(seen) == 2)
 
+    other = {"metadata": {**meta, "resourceVersion": "3"}, "spec": {"v": 1}, "status": {"ready": 0}}
+    ctl.observe("MODIFIED", other)  # not the status we wrote: a pass puts it right
+    await _until(lambda: len(seen) == 3)
+    assert seen[-1] is other
+
     # What a pass reads does wake it: the spec, labels, annotations, deletion, finalizers.
     changes = [
         {"spec": {"v": 2}},
@@ -562,7 +568,24 @@ async def test_a_status_only_change_updates_the_store_but_wakes_no_pass():
         {"metadata": {**meta, "resourceVersion": "6", "finalizers": ["f"]}},
         {"metadata": {**meta, "resourceVersion": "7", "generation": 2}},
     ]
-    for i, change in enumerate(changes, 3):
+    for i, change in enumerate(changes, 4):
         ctl.observe("MODIFIED", {**echo, **change})
         await _until(lambda i=i: len(seen) == i)
+    await ctl.shutdown()
+
+
+async def test_without_an_echo_test_every_status_change_wakes_a_pass():
+    from shared.workqueue import Controller
+
+    seen: list[dict] = []
+
+    async def reconcile(body):
+        seen.append(body)
+
+    ctl = Controller("c", reconcile)
+    meta = {"uid": "u1", "name": "a", "generation": 1}
+    ctl.observe(None, {"metadata": {**meta, "resourceVersion": "1"}, "spec": {}})
+    await _until(lambda: len(seen) == 1)
+    ctl.observe("MODIFIED", {"metadata": {**meta, "resourceVersion": "2"}, "spec": {}, "status": {"r": 1}})
+    await _until(lambda: len(seen) == 2)
     await ctl.shutdown()
