@@ -158,6 +158,18 @@ def test_deleted_pod_is_replaced_and_foreign_pod_left_alone(cluster, namespace, 
     assert core.read_namespaced_pod("foreign", namespace).metadata.deletion_timestamp is None
 
 
+def test_a_status_overwritten_by_someone_else_is_put_right(cluster, namespace, operator):
+    """A status-only change that is not the operator's own write wakes a pass at once (the
+    echo of its own write does not): put right long before the 600 s resync."""
+    create(cluster, namespace, "web", {"replicas": 2})
+    converged(cluster, namespace, "web", 2)
+    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "web", {"status": {"readyReplicas": 7, "replicas": 7}}
+    )
+    assert get(cluster, namespace, "web")["status"]["readyReplicas"] == 7
+    converged(cluster, namespace, "web", 2, timeout=60)
+
+
 def test_terminating_pods_are_not_counted(cluster, namespace, operator):
     core = client.CoreV1Api(cluster.api)
     create(cluster, namespace, "web", {"replicas": 2})
