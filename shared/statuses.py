@@ -18,12 +18,7 @@ from typing import Any
 
 from shared import conditions
 from shared.kube import KubeClient, namespaced
-
-
-def _revision(body: Mapping[str, Any]) -> int | None:
-    """The body's resourceVersion as the etcd revision it is (None if not an integer)."""
-    rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
-    return int(rv) if rv.isdigit() else None
+from shared.workqueue import revision
 
 
 class StatusWriter:
@@ -46,7 +41,7 @@ class StatusWriter:
         last = self._last.get(body["metadata"]["uid"])
         if last is not None:
             written_at, written = last
-            seen_at = _revision(body)
+            seen_at = revision(body)
             if written_at is None or seen_at is None or seen_at < written_at:
                 return written
         return dict(body.get("status") or {})
@@ -68,5 +63,5 @@ class StatusWriter:
             return False
         path = namespaced(meta["namespace"], self.plural, meta["name"], self.group_version) + "/status"
         answer = await self.kube.merge_patch(path, {"status": new})
-        self._last[meta["uid"]] = (_revision(answer or {}), new)
+        self._last[meta["uid"]] = (revision(answer or {}), new)
         return True

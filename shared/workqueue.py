@@ -97,6 +97,12 @@ def uid_of(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("uid") or "")
 
 
+def revision(body: Mapping[str, Any]) -> int | None:
+    """The body's resourceVersion as the etcd revision it is (None if not an integer)."""
+    rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else None
+
+
 def is_later(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
     """Whether ``body`` is of a later object than ``than``, another UID of the same name.
 
@@ -106,10 +112,10 @@ def is_later(body: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
     that; so only when both are integers). Else the later creationTimestamp; else (no way to
     tell) the event seen last.
     """
+    rv_a, rv_b = revision(body), revision(than)
+    if rv_a is not None and rv_b is not None:
+        return rv_a > rv_b
     a, b = body.get("metadata") or {}, than.get("metadata") or {}
-    rv_a, rv_b = str(a.get("resourceVersion") or ""), str(b.get("resourceVersion") or "")
-    if rv_a.isdigit() and rv_b.isdigit():
-        return int(rv_a) > int(rv_b)
     created_a, created_b = a.get("creationTimestamp"), b.get("creationTimestamp")
     if created_a and created_b and created_a != created_b:
         return str(created_a) > str(created_b)  # RFC 3339 in UTC: ordered as strings
