@@ -44,6 +44,7 @@ from typing import Any
 import aiohttp
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
@@ -238,7 +239,7 @@ class KubeClient:
         self,
         method: str,
         path: str,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | list[Any] | None = None,
         *,
         content_type: str = JSON,
         params: Mapping[str, str] | None = None,
@@ -308,6 +309,16 @@ class KubeClient:
     async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH)
 
+    async def json_patch(
+        self, path: str, operations: list[Mapping[str, Any]], *, uid: str | None = None
+    ) -> dict[str, Any]:
+        """An RFC 6902 patch; with ``uid``, first a ``test`` of ``/metadata/uid``: the patch is
+        refused (:func:`is_uid_mismatch`) if the name now holds another object. A merge patch
+        cannot carry that precondition on a status subresource (the API server copies the
+        stored metadata over the patched object there)."""
+        ops = [{"op": "test", "path": "/metadata/uid", "value": uid}] if uid else []
+        return await self.request("PATCH", path, [*ops, *operations], content_type=JSON_PATCH)
+
     async def delete(self, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return await self.request("DELETE", path, body)
 
@@ -315,6 +326,36 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def is_uid_mismatch(exc: BaseException) -> bool:
+    """Whether a write was refused by its UID precondition: the object it was meant for is gone
+    and another holds its name (a failed JSON-patch ``test``, 422; a changed ``metadata.uid``
+    in a merge patch, 422; a delete precondition, 409) — or the name is free (404)."""
+    if not isinstance(exc, ApiError):
+        return False
+    if exc.status == 404:
+        return True
+    text = exc.message.lower()
+    return (
+        exc.status in (409, 422)
+        and "uid" in text
+        and ("precondition" in text or "test" in text or "immutable" in text)
+    )
+
+
+def merged(current: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``current`` after the RFC 7386 merge patch ``patch`` (None deletes a key)."""
+    out = dict(current or {})
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            base = out.get(key)
+            out[key] = merged(base if isinstance(base, Mapping) else {}, value)
+        else:
+            out[key] = value
+    return out
 
 
 def namespaced(namespace: str, plural: str, name: str = "", group_version: str = "v1") -> str:

@@ -9,6 +9,15 @@ answered with) and the body's (at its resourceVersion). Comparing with the body 
 both ways: it writes the same status twice, and — worse — it skips a needed write when the
 new status equals the body's *older* one (status A on the body, our write B not seen yet, the
 pass wants A again: without this, B stays on the server, and the echo of B wakes no pass).
+
+**Only onto the object the pass read.** A pass can outlive its object: ``kubectl replace
+--force`` deletes and re-creates under the same name while a pass is in flight. Every write
+carries the UID of the body as a precondition (a JSON patch opening with a ``test`` of
+``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
+superseded pass never puts its result on the new object: it ends with
+:class:`shared.workqueue.SupersededError` and the loop runs again for whatever holds the name.
+The status is sent whole — the newest known status with ``new`` merged in as a merge patch
+would merge it (None deletes a key).
 """
 
 from __future__ import annotations
@@ -17,8 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared import conditions
-from shared.kube import KubeClient, namespaced
-from shared.workqueue import revision
+from shared.kube import ApiError, KubeClient, is_uid_mismatch, merged, namespaced
+from shared.workqueue import SupersededError, revision
 
 
 class StatusWriter:
@@ -62,6 +71,17 @@ class StatusWriter:
         if conditions.status_patch(self.current(body), new) is None:
             return False
         path = namespaced(meta["namespace"], self.plural, meta["name"], self.group_version) + "/status"
-        answer = await self.kube.merge_patch(path, {"status": new})
+        whole = merged(self.current(body), new)
+        try:
+            answer = await self.kube.json_patch(
+                path, [{"op": "add", "path": "/status", "value": whole}], uid=meta["uid"]
+            )
+        except ApiError as exc:
+            if is_uid_mismatch(exc):
+                raise SupersededError(
+                    f"{meta['namespace']}/{meta['name']} (uid {meta['uid']}) is gone or was replaced: "
+                    "its status is not written"
+                ) from exc
+            raise
         self._last[meta["uid"]] = (revision(answer or {}), new)
         return True

@@ -1,7 +1,11 @@
 import asyncio
 from typing import Any
 
+import pytest
+
+from shared.kube import ApiError
 from shared.statuses import StatusWriter
+from shared.workqueue import SupersededError
 
 BODY = {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}, "status": {"phase": "A"}}
 
@@ -11,9 +15,13 @@ class RecordingKube:
 
     def __init__(self) -> None:
         self.patches: list[tuple[str, Any]] = []
+        self.uids: list[str | None] = []
 
-    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
-        self.patches.append((path, body))
+    async def json_patch(self, path: str, operations: list[Any], *, uid: str | None = None) -> dict[str, Any]:
+        # The writer sends the whole status in one "add" (and the UID as a precondition).
+        assert [op["op"] for op in operations] == ["add"] and operations[0]["path"] == "/status"
+        self.patches.append((path, {"status": operations[0]["value"]}))
+        self.uids.append(uid)
         return {}
 
 
@@ -39,10 +47,10 @@ class AnsweringKube(RecordingKube):
         super().__init__()
         self.revision = first_revision
 
-    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
-        await super().merge_patch(path, body)
+    async def json_patch(self, path: str, operations: list[Any], *, uid: str | None = None) -> dict[str, Any]:
+        await super().json_patch(path, operations, uid=uid)
         self.revision += 1
-        return {"metadata": {"resourceVersion": str(self.revision)}, **body}
+        return {"metadata": {"resourceVersion": str(self.revision)}, "status": operations[0]["value"]}
 
 
 def at(revision: int, status: dict[str, Any]) -> dict[str, Any]:
@@ -64,3 +72,33 @@ def test_a_pass_that_reads_a_body_older_than_our_write_compares_with_our_write()
     assert writer.current(at(12, {"ready": 7})) == {"ready": 7}
     assert not writer.is_echo(at(12, {"ready": 7}))
     assert asyncio.run(writer.write(at(12, {"ready": 7}), {"ready": 3}))
+
+
+def test_every_write_carries_the_uid_of_the_body_it_was_computed_from():
+    kube = RecordingKube()
+    writer = StatusWriter(kube, "g.io", "v1", "things")  # type: ignore[arg-type]
+    assert asyncio.run(writer.write(BODY, {"phase": "B"}))
+    assert kube.uids == ["u"]
+
+
+def test_the_status_is_sent_whole_as_a_merge_patch_would_leave_it():
+    """None deletes a key, nested objects merge, other keys stay: the merge patch's result."""
+    kube = RecordingKube()
+    writer = StatusWriter(kube, "g.io", "v1", "things")  # type: ignore[arg-type]
+    body = {**BODY, "status": {"phase": "A", "result": {"mean": 1, "ci": 2}, "old": "x"}}
+    assert asyncio.run(writer.write(body, {"phase": "B", "result": {"mean": 3}, "old": None}))
+    assert kube.patches[-1][1] == {"status": {"phase": "B", "result": {"mean": 3, "ci": 2}}}
+
+
+class RefusingKube(RecordingKube):
+    """Answers as the API server does when the UID test fails: the name holds another object."""
+
+    async def json_patch(self, path: str, operations: list[Any], *, uid: str | None = None) -> dict[str, Any]:
+        raise ApiError(422, "Invalid", "the server rejected our request: testing value /metadata/uid failed")
+
+
+def test_a_write_for_an_object_replaced_under_its_name_is_superseded_not_retried():
+    writer = StatusWriter(RefusingKube(), "g.io", "v1", "things")  # type: ignore[arg-type]
+    with pytest.raises(SupersededError):
+        asyncio.run(writer.write(BODY, {"phase": "B"}))
+    assert writer.last(BODY) is None
