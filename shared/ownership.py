@@ -71,6 +71,21 @@ def adoptable(child: Mapping[str, Any], app: str, owner_name: str) -> bool:
     )
 
 
+def adoption_patch(child: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch making ``owner`` the controller of the orphan ``child``, as the ReplicaSet
+    controller adopts: the child's other owner references kept, and its UID in the patch as a
+    precondition (422 if the name now holds another object, see :func:`shared.kube.is_uid_mismatch`)."""
+    meta = child.get("metadata") or {}
+    refs = [dict(r) for r in meta.get("ownerReferences") or () if not r.get("controller")]
+    return {"metadata": {"uid": meta.get("uid"), "ownerReferences": [*refs, owner_reference(owner)]}}
+
+
+def holder(child: Mapping[str, Any]) -> str:
+    """Who controls ``child``, for messages."""
+    ref = controller_of(child)
+    return f"{ref['kind']} {ref['name']} (uid {ref.get('uid')})" if ref else "no controller"
+
+
 def standard_labels(app: str, instance: str, component: str, version: str | None = None) -> dict[str, str]:
     """``app.kubernetes.io/*`` labels; ``app`` is the operator's kind in lower case."""
     labels = {

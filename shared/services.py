@@ -8,9 +8,17 @@ an update loop.
 **Never someone else's Service.** A Service is ours only when its controller reference has the
 owner's UID. When the name is taken by another object (a user's Service, or one that belongs to
 a WebServer and a TDSet sharing a name) :func:`converge` raises :class:`ServiceConflictError`
-and touches nothing; the caller reports it (condition + Warning Event) and retries. Deletes
-carry a UID precondition, so a Service re-created by someone else under the same name after
-ours went is never deleted by a stale cache.
+and touches nothing; the caller reports it (condition + Warning Event) and retries. The one
+exception is an orphan of ours — no controller, and the labels this operator gives the owner of
+that name (left by ``kubectl delete --cascade=orphan``): it is adopted, as the ReplicaSet
+controller adopts, with a UID-preconditioned patch. Updates and deletes carry the Service's UID
+as a precondition, so a Service re-created by someone else under the same name after ours went
+is never written by a stale cache.
+
+**Exactly the desired fields.** An update sets type, selector and ports whole (a JSON patch:
+a merge patch cannot remove a selector key someone added, so it was sent again on every pass
+and never repaired anything). The target port may be a port *name*: a Service targeting the
+pods' named port follows each pod to its own port number during a rollout that changes it.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ def manifest(
     *,
     selector: Mapping[str, str],
     port: int,
-    target_port: int,
+    target_port: int | str,
     service_type: str = "ClusterIP",
     node_port: int | None = None,
 ) -> dict[str, Any]:
@@ -84,7 +92,8 @@ async def converge(
     """Create, update or delete the Service; returns (Event reason, message) for what was done.
 
     ``observed`` are the owner's Services from the cache (controlled by ``owner``); raises
-    :class:`ServiceConflictError` when the wanted name belongs to someone else.
+    :class:`ServiceConflictError` when the wanted name belongs to someone else; adopts an
+    orphan of ours holding it.
     """
     done: list[tuple[str, str]] = []
     if wanted is None:
@@ -114,14 +123,25 @@ async def converge(
                 raise
         # The name is taken and our cache does not show it as ours: find out whose it is.
         existing = await kube.get(namespaced(namespace, "services", name))
+        app = (wanted["metadata"].get("labels") or {}).get(ownership.NAME, "")
+        if ownership.adoptable(existing, app, owner["metadata"]["name"]):
+            existing = await kube.merge_patch(
+                namespaced(namespace, "services", name), ownership.adoption_patch(existing, owner)
+            )
+            done.append(("AdoptedService", f"Adopted orphaned service {name}"))
         if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
-            ref = ownership.controller_of(existing)
-            holder = f"{ref['kind']} {ref['name']}" if ref else "no controller"
             raise ServiceConflictError(
                 f"a Service named {name} exists and is not controlled by this {owner['kind']} "
-                f"(controller: {holder}); delete or rename it, or set spec.service.enabled to false"
+                f"(controller: {ownership.holder(existing)}); delete or rename it, or set "
+                "spec.service.enabled to false"
             )
-        if not differs(view(existing), wanted):
+        current = view(existing)
+        if not differs(current, wanted):
             return done
-    await kube.merge_patch(namespaced(namespace, "services", name), wanted)
-    return [("UpdatedService", f"Updated service {name}")]
+    spec = wanted["spec"]
+    await kube.json_patch(
+        namespaced(namespace, "services", name),
+        [{"op": "add", "path": f"/spec/{key}", "value": spec[key]} for key in ("type", "selector", "ports")],
+        uid=current["uid"],
+    )
+    return [*done, ("UpdatedService", f"Updated service {name}")]

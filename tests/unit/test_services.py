@@ -39,6 +39,7 @@ class FakeKube:
     def __init__(self, existing: dict) -> None:
         self.existing = existing
         self.writes: list[tuple[str, str]] = []
+        self.patches: list = []
 
     async def create(self, path, body):
         self.writes.append(("POST", path))
@@ -49,7 +50,13 @@ class FakeKube:
 
     async def merge_patch(self, path, body):
         self.writes.append(("PATCH", path))
-        return body
+        self.patches.append(body)
+        return {**self.existing, "metadata": {**self.existing["metadata"], **body["metadata"]}}
+
+    async def json_patch(self, path, operations, *, uid=None):
+        self.writes.append(("PATCH", path))
+        self.patches.append((uid, operations))
+        return {}
 
     async def delete(self, path, body=None):
         self.writes.append(("DELETE", path))
@@ -93,3 +100,45 @@ def test_delete_is_preconditioned_on_the_uid_we_saw():
     done = asyncio.run(services.converge(Kube({}), "ns", observed, None, owner=OWNER))
     assert seen == [{"preconditions": {"uid": "s1"}}]
     assert done == []  # the name now holds someone else's Service: nothing deleted, nothing claimed
+
+
+def test_an_update_sets_exactly_the_desired_fields_with_the_uid_as_precondition():
+    """A selector key someone added is removed: type, selector and ports are set whole."""
+    ours = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}}
+    ours["spec"] = {**ours["spec"], "selector": {"app": "web", "tier": "foreign"}}
+    kube = FakeKube(ours)
+    done = asyncio.run(services.converge(kube, "ns", [services.view(ours)], manifest(), owner=OWNER))
+    assert [r for r, _ in done] == ["UpdatedService"]
+    uid, ops = kube.patches[-1]
+    assert uid == "s1"
+    assert {op["path"]: op["value"] for op in ops} == {
+        "/spec/type": "ClusterIP",
+        "/spec/selector": {"app": "web"},
+        "/spec/ports": manifest()["spec"]["ports"],
+    }
+
+
+def test_an_orphan_of_ours_holding_the_name_is_adopted_with_a_uid_precondition():
+    orphan = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1", "ownerReferences": []}}
+    kube = FakeKube(orphan)
+    done = asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    assert [r for r, _ in done] == ["AdoptedService"]  # and nothing else differed
+    assert kube.patches == [
+        {"metadata": {"uid": "s1", "ownerReferences": [ownership.owner_reference(OWNER)]}}
+    ]
+
+
+def test_a_service_of_ours_labelled_for_another_owner_name_is_not_adopted():
+    orphan = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1", "ownerReferences": []}}
+    orphan["metadata"]["labels"] = {**orphan["metadata"]["labels"], ownership.INSTANCE: "other"}
+    kube = FakeKube(orphan)
+    with pytest.raises(services.ServiceConflictError):
+        asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    assert kube.patches == []
+
+
+def test_a_named_target_port_is_drift_from_a_numbered_one():
+    named = services.manifest(OWNER, "demo", selector={"app": "web"}, port=80, target_port="http")
+    assert named["spec"]["ports"][0]["targetPort"] == "http"
+    assert services.differs(services.view(manifest()), named)
+    assert not services.differs(services.view(named), named)
