@@ -77,12 +77,15 @@ class WebServerAPI:
         patch = {"metadata": {"uid": orphan.uid, "ownerReferences": refs}}
         return await self.kube.merge_patch(namespaced(namespace, "pods", orphan.name), patch)
 
-    async def delete_pod(self, namespace: str, name: str) -> bool:
-        """Delete a pod; False when it is already gone."""
+    async def delete_pod(self, namespace: str, name: str, uid: str = "") -> bool:
+        """Delete a pod; False when it is already gone, or the name now holds another pod (the
+        UID precondition: a pod of ours re-created by someone else is never deleted)."""
         try:
-            await self.kube.delete(namespaced(namespace, "pods", name))
+            await self.kube.delete(
+                namespaced(namespace, "pods", name), {"preconditions": {"uid": uid}} if uid else None
+            )
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (uid and exc.status == 409):
                 return False
             raise
         return True

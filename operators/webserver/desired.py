@@ -52,6 +52,7 @@ class PodView:
     scheduled: bool = False
     ready: bool = False
     deleting: bool = False
+    uid: str = ""  # deletes carry it as a precondition
 
     @property
     def active(self) -> bool:
@@ -70,6 +71,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         scheduled=bool((body.get("spec") or {}).get("nodeName")),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         deleting=bool(meta.get("deletionTimestamp")),
+        uid=meta.get("uid") or "",
     )
 
 
@@ -249,7 +251,10 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
         APP,
         selector=selector_labels(owner["metadata"]["name"]),
         port=int(svc.get("port") or 80),
-        target_port=int(spec.get("port") or DEFAULT_PORT),
+        # The pods' named port, not its number: during a rollout that changes spec.port each pod
+        # is reached on its own port (old pods on the old one), so traffic never goes to a port
+        # nothing listens on (issue #22).
+        target_port="http",
         service_type=svc.get("type") or "ClusterIP",
         node_port=int(svc["nodePort"]) if svc.get("nodePort") else None,
     )

@@ -195,8 +195,9 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
 
     if plan.delete:
         expectations.expect(uid, plan.delete)
+        pod_uids = {p.name: p.uid for p in observed}
         results = await asyncio.gather(
-            *(api.delete_pod(namespace, n) for n in plan.delete), return_exceptions=True
+            *(api.delete_pod(namespace, n, pod_uids.get(n, "")) for n in plan.delete), return_exceptions=True
         )
         failed = [(n, r) for n, r in zip(plan.delete, results, strict=True) if isinstance(r, BaseException)]
         deleted = [n for n, r in zip(plan.delete, results, strict=True) if r is True]
@@ -211,8 +212,12 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     if plan.create_slots and failure is None:
         failure = await create_pods(body, spec, plan.create_slots)
 
-    if failure is None:
-        failure = await reconcile_service(body, spec)
+    # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
+    # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
+    service_failure = await reconcile_service(body, spec)
+    if service_failure is not None and failure is not None:
+        kopf.event(body, type="Warning", reason=service_failure[0], message=service_failure[1])
+    failure = failure or service_failure
 
     new_status = status.compute(
         name=name,
