@@ -6,6 +6,13 @@ more). The Deployment's selector is fixed at creation (``app.kubernetes.io/name=
 ``app.kubernetes.io/instance=<name>``); image and port changes replace the pod template's
 container, replica changes set ``spec.replicas``.
 
+The container's port is named ``http`` and the Service targets that name once every pod has
+it (:func:`service_target_port`), so a port change never sends traffic to a port the old pods
+do not listen on. A template write records the hash of what was asked for in an annotation
+(:data:`APPLIED`): a mutating admission policy that rewrites the image (digest pinning) or the
+security context then does not make every pass write the template again
+(:func:`deployment_patch`).
+
 When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
 the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
 (:func:`autoscaler_floor`), so the schedule sets a floor and the HPA still scales above it.
@@ -13,6 +20,8 @@ the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instea
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +30,9 @@ from operators.tdset.schema import APP
 from shared import ownership, podsecurity, services
 
 CONTAINER = "app"
+PORT_NAME = "http"
+# On the Deployment: the hash of the pod template the TDSet last asked for (template_hash).
+APPLIED = "schedule.rs/applied-template"
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -32,7 +44,7 @@ def container(spec: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": CONTAINER,
         "image": str(c["image"]),
-        "ports": [{"containerPort": int(c["port"]), "protocol": "TCP"}],
+        "ports": [{"name": PORT_NAME, "containerPort": int(c["port"]), "protocol": "TCP"}],
     }
     if c.get("runAsUser") is not None:
         out["securityContext"] = podsecurity.restricted_container()
@@ -54,13 +66,19 @@ def pod_security(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if uid is None else podsecurity.restricted_pod(uid)
 
 
+def template_hash(spec: Mapping[str, Any]) -> str:
+    """What the TDSet asks of the pod template (container and pod security), hashed."""
+    wanted = {"container": container(spec), "securityContext": pod_security(spec)}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], replicas: int) -> dict[str, Any]:
     name = owner["metadata"]["name"]
     labels = ownership.standard_labels(APP, name, "workload")
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": {APPLIED: template_hash(spec)}},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector_labels(name)},
@@ -92,6 +110,9 @@ class DeploymentView:
     available: bool
     rolled_out: bool  # the Deployment controller has seen the latest spec
     run_as_user: int | None = None
+    uid: str = ""
+    port_name: str | None = None
+    applied: str | None = None  # the APPLIED annotation
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -100,6 +121,14 @@ class DeploymentView:
             "port": self.port,
             "runAsUser": self.run_as_user,
         }
+
+    def template_fields(self) -> dict[str, Any]:
+        return {"image": self.image, "port": self.port, "runAsUser": self.run_as_user}
+
+    @property
+    def settled(self) -> bool:
+        """Every pod is on the current template: the rollout (if any) is complete."""
+        return self.rolled_out and self.updated == self.status_replicas == self.replicas
 
 
 def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
@@ -120,32 +149,61 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
         available=any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions),
         rolled_out=int(st.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
         run_as_user=pod_ctx.get("runAsUser"),
+        uid=meta.get("uid") or "",
+        port_name=ports[0].get("name"),
+        applied=(meta.get("annotations") or {}).get(APPLIED),
     )
 
 
+def template_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The :meth:`DeploymentView.template_fields` the TDSet asks for."""
+    want = container(spec)
+    return {"image": want["image"], "port": want["ports"][0]["containerPort"], "runAsUser": run_as_user(spec)}
+
+
+def template_current(
+    observed: DeploymentView, spec: Mapping[str, Any], stored: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether the Deployment's template is what ``spec`` asks for.
+
+    Once the TDSet wrote the template for this spec (the :data:`APPLIED` annotation), the
+    fields are compared with ``stored`` — what the API server answered that write with, after
+    admission — not with the spec: an image rewritten to a digest by a mutating policy is not
+    drift, a hand edit after our write is. Without a stored answer (a restart) the annotation is
+    trusted. A Deployment without the annotation (written before it existed) is compared
+    field by field, as it always was.
+    """
+    if observed.applied is None:
+        return observed.template_fields() == template_fields(spec)
+    if observed.applied != template_hash(spec):
+        return False
+    return stored is None or observed.template_fields() == dict(stored)
+
+
 def deployment_patch(
-    observed: DeploymentView, spec: Mapping[str, Any], replicas: int | None
+    observed: DeploymentView,
+    spec: Mapping[str, Any],
+    replicas: int | None,
+    stored: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Merge patch bringing the Deployment to ``spec`` (and ``replicas`` unless None), or None.
 
-    The container list is replaced whole (merge patches replace lists) and only when image or
-    port differ, so server-side defaults in it never cause a rollout.
+    The container list is replaced whole (merge patches replace lists) and only when the
+    template is not current (:func:`template_current`), so server-side defaults and admission
+    mutations never cause a rollout. Carries the Deployment's UID as a precondition.
     """
     patch: dict[str, Any] = {}
+    meta: dict[str, Any] = {"uid": observed.uid} if observed.uid else {}
     if replicas is not None and observed.replicas != replicas:
         patch["replicas"] = replicas
-    want = container(spec)
-    if (
-        observed.image != want["image"]
-        or observed.port != want["ports"][0]["containerPort"]
-        or observed.run_as_user != run_as_user(spec)
-    ):
-        template: dict[str, Any] = {"containers": [want]}
-        if observed.run_as_user != run_as_user(spec):
-            # null removes the pod's security context (merge patch) when runAsUser was unset.
-            template["securityContext"] = pod_security(spec)
+    if not template_current(observed, spec, stored):
+        # null removes the pod's security context (merge patch) when runAsUser is unset.
+        template: dict[str, Any] = {"containers": [container(spec)], "securityContext": pod_security(spec)}
         patch["template"] = {"spec": template}
-    return {"spec": patch} if patch else None
+        meta["annotations"] = {APPLIED: template_hash(spec)}
+    if not patch:
+        return None
+    return {"metadata": meta, "spec": patch} if meta else {"spec": patch}
 
 
 def expected_fields(
@@ -161,7 +219,24 @@ def expected_fields(
     }
 
 
-def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+def service_target_port(dep: DeploymentView | None, current: int | str | None) -> int | str:
+    """The Service's target port: the pods' port name once every pod has it.
+
+    Deployments written before the port was named keep their numbered target until a rollout
+    (any template change names the port) has replaced every pod; switching earlier would leave
+    the old pods, which have no port of that name, without traffic. During a rollout the
+    Service's target stays what it is, so the pods that serve keep serving.
+    """
+    if dep is None or (dep.port_name == PORT_NAME and (dep.settled or current is None)):
+        return PORT_NAME
+    if current is not None:
+        return current
+    return dep.port if dep.port is not None else PORT_NAME
+
+
+def service_manifest(
+    owner: Mapping[str, Any], spec: Mapping[str, Any], target_port: int | str = PORT_NAME
+) -> dict[str, Any] | None:
     svc = spec.get("service")
     if not svc:
         return None
@@ -170,7 +245,7 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
         APP,
         selector=selector_labels(owner["metadata"]["name"]),
         port=int(svc["port"]),
-        target_port=int(spec["container"]["port"]),
+        target_port=target_port,
     )
 
 
@@ -183,6 +258,7 @@ class AutoscalerView:
     max_replicas: int
     floor_owner: str | None = None  # UID of the TDSet that raised minReplicas (annotation)
     original_min: int | None = None  # minReplicas before any TDSet raised it
+    uid: str = ""  # patches carry it as a precondition
 
 
 # On an HPA whose minReplicas a TDSet raised: which TDSet, and the value to give back when it
@@ -195,13 +271,17 @@ def floor_patch(hpa: AutoscalerView, owner_uid: str, floor: int) -> dict[str, An
     """Raise minReplicas to ``floor``, remembering the user's own value the first time."""
     original = hpa.original_min if hpa.original_min is not None else hpa.min_replicas
     annotations = {FLOOR_OWNER: owner_uid, ORIGINAL_MIN: str(original)}
-    return {"metadata": {"annotations": annotations}, "spec": {"minReplicas": floor}}
+    return {"metadata": {**_uid(hpa), "annotations": annotations}, "spec": {"minReplicas": floor}}
+
+
+def _uid(hpa: AutoscalerView) -> dict[str, str]:
+    return {"uid": hpa.uid} if hpa.uid else {}
 
 
 def restore_patch(hpa: AutoscalerView) -> dict[str, Any]:
     """Give the HPA its own minReplicas back and drop our annotations (null deletes a key)."""
     spec = {"minReplicas": hpa.original_min} if hpa.original_min is not None else {}
-    return {"metadata": {"annotations": {FLOOR_OWNER: None, ORIGINAL_MIN: None}}, "spec": spec}
+    return {"metadata": {**_uid(hpa), "annotations": {FLOOR_OWNER: None, ORIGINAL_MIN: None}}, "spec": spec}
 
 
 def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
@@ -220,6 +300,7 @@ def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
         max_replicas=int(spec.get("maxReplicas") or 1),
         floor_owner=annotations.get(FLOOR_OWNER),
         original_min=int(original) if original and original.isdigit() else None,
+        uid=meta.get("uid") or "",
     )
 
 

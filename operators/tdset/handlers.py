@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from operators.tdset import desired, schedule, status
-from operators.tdset.api import PatchExpectations, TDSetAPI
+from operators.tdset.api import PatchExpectations, StoredTemplates, TDSetAPI
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
@@ -32,7 +33,7 @@ from shared.kube import ApiError, KubeClient, reason_of
 from shared.services import converge as converge_service
 from shared.services import view as service_view
 from shared.validation import SchemaValidator, name_errors
-from shared.workqueue import Controller, RetryError
+from shared.workqueue import Controller, RetryError, SupersededError
 
 logger = logging.getLogger("operators.tdset")
 # Controller name, app label, watched children and metrics: all from the description.
@@ -45,6 +46,7 @@ clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
 api = TDSetAPI(KubeClient(observer=runtime.metrics.observe_request))
 expectations = PatchExpectations()
+stored_templates = StoredTemplates()
 
 deployments = caches.OwnerCache(desired.deployment_view)
 services = caches.OwnerCache(service_view)
@@ -123,7 +125,10 @@ class FloorSweeps:
             live = controller.uids()
             for hpa in list(autoscalers.values()):
                 if hpa.floor_owner is not None and hpa.floor_owner not in live:
-                    await _restore_floor(hpa)
+                    try:
+                        await _restore_floor(hpa)
+                    except Exception as exc:  # one HPA's failure must not end the sweeps for all
+                        logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
 
 
 floor_sweeps = FloorSweeps()
@@ -147,6 +152,7 @@ def forget(uid: str) -> None:
     floor it raised is given back (the sweep finds it no longer in the controller's store)."""
     api.status.forget(uid)
     expectations.forget(uid)
+    stored_templates.forget(uid)
     floor_sweeps.request()
 
 
@@ -178,6 +184,11 @@ async def ensure_deployment(
         _event(body, "CreatedDeployment", f"Created deployment {name} with {replicas} replicas: {why}")
         return desired.deployment_view(created)
     existing = await api.get_deployment(namespace, name)
+    if ownership.adoptable(existing, APP, name):
+        # Orphaned by `kubectl delete tds --cascade=orphan`: adopt it, as the ReplicaSet
+        # controller adopts its orphans (the UID in the patch is its precondition).
+        existing = await api.patch_deployment(namespace, name, ownership.adoption_patch(existing, body))
+        _event(body, "AdoptedDeployment", f"Adopted orphaned deployment {name}")
     if not ownership.is_controlled_by(existing, uid):
         ref = ownership.controller_of(existing)
         if existing["metadata"].get("deletionTimestamp"):
@@ -209,12 +220,14 @@ async def scale(
     key = (meta["uid"], "deployment")
     if expectations.in_flight(key, dep.fields()):
         return False
-    patch = desired.deployment_patch(dep, spec, replicas)
+    patch = desired.deployment_patch(dep, spec, replicas, stored_templates.get(meta["uid"], dep.applied))
     if patch is None:
         return False
-    await api.patch_deployment(meta["namespace"], dep.name, patch)
-    expectations.expect(key, desired.expected_fields(spec, replicas, dep))
+    answer = desired.deployment_view(await api.patch_deployment(meta["namespace"], dep.name, patch))
+    # What the API server stored, after admission: that is what the watch will show.
+    expectations.expect(key, answer.fields())
     if "template" in patch["spec"]:
+        stored_templates.remember(meta["uid"], desired.template_hash(spec), answer.template_fields())
         c = desired.container(spec)
         _event(
             body,
@@ -276,6 +289,73 @@ def _announce(
         )
 
 
+@dataclass
+class Converged:
+    """What a pass did to the children: the Deployment seen, the replicas aimed at, whether it
+    scaled, and the failure to report."""
+
+    deployment: DeploymentView | None
+    target: int
+    scaled: bool = False
+    failure: tuple[str, str] | None = None
+
+
+async def converge_children(
+    body: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    target: int,
+    hpa: AutoscalerView | None,
+    *,
+    previous: Mapping[str, Any],
+    why: str,
+    bound: float,
+) -> Converged:
+    """Deployment, HPA floor and Service, every write done within ``bound`` seconds (the next
+    boundary): no throttled or retried request may hold the pass past it."""
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    suspended = bool(spec.get("suspend"))
+    out = Converged(deployment=None, target=target)
+    try:
+        async with asyncio.timeout(max(bound, 1.0)):
+            out.deployment = dep = await ensure_deployment(body, spec, target, why)
+            if suspended:
+                out.target = dep.replicas
+            replicas = None if suspended or hpa is not None else out.target
+            out.scaled = await scale(body, spec, dep, replicas, previous=previous, why=why)
+            if hpa is not None and not suspended:
+                await set_floor(body, hpa, out.target, why)
+            observed = services.children(namespace, uid)
+            current_target = next((s["targetPort"] for s in observed if s["name"] == name), None)
+            wanted = desired.service_manifest(body, spec, desired.service_target_port(dep, current_target))
+            for reason, message in await converge_service(api.kube, namespace, observed, wanted, owner=body):
+                _event(body, reason, message)
+    except SupersededError:
+        raise
+    except ownership.ConflictError as exc:
+        out.failure = (exc.reason, str(exc))
+    except TimeoutError:
+        out.failure = (
+            "FailedUpdate",
+            f"the API server did not answer before the next boundary ({bound:.0f}s)",
+        )
+    except Exception as exc:
+        out.failure = ("FailedUpdate", reason_of(exc))
+    return out
+
+
+async def write_status(body: Mapping[str, Any], new_status: Mapping[str, Any], bound: float) -> None:
+    """A throttled (429) or failing status write is retried like any failure of the pass: with
+    backoff, but never later than the next boundary (``bound`` seconds)."""
+    try:
+        async with asyncio.timeout(max(bound, 1.0)):
+            await api.status.write(body, new_status)
+    except SupersededError:
+        raise
+    except Exception as exc:
+        raise ReconcileError(f"writing the status: {reason_of(exc) or 'no answer'}", bound) from exc
+
+
 async def reconcile(body: Mapping[str, Any]) -> float | None:
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     namespace, name, uid, generation = meta["namespace"], meta["name"], meta["uid"], meta.get("generation", 0)
@@ -294,39 +374,19 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         return None
 
     decision = schedule.decide(spec, now)
+    # No write of this pass, however throttled or retried, may hold it past the next boundary.
+    bound = schedule.recheck_delay(spec, decision, now)
     why = schedule.describe(spec, decision.window)
     warnings = schedule.overlaps(spec)
     suspended = bool(spec.get("suspend"))
     hpa = desired.autoscaler_for((a for (ns, _), a in autoscalers.items() if ns == namespace), name)
-    failure: tuple[str, str] | None = None
-    dep: DeploymentView | None = None
-    scaled = False
     target = decision.replicas
     if hpa is not None and not suspended:
         target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
         if clamp:
             warnings.append(clamp)
-    try:
-        dep = await ensure_deployment(body, spec, target, why)
-        if suspended:
-            target = dep.replicas
-        scaled = await scale(
-            body, spec, dep, None if suspended or hpa is not None else target, previous=previous, why=why
-        )
-        if hpa is not None and not suspended:
-            await set_floor(body, hpa, target, why)
-        for reason, message in await converge_service(
-            api.kube,
-            namespace,
-            services.children(namespace, uid),
-            desired.service_manifest(body, spec),
-            owner=body,
-        ):
-            _event(body, reason, message)
-    except ownership.ConflictError as exc:
-        failure = (exc.reason, str(exc))
-    except Exception as exc:
-        failure = ("FailedUpdate", reason_of(exc))
+    done = await converge_children(body, spec, target, hpa, previous=previous, why=why, bound=bound)
+    dep, target, scaled, failure = done.deployment, done.target, done.scaled, done.failure
 
     if scaled and failure is None:
         # The schedule's write first, the report after: the status (and the Events compared
@@ -350,11 +410,12 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         current=previous,
         now=now,
     )
-    await api.status.write(body, new_status)
     desired_gauge.labels(namespace, name).set(target)
     scheduled_gauge.labels(namespace, name).set(decision.replicas)
     degraded_gauge.labels(namespace, name).set(1 if failure is not None else 0)
+    await write_status(body, new_status, bound)
     if failure is not None:
         _event(body, failure[0], failure[1], "Warning")
-        raise ReconcileError(f"{failure[0]}: {failure[1]}", schedule.recheck_delay(spec, decision, now))
-    return schedule.recheck_delay(spec, decision, now)
+        raise ReconcileError(f"{failure[0]}: {failure[1]}", bound)
+    pending = expectations.next_expiry(uid)
+    return bound if pending is None else min(bound, pending)

@@ -1,5 +1,7 @@
 """Pure builders of the TDSet's children: Deployment, patch, Service and the HPA floor."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -73,7 +75,54 @@ def test_image_or_port_change_replaces_the_container_list():
         {**SPEC, "container": {"image": "nginx:1.27", "port": 8080}},
     ):
         patch = desired.deployment_patch(observed(), spec, None)
-        assert patch == {"spec": {"template": {"spec": {"containers": [desired.container(spec)]}}}}
+        template = {"spec": {"containers": [desired.container(spec)], "securityContext": None}}
+        assert patch == {
+            "metadata": {"annotations": {desired.APPLIED: desired.template_hash(spec)}},
+            "spec": {"template": template},
+        }
+
+
+def test_a_template_rewritten_by_admission_is_not_written_again():
+    """A mutating policy pins the image to a digest: the TDSet wrote the template for this spec
+    (annotation) and the server stored the digest; comparing with the spec would patch on
+    every pass, comparing with what was stored does not — but a later hand edit is drift."""
+
+    def stored_as(image):
+        body = desired.deployment_manifest(OWNER, SPEC, 3)  # annotated for nginx:1.27
+        body["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        body["metadata"].update(namespace="ns", generation=1)
+        return desired.deployment_view(body)
+
+    pinned = stored_as("nginx@sha256:abc")
+    assert pinned.applied == desired.template_hash(SPEC)
+    stored = pinned.template_fields()
+    assert desired.deployment_patch(pinned, SPEC, 3, stored) is None
+    assert desired.deployment_patch(pinned, SPEC, 3, None) is None  # after a restart: trusted
+    edited = stored_as("someone/else:1")
+    assert "template" in desired.deployment_patch(edited, SPEC, 3, stored)["spec"]
+    changed = {**SPEC, "container": {"image": "nginx:1.28", "port": 80}}
+    assert "template" in desired.deployment_patch(pinned, changed, 3, stored)["spec"]
+
+
+def test_a_deployment_written_before_the_annotation_is_compared_field_by_field():
+    """No rollout on upgrade: an unannotated Deployment with the same image and port (and an
+    unnamed port) is current; one with another image is patched."""
+    body = desired.deployment_manifest(OWNER, SPEC, 3)
+    body["metadata"].pop("annotations")
+    body["spec"]["template"]["spec"]["containers"][0]["ports"][0].pop("name")
+    old = desired.deployment_view(body)
+    assert old.applied is None and old.port_name is None
+    assert desired.deployment_patch(old, SPEC, 3) is None
+    assert desired.deployment_patch(old, {**SPEC, "container": {"image": "x:1", "port": 80}}, 3)
+
+
+def test_patches_carry_the_deployments_uid_as_a_precondition():
+    body = desired.deployment_manifest(OWNER, SPEC, 3)
+    body["metadata"].update(namespace="ns", generation=1, uid="d1")
+    assert desired.deployment_patch(desired.deployment_view(body), SPEC, 5) == {
+        "metadata": {"uid": "d1"},
+        "spec": {"replicas": 5},
+    }
 
 
 def test_expected_fields_match_the_view_after_the_patch():
@@ -83,13 +132,36 @@ def test_expected_fields_match_the_view_after_the_patch():
     assert desired.expected_fields(spec, None, observed(4))["replicas"] == 4
 
 
-def test_service_only_when_asked_and_targets_the_container_port():
+def test_service_only_when_asked_and_targets_the_named_container_port():
     assert desired.service_manifest(OWNER, SPEC) is None
     svc = desired.service_manifest(OWNER, {**SPEC, "service": {"port": 8000}})
     assert svc is not None and ownership.is_controlled_by(svc, "u1")
     assert svc["spec"]["ports"][0]["port"] == 8000
-    assert svc["spec"]["ports"][0]["targetPort"] == 80
+    assert svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert desired.container(SPEC)["ports"][0]["name"] == "http"
     assert svc["spec"]["selector"] == desired.selector_labels("shop")
+
+
+def settled(body, **status):
+    body["metadata"].update(namespace="ns", generation=1)
+    body["status"] = {"observedGeneration": 1, **status}
+    return desired.deployment_view(body)
+
+
+def test_the_service_switches_to_the_port_name_only_once_every_pod_has_it():
+    """A Deployment from before the port was named: its Service keeps the number through the
+    rollout that names it (the old pods have no port of that name), then targets the name."""
+    named = desired.deployment_manifest(OWNER, {**SPEC, "container": {"image": "nginx:1.27", "port": 81}}, 2)
+    rolling = settled(named, replicas=3, updatedReplicas=1)
+    assert desired.service_target_port(rolling, 80) == 80
+    done = settled(desired.deployment_manifest(OWNER, SPEC, 2), replicas=2, updatedReplicas=2)
+    assert desired.service_target_port(done, 80) == "http"
+    # a new Service of a new TDSet targets the name at once; a named one keeps it
+    assert desired.service_target_port(rolling, None) == "http"
+    assert desired.service_target_port(rolling, "http") == "http"
+    unnamed = desired.deployment_manifest(OWNER, SPEC, 2)
+    unnamed["spec"]["template"]["spec"]["containers"][0]["ports"][0].pop("name")
+    assert desired.service_target_port(settled(unnamed, replicas=2, updatedReplicas=2), None) == 80
 
 
 def hpa_body(target_kind="Deployment", target="shop", api_version="apps/v1", min_r=None, max_r=10):
@@ -167,6 +239,8 @@ def test_setting_and_unsetting_run_as_user_patches_the_pod_security_context():
     assert restricted.run_as_user == 101
     assert desired.deployment_patch(restricted, spec, 3) is None
     assert desired.expected_fields(spec, 3, observed()) == restricted.fields()
+    restricted = dataclasses.replace(restricted, applied=None)  # written before the annotation
+    assert desired.deployment_patch(restricted, spec, 3) is None
     unset = desired.deployment_patch(restricted, SPEC, None)
     assert unset["spec"]["template"]["spec"]["securityContext"] is None
 
