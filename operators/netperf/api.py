@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.netperf.schema import GROUP, PLURAL, VERSION
+from shared import ownership
 from shared.kube import ApiError, KubeClient, namespaced
 from shared.statuses import StatusWriter
 
@@ -37,12 +38,23 @@ class NetperfAPI:
         """A live read (None when there is no such pod): for decisions the cache could get wrong."""
         return await self.kube.get_if_exists(namespaced(namespace, "pods", name))
 
-    async def delete_pod(self, namespace: str, name: str) -> bool:
-        """Delete the pod; False when it was already gone."""
+    async def delete_pod(self, namespace: str, name: str, uid: str = "") -> bool:
+        """Delete the pod; False when it was already gone or the name now holds another pod
+        (the UID precondition: a pod of ours re-created by someone else is never deleted)."""
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
         try:
-            await self.kube.delete(namespaced(namespace, "pods", name), {"propagationPolicy": "Background"})
+            await self.kube.delete(namespaced(namespace, "pods", name), options)
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (uid and exc.status == 409):
                 return False
             raise
         return True
+
+    async def adopt_pod(
+        self, namespace: str, pod: Mapping[str, Any], owner: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Make ``owner`` the orphan's controller (the pod's UID is the patch's precondition)."""
+        patch = ownership.adoption_patch(pod, owner)
+        return await self.kube.merge_patch(namespaced(namespace, "pods", pod["metadata"]["name"]), patch)

@@ -187,6 +187,7 @@ class PodView:
     waiting: str | None  # a container's waiting reason and message (e.g. ImagePullBackOff)
     exit_code: int | None
     message: str  # the terminated container's termination message
+    uid: str = ""  # deletes carry it as a precondition
 
     @property
     def finished(self) -> bool:
@@ -229,4 +230,5 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         waiting=waiting,
         exit_code=exit_code,
         message=message,
+        uid=meta.get("uid") or "",
     )

@@ -38,7 +38,7 @@ from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import KubeClient, reason_of
 from shared.validation import SchemaValidator, name_errors
-from shared.workqueue import Controller
+from shared.workqueue import Controller, SupersededError
 
 # Controller name, app label, watched children and metrics: all from the description.
 CONTROLLER = DESCRIPTION.controller
@@ -100,7 +100,7 @@ def _parse_time(value: str | None) -> datetime.datetime | None:
 async def _delete_pods(body: Mapping[str, Any], views: list[PodView]) -> None:
     namespace = body["metadata"]["namespace"]
     for pod in views:
-        if not pod.deleting and await api.delete_pod(namespace, pod.name):
+        if not pod.deleting and await api.delete_pod(namespace, pod.name, pod.uid):
             _event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
 
 
@@ -192,6 +192,19 @@ class Pass:
                 raise ReconcileError(
                     f"pod {name} still belongs to the previous {KIND} {ref['name']} (uid {ref['uid']})"
                 )
+            if ownership.adoptable(pod, APP, self.body["metadata"]["name"]):
+                # Left by `kubectl delete --cascade=orphan` of a predecessor: its run is not this
+                # one (its results would be the old object's), so it is adopted — the one change
+                # the ReplicaSet rule allows on a pod labelled for us — and deleted as ours. Its
+                # deletion wakes this Netperf (pod_changed), which then creates its own.
+                adopted = await api.adopt_pod(self.namespace, pod, self.body)
+                await api.delete_pod(self.namespace, name, adopted["metadata"]["uid"])
+                _event(
+                    self.body,
+                    "DeletedOrphanedPod",
+                    f"Adopted and deleted orphaned pod {name} of an earlier run",
+                )
+                raise ReconcileError(f"pod {name} was an orphan of an earlier run; waiting for it to go")
             await self.fail("PodConflict", f"a pod named {name} exists and is not ours")
             return False
         pods.observe("ADDED", pod)  # write-through: the watch may be slower than the next pass
@@ -325,6 +338,8 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         if current["status"] in ("Initial", "Server"):
             return await server_step(run)
         return await test_step(run)
+    except (SupersededError, ReconcileError):
+        raise
     except Exception as exc:
         _event(body, "FailedUpdate", reason_of(exc), "Warning")
         raise ReconcileError(reason_of(exc)) from exc

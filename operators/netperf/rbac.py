@@ -20,8 +20,13 @@ RULES: list[dict[str, Any]] = [
     # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
     # admission plugin is on (OpenShift; the local API server), setting it needs update here.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
-    # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod; get after AlreadyExists.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
+    # kopf watches the pods (handlers.pod_changed); api.create_pod / delete_pod; get after
+    # AlreadyExists; api.adopt_pod patches an orphan's owner references (then deletes it).
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["create", "delete", "get", "list", "patch", "watch"],
+    },
     # kopf.event: Events about each Netperf.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
