@@ -45,6 +45,9 @@ def container(spec: Mapping[str, Any]) -> dict[str, Any]:
         "name": CONTAINER,
         "image": str(c["image"]),
         "ports": [{"name": PORT_NAME, "containerPort": int(c["port"]), "protocol": "TCP"}],
+        # Without it a pod is Ready as soon as its container starts, even on a port the image
+        # does not serve: a port change would complete its rollout and take the Service down.
+        "readinessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 5, "failureThreshold": 3},
     }
     if c.get("runAsUser") is not None:
         out["securityContext"] = podsecurity.restricted_container()
@@ -204,19 +207,6 @@ def deployment_patch(
     if not patch:
         return None
     return {"metadata": meta, "spec": patch} if meta else {"spec": patch}
-
-
-def expected_fields(
-    spec: Mapping[str, Any], replicas: int | None, observed: DeploymentView
-) -> dict[str, Any]:
-    """The :meth:`DeploymentView.fields` the Deployment will show once a patch is applied."""
-    want = container(spec)
-    return {
-        "replicas": observed.replicas if replicas is None else replicas,
-        "image": want["image"],
-        "port": want["ports"][0]["containerPort"],
-        "runAsUser": run_as_user(spec),
-    }
 
 
 def service_target_port(dep: DeploymentView | None, current: int | str | None) -> int | str:

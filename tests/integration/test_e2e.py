@@ -410,6 +410,149 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
 # -- TDSet ---------------------------------------------------------------------------------------
 
 
+class Traffic:
+    """A client sending GETs to each Service's cluster IP, one after another, and counting the
+    answers that are not 200 (refused, reset, timed out, or an error status), per Service.
+
+    Bounded: it stops when told, or after ``limit`` requests per Service."""
+
+    def __init__(self, installed: Install, ns: str, services: tuple[str, ...], limit: int = 3000) -> None:
+        self.ips = {
+            name: installed.core.read_namespaced_service(name, ns).spec.cluster_ip for name in services
+        }
+        self.ok = dict.fromkeys(services, 0)
+        self.failed: dict[str, list[str]] = {name: [] for name in services}
+        self._stop = threading.Event()
+        self._limit = limit
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for _ in range(self._limit):
+            for name, ip in self.ips.items():
+                if self._stop.is_set():
+                    return
+                try:
+                    status, _ = http_get(f"http://{ip}/")
+                    if status == 200:
+                        self.ok[name] += 1
+                    else:
+                        self.failed[name].append(f"HTTP {status}")
+                except OSError as exc:
+                    self.failed[name].append(repr(exc))
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def answered(self, at_least: int) -> bool:
+        """Whether every Service has answered ``at_least`` requests so far."""
+        return all(n >= at_least for n in self.ok.values())
+
+
+def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(installed, baseline_ns):
+    """#22: port 8080 -> 8081 (the web image serves 8080 only) on a WebServer and a TDSet. The
+    Services target the pods' named port, so the old pods, still Ready on 8080, keep answering:
+    the new pods never get Ready and the rollouts stop there. Before, both Services targeted the
+    new number at once (the WebServer's answered 0 of 40 requests, the TDSet's 1 of 40). Then the
+    user reverts the bad value, and rolls the WebServer for real (new resources): nothing fails."""
+    ns = baseline_ns
+    ws = webserver(installed, "web", 2)
+    ws["spec"]["rollout"] = {"maxSurge": 1, "maxUnavailable": 0}
+    installed.co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", ws)
+    tds_spec = {
+        "container": {"image": installed.images["web"], "port": 8080},
+        "schedulingConfig": [],
+        "defaultReplica": 2,
+        "service": {"port": 80},
+    }
+    tds = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "shop"}, "spec": tds_spec}
+    installed.co.create_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", tds)
+    apps = client.AppsV1Api(installed.api)
+    wait_for(lambda: exactly_ready(installed, ns, "web", 2), 180, "2 WebServer pods Ready")
+    wait_for(
+        lambda: (apps.read_namespaced_deployment("shop", ns).status.ready_replicas or 0) == 2,
+        180,
+        "2 TDSet pods Ready",
+    )
+    wait_for(lambda: installed.core.read_namespaced_service("shop", ns), 60, "the TDSet's Service")
+    old = {p.metadata.name for p in ready_pods(installed, ns, "web")}
+
+    def patch(port: int) -> None:
+        installed.co.patch_namespaced_custom_object(
+            "demo.k8s.io", "v1alpha1", ns, "webservers", "web", {"spec": {"port": port}}
+        )
+        installed.co.patch_namespaced_custom_object(
+            "schedule.rs",
+            "v1",
+            ns,
+            "tdsets",
+            "shop",
+            {"spec": {"container": {**tds_spec["container"], "port": port}}},
+        )
+
+    def new_pods_started() -> bool:
+        web_new = [p for p in web_pods(installed, ns, "web") if p.metadata.name not in old]
+        shop = installed.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=shop").items
+        shop_new = [p for p in shop if p.spec.containers[0].ports[0].container_port == 8081]
+        return (
+            bool(web_new) and bool(shop_new) and all(p.status.phase == "Running" for p in web_new + shop_new)
+        )
+
+    with Traffic(installed, ns, ("web", "shop")) as traffic:
+        wait_for(lambda: traffic.answered(10), 60, "both Services answering")
+        patch(8081)
+        wait_for(new_pods_started, 120, "pods on 8081 running (never Ready: nothing listens there)")
+        mark = dict(traffic.ok)
+        wait_for(lambda: all(traffic.ok[n] >= mark[n] + 40 for n in mark), 120, "40 more requests each")
+        assert traffic.failed == {"web": [], "shop": []}
+        assert {p.metadata.name for p in ready_pods(installed, ns, "web")} == old
+        assert ws_status(installed, ns, "web")["readyReplicas"] == 2
+
+        patch(8080)  # the user reverts the bad value
+        wait_for(
+            lambda: (
+                exactly_ready(installed, ns, "web", 2)
+                and {p.metadata.name for p in web_pods(installed, ns, "web")} == old
+            ),
+            120,
+            "the WebServer back on its old pods",
+        )
+        wait_for(
+            lambda: (
+                (d := apps.read_namespaced_deployment("shop", ns)).status.ready_replicas == 2
+                and d.status.updated_replicas == 2
+                and (d.status.replicas or 0) == 2
+            ),
+            180,
+            "the TDSet's Deployment rolled back",
+        )
+        # A good rollout: new resources, new pods that get Ready, old ones deleted one by one.
+        installed.co.patch_namespaced_custom_object(
+            "demo.k8s.io",
+            "v1alpha1",
+            ns,
+            "webservers",
+            "web",
+            {"spec": {"resources": {"requests": {"cpu": "10m"}}}},
+        )
+        wait_for(
+            lambda: (
+                exactly_ready(installed, ns, "web", 2)
+                and not {p.metadata.name for p in web_pods(installed, ns, "web")} & old
+            ),
+            180,
+            "the WebServer rolled to new pods",
+        )
+        mark = dict(traffic.ok)
+        wait_for(lambda: all(traffic.ok[n] >= mark[n] + 10 for n in mark), 60, "10 more requests each")
+    assert traffic.failed == {"web": [], "shop": []}
+
+
 def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns):
     """The TDSet operator's clock is shifted to 90 s before a whole hour; its pods really run."""
     ns = baseline_ns

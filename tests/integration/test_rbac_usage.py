@@ -184,6 +184,22 @@ def netperf_tour(cluster: Cluster, namespace: str) -> None:
     test_netperf.finish_client(cluster, namespace, s["clientPod"], test_netperf.fixture("tcp_stream"))
     test_netperf.phase_is(cluster, namespace, "tour", "Done")
     test_netperf.no_pods_left(cluster, namespace)
+    # Re-created after an orphaning delete: the old run's pods are adopted (patch), then deleted.
+    co, args = client.CustomObjectsApi(cluster.api), (test_netperf.GROUP, test_netperf.VERSION, namespace)
+    test_netperf.create(cluster, namespace, "orphaned", {"samples": 3})
+    test_netperf.in_test(cluster, namespace, "orphaned")
+    co.delete_namespaced_custom_object(
+        *args, test_netperf.PLURAL, "orphaned", body={"propagationPolicy": "Orphan"}
+    )
+    wait_for(
+        lambda: not co.list_namespaced_custom_object(*args, test_netperf.PLURAL)["items"],
+        60,
+        "Netperf deleted",
+    )
+    uid = test_netperf.create(cluster, namespace, "orphaned", {"samples": 3})["metadata"]["uid"]
+    s = test_netperf.in_test(cluster, namespace, "orphaned")
+    refs = core.read_namespaced_pod(s["clientPod"], namespace).metadata.owner_references
+    assert refs[0].uid == uid
     # A stranger's pod holding the server pod's name: the operator reads it after AlreadyExists.
     stranger = {
         "metadata": {"name": "taken-server-1"},
