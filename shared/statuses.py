@@ -64,6 +64,14 @@ class StatusWriter:
     def forget(self, uid: str) -> None:
         self._last.pop(uid, None)
 
+    async def _replaced(self, status_path: str, uid: str) -> bool:
+        """Whether the name no longer holds the object of ``uid``: the API server answers a failed
+        JSON-patch ``test`` with a bare 422, like other refusals, so it is asked (with a list,
+        the verb the operator holds for its kind anyway)."""
+        collection, _, name = status_path.removesuffix("/status").rpartition("/")
+        found = await self.kube.get(collection, params={"fieldSelector": f"metadata.name={name}"})
+        return not any(item["metadata"].get("uid") == uid for item in found.get("items") or [])
+
     async def write(self, body: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         """Write ``new`` as the whole status unless it changes nothing; True when written."""
         meta = body["metadata"]
@@ -77,7 +85,7 @@ class StatusWriter:
                 path, [{"op": "add", "path": "/status", "value": whole}], uid=meta["uid"]
             )
         except ApiError as exc:
-            if is_uid_mismatch(exc):
+            if is_uid_mismatch(exc) or (exc.status == 422 and await self._replaced(path, meta["uid"])):
                 raise SupersededError(
                     f"{meta['namespace']}/{meta['name']} (uid {meta['uid']}) is gone or was replaced: "
                     "its status is not written"

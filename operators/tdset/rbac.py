@@ -21,11 +21,13 @@ RULES: list[dict[str, Any]] = [
     # admission plugin is on (OpenShift; the local API server), setting it needs update here.
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
     # kopf watches Deployments (handlers.deployment_changed); api.create_deployment, patch_deployment;
-    # get_deployment after AlreadyExists (to tell ours from a stranger's).
+    # get_deployment after AlreadyExists (to tell ours from a stranger's). ``delete`` is never
+    # called: adopting an orphaned Deployment sets an owner reference on it, which the
+    # OwnerReferencesPermissionEnforcement admission plugin allows only to who may delete it.
     {
         "apiGroups": ["apps"],
         "resources": ["deployments"],
-        "verbs": ["create", "get", "list", "patch", "watch"],
+        "verbs": ["create", "delete", "get", "list", "patch", "watch"],
     },
     # kopf watches Services (handlers.service_changed); shared.services.converge; get after
     # AlreadyExists (to tell ours from a stranger's).

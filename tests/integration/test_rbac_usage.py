@@ -72,7 +72,13 @@ def observed(cluster: Cluster, account: str) -> tuple[set[Triple], list[dict[str
 
 
 def admission_only(triple: Triple) -> bool:
-    return triple[1].endswith("/finalizers") and triple[2] == "update"
+    """Granted for OwnerReferencesPermissionEnforcement's checks, never called: ``update`` on
+    ``<plural>/finalizers`` (blockOwnerDeletion) and ``delete`` on a Deployment (an owner
+    reference set on an existing one, when a TDSet adopts it)."""
+    return (triple[1].endswith("/finalizers") and triple[2] == "update") or triple[1:] == (
+        "deployments",
+        "delete",
+    )
 
 
 def webserver_tour(cluster: Cluster, namespace: str) -> None:

@@ -91,10 +91,15 @@ def test_the_status_is_sent_whole_as_a_merge_patch_would_leave_it():
 
 
 class RefusingKube(RecordingKube):
-    """Answers as the API server does when the UID test fails: the name holds another object."""
+    """Answers as the API server does when the UID test fails (a bare 422), and holds an object
+    of another UID under the name."""
 
     async def json_patch(self, path: str, operations: list[Any], *, uid: str | None = None) -> dict[str, Any]:
-        raise ApiError(422, "Invalid", "the server rejected our request: testing value /metadata/uid failed")
+        raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request")
+
+    async def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        assert (path, params) == ("/apis/g.io/v1/namespaces/ns/things", {"fieldSelector": "metadata.name=x"})
+        return {"items": [{"metadata": {"uid": "another"}}]}
 
 
 def test_a_write_for_an_object_replaced_under_its_name_is_superseded_not_retried():
@@ -102,3 +107,16 @@ def test_a_write_for_an_object_replaced_under_its_name_is_superseded_not_retried
     with pytest.raises(SupersededError):
         asyncio.run(writer.write(BODY, {"phase": "B"}))
     assert writer.last(BODY) is None
+
+
+class InvalidKube(RefusingKube):
+    """A 422 for another reason: the object under the name is still ours."""
+
+    async def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        return {"items": [{"metadata": {"uid": "u"}}]}
+
+
+def test_a_refused_write_for_the_same_object_is_an_error_not_superseded():
+    writer = StatusWriter(InvalidKube(), "g.io", "v1", "things")  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        asyncio.run(writer.write(BODY, {"phase": "B"}))
