@@ -15,20 +15,33 @@ Children that lost their controller (the owner was deleted with ``--cascade=orph
 Argo CD Replace) keep their labels; the cache keeps them apart, by namespace and
 ``app.kubernetes.io/instance``, so the owner of that name can adopt them as the ReplicaSet
 controller adopts orphans that match its selector (:meth:`OwnerCache.orphans`).
+
+Handlers also write the objects their requests answered with into the cache ("write-through"),
+so the next pass sees its own work before the watch brings it. Such an answer can be older
+than events the watch has delivered since (the GET answered before a delete, the event came
+first), so the cache keeps each name's UID and resourceVersion beside its summary and ignores
+a state older than the one it holds, and remembers the UIDs whose DELETED it processed (the
+last :data:`DELETED_UIDS`; UIDs are never reused): without that a deleted child, put back by a
+late write-through, would stay in the cache for good, as no event would ever remove it again.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import kopf
 
 from shared.ownership import INSTANCE, controller_of, managed_selector
+from shared.versions import is_later, revision
 
 OwnerKey = tuple[str, str]
 Summary = Callable[[Mapping[str, Any]], Any]
+# How many deleted UIDs a cache remembers (about 2 MB at most): a write-through comes within a
+# pass's requests of the DELETED it must not undo, not after thousands of other deletions.
+DELETED_UIDS = 10_000
 
 
 def watch_only_managed(settings: kopf.OperatorSettings, resources: Iterable[str], app: str) -> str:
@@ -64,6 +77,30 @@ def orphan_of(body: Mapping[str, Any]) -> Orphan:
     )
 
 
+class Version(NamedTuple):
+    """Which object a cached name holds, and which state of it."""
+
+    uid: str
+    resource_version: str
+    creation_timestamp: str
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any]) -> Version:
+        return cls(
+            str(meta.get("uid") or ""),
+            str(meta.get("resourceVersion") or ""),
+            str(meta.get("creationTimestamp") or ""),
+        )
+
+    def as_body(self) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "resourceVersion": self.resource_version,
+                "creationTimestamp": self.creation_timestamp,
+            }
+        }
+
+
 class OwnerCache:
     """Children of each owner, kept up to date from watch events; summaries, not full bodies."""
 
@@ -74,13 +111,23 @@ class OwnerCache:
         # (namespace, instance label) -> name -> Orphan; (namespace, name) -> that key.
         self._orphans: dict[tuple[str, str], dict[str, Orphan]] = {}
         self._orphan_of: dict[tuple[str, str], tuple[str, str]] = {}
+        # (namespace, name) -> the Version held, for every name in _owner or _orphan_of.
+        self._versions: dict[tuple[str, str], Version] = {}
+        # UID -> the revision of its DELETED event (None if not an integer), oldest first.
+        self._deleted: OrderedDict[str, int | None] = OrderedDict()
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> str | None:
-        """Apply one watch event; returns the controller UID to wake (None for orphans)."""
+        """Apply one watch event or write-through; returns the controller UID to wake (None for
+        orphans). A state older than the cache's of that name changes nothing."""
         meta = body.get("metadata") or {}
         namespace, name = meta.get("namespace") or "", meta["name"]
         ref = controller_of(body)
         new_key = (namespace, ref["uid"]) if ref is not None and ref.get("uid") else None
+        stale = self._stale(event_type, body, (namespace, name))
+        self._remember(event_type, body, stale=stale)
+        if stale:
+            key = new_key or self._owner.get((namespace, name))
+            return key[1] if key else None
         old_key = self._owner.pop((namespace, name), None)
         if old_key is not None and (old_key != new_key or event_type == "DELETED"):
             self._discard(old_key, name)
@@ -88,8 +135,46 @@ class OwnerCache:
             self._children.setdefault(new_key, {})[name] = self._summarize(body)
             self._owner[(namespace, name)] = new_key
         self._observe_orphan(event_type, body, namespace, name, orphaned=new_key is None)
+        if (namespace, name) in self._owner or (namespace, name) in self._orphan_of:
+            self._versions[(namespace, name)] = Version.of(meta)
+        else:
+            self._versions.pop((namespace, name), None)
         key = new_key or old_key
         return key[1] if key else None
+
+    def _stale(self, event_type: str | None, body: Mapping[str, Any], where: tuple[str, str]) -> bool:
+        """Whether ``body`` is older than what the cache knows of its name: a state of a deleted
+        object from before its deletion, an earlier state of the object held, or a state of an
+        earlier object of the name (whose DELETED, too, must not remove the later one)."""
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if event_type != "DELETED" and uid in self._deleted:
+            deleted_at, rv = self._deleted[uid], revision(body)
+            # A later state: the DELETED only meant it had left the watch's label selector.
+            if deleted_at is None or rv is None or rv <= deleted_at:
+                return True
+        held = self._versions.get(where)
+        if held is None:
+            return False
+        if held.uid != uid:
+            return not is_later(body, held.as_body())
+        rv, held_rv = revision(body), revision(held.as_body())
+        return event_type != "DELETED" and rv is not None and held_rv is not None and rv < held_rv
+
+    def _remember(self, event_type: str | None, body: Mapping[str, Any], *, stale: bool) -> None:
+        """Keep track of deleted UIDs: a DELETED is remembered even when it removes nothing (the
+        name holds a later object), a later state of a deleted UID (back in the selector)
+        forgets it."""
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return
+        if event_type != "DELETED":
+            if not stale:
+                self._deleted.pop(uid, None)
+            return
+        self._deleted[uid] = revision(body)
+        self._deleted.move_to_end(uid)
+        while len(self._deleted) > DELETED_UIDS:
+            self._deleted.popitem(last=False)
 
     def _observe_orphan(
         self, event_type: str | None, body: Mapping[str, Any], namespace: str, name: str, *, orphaned: bool

@@ -24,10 +24,16 @@ Throttling, as client-go does it:
   and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
   Every attempt goes through the rate limiter and is reported to ``observer``.
 
-Fencing: with leader election (:mod:`shared.leader`), ``fence`` is called right before every
-attempt of a write (POST, PUT, PATCH, DELETE), after the rate limiter's wait, and refuses it by
-raising: a leader whose lease may have passed to another process must not send anything, also
-not a retry it had already begun. Reads are never fenced (a standby keeps its caches warm).
+Fencing: with leader election (:mod:`shared.leader`), ``fence`` is asked before every attempt
+of a write (POST, PUT, PATCH, DELETE) and refuses it by raising: a leader whose lease may have
+passed to another process must not send anything, also not a retry it had already begun. It is
+asked twice: after the rate limiter's wait, so a refused write never queues for a connection,
+and again once the attempt holds its connection (:class:`FencedConnector`), when nothing is
+left to wait for before its bytes go out. The second ask is the one that counts: a write can
+wait a long time for a free connection of the pool (all taken by slow requests), and a process
+frozen (SIGSTOP) past its lease while the write waited must not send it on resuming. aiohttp's
+own resend of an idempotent request on a dropped keep-alive connection is asked too. Reads are
+never fenced (a standby keeps its caches warm).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp import ClientRequest
+from aiohttp.connector import Connection
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -59,6 +67,7 @@ Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 # Called with (method, path) before each attempt of a write; raises to refuse it.
 Fence = Callable[[str, str], None]
+CONNECTIONS = 100  # aiohttp's default limit of one session's open connections
 
 
 class ApiError(Exception):
@@ -138,6 +147,27 @@ def retry_after(status: int, header: str | None) -> float | None:
     return seconds
 
 
+class FencedConnector(aiohttp.TCPConnector):
+    """aiohttp's connection pool, asking ``check`` (method, path) about each request once it
+    holds its connection: after any wait for a free one and any connect, with nothing of the
+    request sent yet. If ``check`` raises, the connection goes back to the pool unused."""
+
+    def __init__(self, check: Fence, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._check = check
+
+    async def connect(
+        self, req: ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        try:
+            self._check(req.method, req.url.path)
+        except BaseException:
+            conn.release()
+            raise
+        return conn
+
+
 def _load_configuration() -> Any:
     from kubernetes import client, config
 
@@ -163,6 +193,7 @@ def _forget_credential_files() -> None:
 class KubeClient:
     """An async JSON client for one API server, rate-limited and retrying 429s (module docstring).
 
+    ``connections`` bounds the connections open at once (more requests wait for one).
     ``clock`` and ``sleep`` are what the rate limiter and the Retry-After waits use (tests
     inject virtual time).
     """
@@ -175,6 +206,7 @@ class KubeClient:
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         max_retries: int = MAX_RETRIES,
+        connections: int = CONNECTIONS,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -188,6 +220,9 @@ class KubeClient:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, not {max_retries}")
         self.max_retries = max_retries
+        if connections < 1:
+            raise ValueError(f"connections must be >= 1, not {connections}")
+        self._connections = connections
         self._limiter = TokenBucket(qps, burst, clock, sleep)
         self.fence: Fence | None = None
 
@@ -228,6 +263,10 @@ class KubeClient:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         return ctx
 
+    def _fence_write(self, method: str, path: str) -> None:
+        if self.fence is not None and method.upper() in WRITE_METHODS:
+            self.fence(method, path)
+
     def _headers(self, content_type: str) -> dict[str, str]:
         headers = {"Accept": JSON, "Content-Type": content_type}
         token = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
@@ -246,7 +285,10 @@ class KubeClient:
     ) -> dict[str, Any]:
         tls = self._tls()
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            self._session = aiohttp.ClientSession(
+                connector=FencedConnector(self._fence_write, limit=self._connections),
+                timeout=aiohttp.ClientTimeout(total=60),
+            )
         url = self._cfg.host.rstrip("/") + path
         data = json.dumps(body) if body is not None else None
         host = urllib.parse.urlsplit(self._cfg.host).netloc
@@ -254,9 +296,9 @@ class KubeClient:
             waited = await self._limiter.wait()
             if waited > 1:
                 logger.info(f"waited {waited:.2f}s for client-side throttling before {method} {path}")
-            # After the rate limiter's wait (which can be long): as close to the send as we get.
-            if self.fence is not None and method.upper() in WRITE_METHODS:
-                self.fence(method, path)
+            # Asked again once the attempt has its connection (FencedConnector); this first ask
+            # only spares a refused write the wait for a connection.
+            self._fence_write(method, path)
             start = time.monotonic()
             code: int | str = "<error>"
             try:

@@ -71,3 +71,83 @@ def test_orphans_are_kept_apart_by_instance_until_adopted_or_gone():
     cache.observe("MODIFIED", orphan)
     cache.observe("DELETED", orphan)
     assert cache.orphans("ns", "o") == []
+
+
+def at(body, uid, rv, **meta):
+    """``body`` as the object ``uid`` at resourceVersion ``rv``."""
+    return {**body, "metadata": {**body["metadata"], "uid": uid, "resourceVersion": str(rv), **meta}}
+
+
+def test_a_write_through_read_before_the_delete_does_not_bring_the_child_back():
+    cache = caches.OwnerCache(summary)
+    cache.observe("ADDED", at(pod("a"), "c1", 10))
+    answer = at(pod("a", phase="Running"), "c1", 11)  # a GET answered before the delete...
+    cache.observe("DELETED", at(pod("a", phase="Running"), "c1", 12))  # ...whose event came first
+    cache.observe("MODIFIED", answer)  # the handler's write-through
+    assert cache.children("ns", "u1") == []
+    assert len(cache) == 0
+
+
+def test_an_older_write_through_does_not_overwrite_a_newer_state_from_the_watch():
+    cache = caches.OwnerCache(summary)
+    cache.observe("ADDED", at(pod("a"), "c1", 10))
+    answer = at(pod("a"), "c1", 11)
+    cache.observe("MODIFIED", at(pod("a", phase="Running"), "c1", 12))
+    cache.observe("MODIFIED", answer)
+    assert cache.children("ns", "u1") == [("a", "Running")]
+    cache.observe("MODIFIED", at(pod("a", phase="Succeeded"), "c1", 12))  # the same state: taken
+    cache.observe("MODIFIED", at(pod("a", phase="Failed"), "c1", 13))  # a newer one: taken
+    assert cache.children("ns", "u1") == [("a", "Failed")]
+
+
+def test_an_object_recreated_under_the_name_is_taken_and_its_predecessor_stays_gone():
+    cache = caches.OwnerCache(summary)
+    cache.observe("ADDED", at(pod("a"), "c1", 10))
+    # The create's answer is written through before the watch brings the predecessor's DELETED.
+    cache.observe("ADDED", at(pod("a", phase="Running"), "c2", 13))
+    cache.observe("DELETED", at(pod("a"), "c1", 12))
+    assert cache.children("ns", "u1") == [("a", "Running")]
+    cache.observe("MODIFIED", at(pod("a", phase="Failed"), "c1", 11))  # a late answer about c1
+    assert cache.children("ns", "u1") == [("a", "Running")]
+    cache.observe("ADDED", at(pod("a", phase="Running"), "c2", 13))  # the watch catches up
+    cache.observe("DELETED", at(pod("a", phase="Running"), "c2", 14))
+    assert len(cache) == 0
+    cache.observe("ADDED", at(pod("a"), "c3", 15))
+    assert cache.children("ns", "u1") == [("a", "Pending")]
+
+
+def test_an_object_back_in_the_label_selector_is_taken_again():
+    """A watch sends DELETED for an object whose labels stop matching its selector, and ADDED
+    when they match again: the same UID at a later resourceVersion than the DELETED."""
+    cache = caches.OwnerCache(summary)
+    cache.observe("ADDED", at(pod("a"), "c1", 10))
+    cache.observe("DELETED", at(pod("a"), "c1", 11))
+    cache.observe("ADDED", at(pod("a", phase="Running"), "c1", 12))
+    assert cache.children("ns", "u1") == [("a", "Running")]
+    cache.observe("DELETED", at(pod("a", phase="Running"), "c1", 13))
+    cache.observe("MODIFIED", at(pod("a", phase="Running"), "c1", 12))  # a write-through: stale
+    assert len(cache) == 0
+
+
+def test_orphans_ignore_stale_write_throughs_too():
+    cache = caches.OwnerCache(summary)
+    orphan = {**pod("o-1"), "metadata": {**pod("o-1")["metadata"], "ownerReferences": []}}
+    cache.observe("ADDED", at(orphan, "p1", 10))
+    cache.observe("MODIFIED", at(orphan, "p1", 12, deletionTimestamp="2024-01-01T00:00:00Z"))
+    cache.observe("MODIFIED", at(orphan, "p1", 11))  # older: still terminating
+    assert [(o.name, o.deleting) for o in cache.orphans("ns", "o")] == [("o-1", True)]
+    cache.observe("DELETED", at(orphan, "p1", 13, deletionTimestamp="2024-01-01T00:00:00Z"))
+    cache.observe("MODIFIED", at(orphan, "p1", 11))  # read before the delete
+    assert cache.orphans("ns", "o") == []
+
+
+def test_only_the_latest_deleted_uids_are_remembered(monkeypatch):
+    monkeypatch.setattr(caches, "DELETED_UIDS", 2)
+    cache = caches.OwnerCache(summary)
+    for uid in ("c1", "c2", "c3"):
+        cache.observe("ADDED", at(pod(uid), uid, 10))
+        cache.observe("DELETED", at(pod(uid), uid, 12))
+    for uid in ("c1", "c2", "c3"):
+        cache.observe("MODIFIED", at(pod(uid), uid, 11))
+    # c1 was forgotten (the bound): its stale write-through is taken; c2 and c3 stay gone.
+    assert cache.children("ns", "u1") == [("c1", "Pending")]

@@ -38,6 +38,14 @@ def recording_sleep() -> tuple[list[float], Callable[[float], Awaitable[None]]]:
     return slept, sleep
 
 
+async def until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` on the event loop (the server and the client run on it too)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
 async def serve(handler) -> TestServer:
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
@@ -309,12 +317,63 @@ async def test_the_fence_is_asked_before_every_attempt_of_a_write_and_never_for_
         await kube.close()
         await server.close()
     pod, pods = "/api/v1/namespaces/ns/pods/p", "/api/v1/namespaces/ns/pods"
+    # Each attempt is asked twice: before it waits for a connection and once it has one. The
+    # refused DELETE is asked once: refused at the first ask, it never waits for a connection.
     assert asked == [
-        ("POST", pods),
-        ("POST", pods),
-        ("PUT", pod),
-        ("PATCH", pod),
-        ("DELETE", pod),
-        ("DELETE", pod),
+        *[("POST", pods)] * 4,
+        *[("PUT", pod)] * 2,
+        *[("PATCH", pod)] * 2,
+        *[("DELETE", pod)] * 3,
     ]
     assert hits == ["GET", "POST", "POST", "PUT", "PATCH", "DELETE", "GET"]  # the refused DELETE never left
+
+
+async def test_a_write_that_waited_for_a_connection_is_fenced_once_it_has_one():
+    """A leader frozen (SIGSTOP) past its lease while a write waited for a free connection:
+    on resuming, the write must not be sent, though it passed the fence before the wait."""
+    hits: list[tuple[str, str]] = []
+    release = asyncio.Event()
+    held, pod, pods = (
+        "/api/v1/namespaces/ns/pods/held",
+        "/api/v1/namespaces/ns/pods/p",
+        "/api/v1/namespaces/ns/pods",
+    )
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append((request.method, request.path))
+        if request.path == held:
+            await release.wait()
+        return web.json_response(POD)
+
+    server = await serve(handler)
+    kube = KubeClient(configuration(server), connections=1)
+    asked: list[str] = []
+    refuse = False
+
+    def fence(method: str, path: str) -> None:
+        asked.append(method)
+        if refuse:
+            raise RuntimeError("not the leader")
+
+    kube.fence = fence
+    tasks: list[asyncio.Task] = []
+    try:
+        tasks.append(asyncio.create_task(kube.get(held)))
+        await until(lambda: hits, "the first read to hold the only connection")
+        tasks.append(write := asyncio.create_task(kube.create(pods, POD)))
+        await until(lambda: asked, "the write to pass the first ask and wait for the connection")
+        tasks.append(read := asyncio.create_task(kube.get(pod)))  # queued behind the write
+        refuse = True  # the lease lapses while both wait
+        release.set()
+        with pytest.raises(RuntimeError, match="not the leader"):
+            await write
+        assert await read == POD  # reads are never fenced, and the connection was not lost
+    finally:
+        release.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await kube.close()
+        await server.close()
+    assert hits == [("GET", held), ("GET", pod)]  # the server never saw the POST
+    assert asked == ["POST", "POST"]  # before the wait (allowed), then with the connection (refused)
