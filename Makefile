@@ -60,6 +60,10 @@ gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go module
 olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe for the OLM install tests
 	$(BIN)/python -m tools.gotools olm grpc-health-probe
 
+.PHONY: kstatus
+kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests judge our objects with
+	$(BIN)/python -m tools.gotools kstatus
+
 .PHONY: catalog
 catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
 	$(BIN)/python -m tools.catalog --version $(VERSION) --registry $(REGISTRY)
@@ -98,7 +102,7 @@ unit: venv system-deps ## Unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin catalog validate node-images ## Lint, OLM validation, unit, integration and end-to-end tests
+test: lint system-deps testbin catalog validate kstatus node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
 

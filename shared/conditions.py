@@ -10,6 +10,13 @@ Rules enforced:
 - ``reason`` is CamelCase (``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$``, 1-1024 chars);
 - ``lastTransitionTime`` changes only when ``status`` changes (not on reason/message changes);
 - ``observedGeneration`` records the generation the condition was computed from.
+
+Besides each kind's own conditions (``Available``, ``Progressing``, ``Degraded``...), every
+object carries the three that GitOps tools read, from :func:`readiness`: ``Reconciling`` and
+``Stalled`` (the "abnormal-true" conditions of kstatus, sigs.k8s.io/cli-utils: what Flux health
+checks, Helm 4 ``--wait``, kpt and Config Sync decide readiness with) and a ``Ready`` summary
+(what Argo CD scripts and ``kubectl wait --for=condition=Ready`` look at). See
+docs/health-checks.md.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ Status = Literal["True", "False", "Unknown"]
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
 
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _MAX_MESSAGE = 32768
@@ -67,6 +77,51 @@ def make(
         "reason": reason,
         "message": message[:_MAX_MESSAGE],
     }
+
+
+def readiness(
+    *,
+    stalled: tuple[str, str] | None = None,
+    reconciling: tuple[str, str] | None = None,
+    ready: tuple[str, str] | None = None,
+    generation: int,
+    now: datetime.datetime,
+) -> tuple[Condition, Condition, Condition]:
+    """``Reconciling``, ``Stalled`` and ``Ready`` for an object's state, each a (reason, message).
+
+    ``stalled``: it cannot get anywhere without a human (invalid spec, a name held by someone
+    else, a run that failed for good); ``reconciling``: work is pending; neither: ``ready``.
+    kstatus answers ``Failed`` for a True ``Stalled`` and ``InProgress`` for a True
+    ``Reconciling``, whichever comes first in the list, so at most one is True (``Stalled``
+    wins). All three carry the reason and message of the state the object is in.
+    """
+    state = stalled or reconciling or ready
+    if state is None:
+        raise ValueError("readiness needs the (reason, message) of the state the object is in")
+    reason, message = state
+
+    def cond(type_: str, status: bool) -> Condition:
+        return make(type_, status, reason, message, generation=generation, now=now)
+
+    return (
+        cond(RECONCILING, stalled is None and reconciling is not None),
+        cond(STALLED, stalled is not None),
+        cond(READY, stalled is None and reconciling is None),
+    )
+
+
+def stalled_by(cause: Condition, *, now: datetime.datetime) -> tuple[Condition, Condition, Condition]:
+    """:func:`readiness` of an object that ``cause`` (``Degraded`` with ``InvalidSpec``...) stalls."""
+    return readiness(
+        stalled=(cause["reason"], cause["message"]), generation=cause["observedGeneration"], now=now
+    )
+
+
+def needs_a_human(reason: str) -> bool:
+    """Whether a failure's reason is a name conflict: ``shared.ownership.ConflictError``'s
+    (``Conflict``, ``ServiceConflict``, ``DeploymentConflict``). Nothing is touched and retries
+    cannot help until someone renames or removes the other object, so the owner is stalled."""
+    return reason.endswith("Conflict")
 
 
 def set_condition(conditions: Iterable[Mapping[str, Any]] | None, new: Condition) -> list[dict[str, Any]]:

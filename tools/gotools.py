@@ -2,19 +2,24 @@
 
     python -m tools.gotools                 build opm and operator-sdk, print their paths
     python -m tools.gotools olm grpc-health-probe
+    python -m tools.gotools kstatus
     python -m tools.gotools --which opm     print only that path
 
 ``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
 bundle-unpack Jobs run), built into one cache entry together with the CRDs of the same module
 version (``crds/``). ``grpc-health-probe`` is what upstream's opm image carries for OLM's
-registry-pod probes. Only the OLM install tests need those two (``make olm``).
+registry-pod probes. Only the OLM install tests need those two (``make olm``). ``kstatus`` is our
+own small command (``tools/go/kstatus/main.go``) around ``sigs.k8s.io/cli-utils``' kstatus, the
+readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our status
+conditions run it (``make kstatus``).
 
 Each tool has a small wrapper module in ``tools/go/<tool>/`` (``go.mod``, ``go.sum``,
 ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
 every module against that ``go.sum``. The binaries are cached under
-``~/.cache/k8s-operators-py/tools/<tool>-<hash of go.sum>/`` (``$GOTOOLS_CACHE`` overrides), so
-only a changed pin rebuilds. Builds are pure Go (``CGO_ENABLED=0``, the
-``containers_image_openpgp`` tag instead of gpgme) and print progress while they run.
+``~/.cache/k8s-operators-py/tools/<tool>-<hash>/`` (``$GOTOOLS_CACHE`` overrides), the hash of
+the pins and of our own sources, so only a changed pin or source rebuilds. Builds are pure Go
+(``CGO_ENABLED=0``, the ``containers_image_openpgp`` tag instead of gpgme) and print progress
+while they run.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ TOOLS: dict[str, dict[str, str]] = {
         "cpb": f"{_OLM}/util/cpb",
     },
     "grpc-health-probe": {"grpc_health_probe": "github.com/grpc-ecosystem/grpc-health-probe"},
+    "kstatus": {"kstatus": "."},  # main.go in the wrapper module itself
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.
@@ -76,9 +82,10 @@ def ensure(tool: str) -> Path:
     Other binaries of the same tool (OLM's ``catalog``) sit in the same directory.
     """
     module = module_dir(tool)
-    digest = hashlib.sha256((module / "go.mod").read_bytes() + (module / "go.sum").read_bytes()).hexdigest()[
-        :12
-    ]
+    # Our own Go sources are part of what is built; tools.go only names the pinned packages.
+    sources = [module / "go.mod", module / "go.sum"]
+    sources += sorted(p for p in module.glob("*.go") if p.name != "tools.go")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     target = cache_root() / f"{tool}-{digest}" / next(iter(TOOLS[tool]))
     if all(os.access(target.parent / name, os.X_OK) for name in TOOLS[tool]):
         return target

@@ -7,6 +7,7 @@
 #              (the local cluster's real worker node: kubelet's runtime, CNI, kube-proxy) main
 #   buildah, debootstrap, busybox-static
 #              (`make images` without a Docker engine; locally made base layers)  main
+#   lua5.1     (runs the Argo CD health checks of docs/health-checks.md)  main
 # Debian ships netperf only in non-free, so that component is added for this one package when
 # the machine's sources lack it.
 set -euo pipefail
@@ -27,6 +28,7 @@ command -v socat >/dev/null || missing+=(socat)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+command -v lua5.1 >/dev/null || missing+=(lua5.1)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 start=$(date +%s)

@@ -9,7 +9,11 @@ results. Conditions:
   (``Completed`` or the error's reason);
 - ``Complete``: True once results are recorded;
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
-  the field paths for a spec the schema rejects), False otherwise.
+  the field paths for a spec the schema rejects), False otherwise;
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+  Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
+  ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
+  only a changed spec starts another).
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ def _conditions(
         cond(conditions.PROGRESSING, running, phase if running else reason, message),
         cond(COMPLETE, phase == "Done", "Completed" if phase == "Done" else phase, message),
         cond(conditions.DEGRADED, phase == "Error", reason if phase == "Error" else "AsExpected", message),
+        *conditions.readiness(
+            stalled=(reason, message) if phase == "Error" else None,
+            reconciling=(phase, message) if running else None,
+            ready=("Completed", message),
+            generation=generation,
+            now=now,
+        ),
     )
 
 

@@ -11,6 +11,12 @@ Conditions:
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
   schema or the checks the schema cannot express (time zone, empty window); True with the
   failure's reason when a child could not be written; False otherwise.
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+  Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
+  ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
+  not have the replicas it should have (the schedule's, the autoscaler's, or its own while
+  suspended) rolled out, updated and ready, or a write failed (retried);
+  ``Ready`` otherwise.
 """
 
 from __future__ import annotations
@@ -59,6 +65,16 @@ def compute(
 
     # Under an HPA the Deployment's own count is the autoscaler's decision, not ours.
     target = dep.replicas if dep is not None and observed.autoscaler else observed.desired
+    # What the Deployment still has to do, suspended or not (then its own count is the target).
+    pending: tuple[str, str] | None = None
+    if dep is None or dep.replicas != target:
+        pending = ("Scaling", f"scaling the Deployment to {target}")
+    elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
+        pending = ("RollingOut", f"{dep.updated} of {target} pods updated")
+    elif dep.ready < target:
+        pending = ("WaitingForReady", f"{dep.ready} of {target} ready")
+    settled = ("DeploymentReady", f"{dep.ready if dep is not None else 0} of {target} ready")
+
     if observed.suspended:
         progressing = cond(
             conditions.PROGRESSING,
@@ -66,21 +82,21 @@ def compute(
             "Suspended",
             f"scheduling is suspended; the schedule would run {decision.replicas}",
         )
-    elif dep is None or dep.replicas != target:
-        progressing = cond(conditions.PROGRESSING, True, "Scaling", f"scaling the Deployment to {target}")
-    elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
-        progressing = cond(
-            conditions.PROGRESSING, True, "RollingOut", f"{dep.updated} of {target} pods updated"
-        )
-    elif dep.ready < target:
-        progressing = cond(conditions.PROGRESSING, True, "WaitingForReady", f"{dep.ready} of {target} ready")
     else:
-        progressing = cond(conditions.PROGRESSING, False, "DeploymentReady", f"{dep.ready} of {target} ready")
+        progressing = cond(conditions.PROGRESSING, pending is not None, *(pending or settled))
 
     if observed.failure is not None:
         health = cond(conditions.DEGRADED, True, *observed.failure)
     else:
         health = degraded([], generation=generation, now=now)
+    failure = observed.failure
+    readiness = conditions.readiness(
+        stalled=failure if failure and conditions.needs_a_human(failure[0]) else None,
+        reconciling=failure or pending,
+        ready=settled,
+        generation=generation,
+        now=now,
+    )
 
     return {
         "desiredReplicas": observed.desired,
@@ -94,22 +110,26 @@ def compute(
         "autoscaler": observed.autoscaler,
         "warnings": list(observed.warnings),
         "observedGeneration": generation,
-        "conditions": conditions.set_all((current or {}).get("conditions"), available, progressing, health),
+        "conditions": conditions.set_all(
+            (current or {}).get("conditions"), available, progressing, health, *readiness
+        ),
     }
 
 
 def invalid(
     *, errors: list[FieldError], generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
 ) -> dict[str, Any]:
-    """Status for an invalid spec: ``Degraded`` with the paths; the schedule fields are cleared."""
+    """Status for an invalid spec: ``Degraded`` with the paths, ``Stalled``; the schedule fields
+    are cleared."""
     current = dict(current or {})
+    cause = degraded(errors, generation=generation, now=now)
     current.update(
         {
             "observedGeneration": generation,
             "activeWindow": None,
             "nextTransitionTime": None,
-            "conditions": conditions.set_condition(
-                current.get("conditions"), degraded(errors, generation=generation, now=now)
+            "conditions": conditions.set_all(
+                current.get("conditions"), cause, *conditions.stalled_by(cause, now=now)
             ),
         }
     )

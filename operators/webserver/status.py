@@ -13,6 +13,11 @@ Conditions:
   else (left untouched, see :mod:`shared.services`).
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
   CRD schema (:mod:`shared.validation`); then nothing else is touched.
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+  Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
+  a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
+  failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
+  current template and is ready, with no failure.
 """
 
 from __future__ import annotations
@@ -82,6 +87,14 @@ def compute(
     else:
         replica_failure = cond(REPLICA_FAILURE, False, "NoFailures", "all creates and deletes succeeded")
 
+    pending = (progressing["reason"], progressing["message"]) if progressing["status"] == "True" else None
+    readiness = conditions.readiness(
+        stalled=failure if failure and conditions.needs_a_human(failure[0]) else None,
+        reconciling=failure or pending,
+        ready=(progressing["reason"], progressing["message"]),
+        generation=generation,
+        now=now,
+    )
     previous = (current or {}).get("conditions")
     return {
         "replicas": len(active),
@@ -92,7 +105,12 @@ def compute(
         "observedGeneration": generation,
         "selector": selector_string(name),
         "conditions": conditions.set_all(
-            previous, available, progressing, replica_failure, degraded([], generation=generation, now=now)
+            previous,
+            available,
+            progressing,
+            replica_failure,
+            degraded([], generation=generation, now=now),
+            *readiness,
         ),
     }
 
@@ -100,10 +118,11 @@ def compute(
 def invalid(
     *, errors: list[FieldError], generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
 ) -> dict[str, Any]:
-    """Status for a spec that fails the schema: only ``Degraded`` and the generation change."""
+    """Status for a spec that fails the schema: ``Degraded``, ``Stalled`` and the generation change."""
     current = dict(current or {})
     current["observedGeneration"] = generation
-    current["conditions"] = conditions.set_condition(
-        current.get("conditions"), degraded(errors, generation=generation, now=now)
+    cause = degraded(errors, generation=generation, now=now)
+    current["conditions"] = conditions.set_all(
+        current.get("conditions"), cause, *conditions.stalled_by(cause, now=now)
     )
     return current

@@ -12,6 +12,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired
+from tests import kstatus
 from tests.helpers import hold_pods_at, wait_for
 from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
@@ -201,6 +202,43 @@ def test_image_change_rolls_every_pod(cluster, namespace, operator):
     ws = converged(cluster, namespace, "web", 4)
     assert not old & {p.metadata.name for p in active_pods(cluster, namespace, "web")}
     assert ws["status"]["updatedReplicas"] == 4
+
+
+def test_kstatus_sees_the_live_webserver_in_progress_until_its_pods_are_ready(cluster, namespace, operator):
+    """What Flux, Helm 4 --wait and kpt compute from the live object: InProgress while pods are
+    not ready (kwok keeps pods of this image Pending for as long as the test needs), Current only
+    once every pod runs the current template and is ready (#22.10)."""
+    create(cluster, namespace, "web", {"replicas": 5, "image": "localcluster.dev/unpullable:latest"})
+
+    def judged() -> tuple[dict, dict]:
+        ws = get(cluster, namespace, "web")
+        (result,) = kstatus.compute(ws)
+        return ws, result
+
+    def stuck() -> dict | None:
+        ws, result = judged()
+        st = ws.get("status") or {}
+        seen = st.get("observedGeneration") == ws["metadata"]["generation"] and st.get("replicas") == 5
+        return result if seen else None
+
+    result = wait_for(stuck, 120, "a status for 5 pods that cannot start")
+    assert (result["status"], result["message"]) == ("InProgress", "0/5 pods ready")
+
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.28"})
+    samples: list[tuple[str, dict]] = []
+
+    def current() -> bool:
+        ws, result = judged()
+        samples.append((result["status"], ws.get("status") or {}))
+        return result["status"] == "Current"
+
+    wait_for(current, 120, "kstatus Current")
+    judged_current = [st for status, st in samples if status == "Current"]
+    assert all(
+        (st["readyReplicas"], st["updatedReplicas"], st["replicas"]) == (5, 5, 5) for st in judged_current
+    ), judged_current
+    pods = active_pods(cluster, namespace, "web")
+    assert len(pods) == 5 and all(ready(p) and p.spec.containers[0].image == "nginx:1.28" for p in pods)
 
 
 def serving(pod: client.V1Pod) -> bool:

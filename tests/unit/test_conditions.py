@@ -99,3 +99,64 @@ def test_transition_time_changes_exactly_on_status_changes(steps):
         assert c["lastTransitionTime"] == conditions.rfc3339(last_change)
         assert c["observedGeneration"] == gen
         previous_status = status
+
+
+def readiness(**state):
+    return {c["type"]: c for c in conditions.readiness(generation=3, now=T0, **state)}
+
+
+def test_readiness_ready_when_nothing_is_pending_or_stalled():
+    c = readiness(ready=("ReplicasReady", "3/3 pods ready"))
+    assert [(t, c[t]["status"]) for t in c] == [
+        ("Reconciling", "False"),
+        ("Stalled", "False"),
+        ("Ready", "True"),
+    ]
+    assert {(x["reason"], x["message"], x["observedGeneration"]) for x in c.values()} == {
+        ("ReplicasReady", "3/3 pods ready", 3)
+    }
+
+
+def test_readiness_reconciling_is_true_with_the_pending_work():
+    c = readiness(reconciling=("WaitingForReady", "1/5 pods ready"), ready=("ReplicasReady", "-"))
+    assert {t: x["status"] for t, x in c.items()} == {
+        "Reconciling": "True",
+        "Stalled": "False",
+        "Ready": "False",
+    }
+    assert (c["Reconciling"]["reason"], c["Reconciling"]["message"]) == ("WaitingForReady", "1/5 pods ready")
+    assert c["Ready"]["reason"] == "WaitingForReady"
+
+
+def test_readiness_stalled_wins_and_never_leaves_reconciling_true():
+    # kstatus reads whichever of the two True conditions comes first: both True would be ambiguous.
+    c = readiness(stalled=("ServiceConflict", "not ours"), reconciling=("ScalingUp", "creating 2 pod(s)"))
+    assert {t: x["status"] for t, x in c.items()} == {
+        "Reconciling": "False",
+        "Stalled": "True",
+        "Ready": "False",
+    }
+    assert (c["Stalled"]["reason"], c["Stalled"]["message"]) == ("ServiceConflict", "not ours")
+
+
+def test_readiness_needs_a_state():
+    with pytest.raises(ValueError, match="reason, message"):
+        conditions.readiness(generation=1, now=T0)
+
+
+def test_every_conflict_reason_stalls_and_transient_failures_do_not():
+    # Where the ConflictError subclasses are defined (WebServer has none of its own).
+    import operators.tdset.handlers
+    import shared.services
+    from shared.ownership import ConflictError
+
+    def subclasses(cls):
+        return {cls} | {s for c in cls.__subclasses__() for s in subclasses(c)}
+
+    reasons = {c.reason for c in subclasses(ConflictError)}
+    assert {"Conflict", "ServiceConflict", "DeploymentConflict"} <= reasons
+    assert operators.tdset.handlers.DeploymentConflictError.reason in reasons
+    assert shared.services.ServiceConflictError.reason in reasons
+    assert all(conditions.needs_a_human(r) for r in reasons)
+    for transient in ("FailedCreate", "FailedDelete", "FailedAdopt", "FailedService", "FailedUpdate"):
+        assert not conditions.needs_a_human(transient)

@@ -130,3 +130,71 @@ def test_recheck_is_at_the_boundary_or_at_most_interval_mint():
 def test_recheck_is_never_zero_or_negative():
     decision = schedule.Decision(3, None, NOW - datetime.timedelta(seconds=5))
     assert schedule.recheck_delay(SPEC, decision, NOW) > 0
+
+
+def readiness(st):
+    return {t: reason(st, t) for t in (conditions.RECONCILING, conditions.STALLED, conditions.READY)}
+
+
+def test_ready_once_the_deployment_has_its_replicas_rolled_out_and_ready():
+    assert readiness(compute(dep())) == {
+        "Reconciling": ("False", "DeploymentReady"),
+        "Stalled": ("False", "DeploymentReady"),
+        "Ready": ("True", "DeploymentReady"),
+    }
+
+
+def test_reconciling_while_the_deployment_is_scaled_rolled_out_or_not_ready():
+    cases = {
+        "missing": (compute(None), "Scaling"),
+        "scaling": (compute(dep(replicas=3)), "Scaling"),
+        "not rolled out": (compute(dep(rolled_out=False)), "RollingOut"),
+        "old pods": (compute(dep(updated=2)), "RollingOut"),
+        "surplus pods": (compute(dep(status_replicas=6)), "RollingOut"),
+        "not ready": (compute(dep(ready=4, available=False)), "WaitingForReady"),
+        "write failed": (compute(dep(), failure=("FailedUpdate", "timeout")), "FailedUpdate"),
+    }
+    for name, (st, why) in cases.items():
+        assert readiness(st) == {
+            "Reconciling": ("True", why),
+            "Stalled": ("False", why),
+            "Ready": ("False", why),
+        }, name
+
+
+def test_suspended_is_ready_when_its_deployment_is_settled_and_not_before():
+    settled = compute(
+        dep(replicas=9, ready=9, updated=9, status_replicas=9), desired_replicas=9, suspended=True
+    )
+    assert readiness(settled)[conditions.READY] == ("True", "DeploymentReady")
+    assert reason(settled, conditions.PROGRESSING) == ("False", "Suspended")  # unchanged
+    waiting = compute(
+        dep(replicas=9, ready=7, updated=9, status_replicas=9), desired_replicas=9, suspended=True
+    )
+    assert readiness(waiting)[conditions.RECONCILING] == ("True", "WaitingForReady")
+
+
+def test_a_name_conflict_stalls():
+    st = compute(dep(replicas=3), failure=("DeploymentConflict", "a Deployment named shop exists"))
+    assert readiness(st) == {
+        "Reconciling": ("False", "DeploymentConflict"),
+        "Stalled": ("True", "DeploymentConflict"),
+        "Ready": ("False", "DeploymentConflict"),
+    }
+
+
+def test_invalid_spec_stalls():
+    bad = status.invalid(
+        errors=[FieldError("spec.timeZone", "unknown time zone 'Mars/Olympus'")],
+        generation=3,
+        current=compute(dep()),
+        now=NOW,
+    )
+    assert readiness(bad) == {
+        "Reconciling": ("False", "InvalidSpec"),
+        "Stalled": ("True", "InvalidSpec"),
+        "Ready": ("False", "InvalidSpec"),
+    }
+    stalled = conditions.get(bad["conditions"], conditions.STALLED)
+    assert stalled is not None and "spec.timeZone" in stalled["message"]
+    assert stalled["observedGeneration"] == bad["observedGeneration"] == 3

@@ -74,3 +74,67 @@ def test_invalid_spec_only_sets_degraded():
     assert st["replicas"] == 3 and st["observedGeneration"] == 5
     d = by_type(st)["Degraded"]
     assert (d["status"], d["reason"], d["message"]) == ("True", "InvalidSpec", "spec.replicas: bad")
+
+
+def readiness(st):
+    c = by_type(st)
+    return {t: (c[t]["status"], c[t]["reason"]) for t in ("Reconciling", "Stalled", "Ready")}
+
+
+def test_ready_only_with_every_pod_ready_on_the_current_template():
+    assert readiness(compute(observed=pods(3))) == {
+        "Reconciling": ("False", "ReplicasReady"),
+        "Stalled": ("False", "ReplicasReady"),
+        "Ready": ("True", "ReplicasReady"),
+    }
+    assert by_type(compute(observed=pods(3)))["Ready"]["observedGeneration"] == 4
+
+
+def test_reconciling_while_pods_are_created_replaced_deleted_or_not_ready():
+    cases = {
+        "ScalingUp": compute(observed=pods(1), plan=Plan(create_slots=[1, 2])),
+        "RollingUpdate": compute(observed=pods(2) + pods(1, thash="old")),
+        "ScalingDown": compute(observed=pods(4), plan=Plan(delete=["p3"])),
+        "WaitingForReady": compute(observed=pods(2) + pods(1, ready=False)),
+    }
+    for reason, st in cases.items():
+        assert readiness(st) == {
+            "Reconciling": ("True", reason),
+            "Stalled": ("False", reason),
+            "Ready": ("False", reason),
+        }, reason
+    c = by_type(cases["WaitingForReady"])["Reconciling"]
+    assert c["message"] == "2/3 pods ready"
+
+
+def test_a_failed_create_is_retried_so_reconciling_with_the_failure():
+    st = compute(observed=pods(3), failure=("FailedCreate", "exceeded quota"))
+    assert readiness(st)["Reconciling"] == ("True", "FailedCreate")
+    assert by_type(st)["Reconciling"]["message"] == "exceeded quota"
+    assert readiness(st)["Ready"] == ("False", "FailedCreate")
+
+
+def test_a_service_name_conflict_stalls():
+    st = compute(observed=pods(1), plan=Plan(create_slots=[1, 2]), failure=("ServiceConflict", "not ours"))
+    assert readiness(st) == {
+        "Reconciling": ("False", "ServiceConflict"),
+        "Stalled": ("True", "ServiceConflict"),
+        "Ready": ("False", "ServiceConflict"),
+    }
+
+
+def test_invalid_spec_stalls_and_a_fixed_one_clears_it():
+    ready = compute(observed=pods(3))
+    bad = status.invalid(errors=[FieldError("spec.replicas", "bad")], generation=5, current=ready, now=NOW)
+    assert readiness(bad) == {
+        "Reconciling": ("False", "InvalidSpec"),
+        "Stalled": ("True", "InvalidSpec"),
+        "Ready": ("False", "InvalidSpec"),
+    }
+    assert by_type(bad)["Stalled"]["message"] == "spec.replicas: bad"
+    assert by_type(bad)["Stalled"]["observedGeneration"] == 5
+    # the other conditions are kept as they were
+    assert by_type(bad)["Available"] == by_type(ready)["Available"]
+    fixed = compute(observed=pods(3), current=bad)
+    assert readiness(fixed)["Stalled"] == ("False", "ReplicasReady")
+    assert readiness(fixed)["Ready"] == ("True", "ReplicasReady")

@@ -1,0 +1,75 @@
+"""Netperf status through a run: the phase conditions and the readiness ones GitOps tools read."""
+
+import datetime
+
+from operators.netperf import parse, status
+from operators.netperf.desired import pod_names
+from shared import conditions
+
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def readiness(st):
+    return {
+        t: (c["status"], c["reason"])
+        for t in (conditions.RECONCILING, conditions.STALLED, conditions.READY)
+        if (c := conditions.get(st["conditions"], t)) is not None
+    }
+
+
+def run():
+    started = status.started(current={}, generation=2, names=pod_names("np", 2), now=NOW)
+    server = status.phase(
+        current=started, phase="Server", summary="waiting for server pod np-server-2", now=NOW
+    )
+    test = status.phase(current=server, phase="Test", summary="client pod running", now=NOW)
+    return started, server, test
+
+
+def test_reconciling_while_the_run_is_pending_or_running():
+    for st in run():
+        phase = st["status"]
+        assert readiness(st) == {
+            "Reconciling": ("True", phase),
+            "Stalled": ("False", phase),
+            "Ready": ("False", phase),
+        }, phase
+        assert st["observedGeneration"] == 2
+    assert conditions.get(run()[1]["conditions"], conditions.RECONCILING)["message"] == (
+        "waiting for server pod np-server-2"
+    )
+
+
+def test_ready_once_done():
+    result = parse.Result("TCP_STREAM", throughput_bits=parse.stats([9e9, 9.2e9]))
+    done = status.done(current=run()[2], result=result, now=NOW)
+    assert readiness(done) == {
+        "Reconciling": ("False", "Completed"),
+        "Stalled": ("False", "Completed"),
+        "Ready": ("True", "Completed"),
+    }
+    assert conditions.get(done["conditions"], conditions.READY)["observedGeneration"] == 2
+
+
+def test_a_failed_run_stalls_with_its_reason():
+    failed = status.error(current=run()[2], reason="ClientTimeout", message="did not finish", now=NOW)
+    assert readiness(failed) == {
+        "Reconciling": ("False", "ClientTimeout"),
+        "Stalled": ("True", "ClientTimeout"),
+        "Ready": ("False", "ClientTimeout"),
+    }
+    assert conditions.get(failed["conditions"], conditions.STALLED)["message"] == "did not finish"
+
+
+def test_an_invalid_spec_stalls_at_the_new_generation_and_a_new_run_clears_it():
+    invalid = status.error(
+        current={}, reason="InvalidSpec", message="spec.samples: bad", now=NOW, generation=3
+    )
+    assert invalid["observedGeneration"] == 3
+    assert readiness(invalid)["Stalled"] == ("True", "InvalidSpec")
+    rerun = status.started(current=invalid, generation=4, names=pod_names("np", 4), now=NOW)
+    assert readiness(rerun) == {
+        "Reconciling": ("True", "Initial"),
+        "Stalled": ("False", "Initial"),
+        "Ready": ("False", "Initial"),
+    }
