@@ -280,10 +280,12 @@ def test_service_manifest_and_drift():
     assert svc["metadata"]["name"] == "web"
     assert svc["metadata"]["ownerReferences"][0]["uid"] == "u1"
     assert svc["spec"]["selector"] == desired.selector_labels("web")
-    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]
+    # The pods' named port: each pod is reached on its own port during a rollout that changes it.
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
+    assert desired.pod_manifest(OWNER, spec, 0)["spec"]["containers"][0]["ports"][0]["name"] == "http"
     observed = {**desired.service_view(svc), "nodePort": 31234}  # allocated by the API server
     assert not desired.service_differs(observed, svc)
-    assert desired.service_differs({**observed, "targetPort": 80}, svc)
+    assert desired.service_differs({**observed, "targetPort": 8080}, svc)
     pinned = desired.service_manifest(OWNER, {**spec, "service": {**spec["service"], "nodePort": 30001}})
     assert desired.service_differs(observed, pinned)
 
