@@ -198,7 +198,10 @@ def netperf_tour(cluster: Cluster, namespace: str) -> None:
         *args, test_netperf.PLURAL, "orphaned", body={"propagationPolicy": "Orphan"}
     )
     wait_for(
-        lambda: not co.list_namespaced_custom_object(*args, test_netperf.PLURAL)["items"],
+        lambda: all(
+            i["metadata"]["name"] != "orphaned"
+            for i in co.list_namespaced_custom_object(*args, test_netperf.PLURAL)["items"]
+        ),
         60,
         "Netperf deleted",
     )

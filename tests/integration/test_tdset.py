@@ -272,7 +272,8 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_op
 
     patch_spec(cluster, namespace, "web", {"service": {"port": 8000}})
     svc = wait_for(lambda: core.read_namespaced_service("web", namespace), 60, "Service created")
-    assert (svc.spec.ports[0].port, svc.spec.ports[0].target_port) == (8000, 80)
+    # The container's named port: during a port change each pod is reached on its own port.
+    assert (svc.spec.ports[0].port, svc.spec.ports[0].target_port) == (8000, "http")
     assert svc.metadata.owner_references[0].kind == "TDSet"
     assert svc.spec.selector == deployment(cluster, namespace, "web").spec.selector.match_labels
     wait_event(cluster, namespace, "web", "CreatedService")

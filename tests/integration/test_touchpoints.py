@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from shared import kube
 from shared.kube import KubeClient
 from shared.statuses import StatusWriter
 from shared.workqueue import SupersededError
@@ -278,7 +279,7 @@ def test_a_selector_key_someone_added_is_removed_once_and_not_patched_again(clus
     assert sum(e.count or 1 for e in updates) == 1
 
 
-def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster, namespace):
+def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster, namespace, monkeypatch):
     """`kubectl replace --force` just as a pass writes its result: the write must not land on the
     new object (before, it did: the new Netperf showed the old `Done` and never ran)."""
     co = client.CustomObjectsApi(cluster.api)
@@ -289,15 +290,19 @@ def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster
     wait_for(lambda: not co.list_namespaced_custom_object(*args)["items"], 60, "deleted")
     new = co.create_namespaced_custom_object(*args, {**body, "metadata": {"name": "np"}, "spec": {}})
 
+    # The client deletes the credential files of the kubernetes package's loader once it has read
+    # them (they would outlive a SIGKILLed operator); in this process they are the tests' own.
+    monkeypatch.setattr(kube, "_forget_credential_files", lambda: None)
+
     async def write() -> None:
         cfg = client.Configuration()
         config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
-        kube = KubeClient(cfg)
+        api = KubeClient(cfg)
         try:
-            writer = StatusWriter(kube, test_netperf.GROUP, test_netperf.VERSION, test_netperf.PLURAL)
+            writer = StatusWriter(api, test_netperf.GROUP, test_netperf.VERSION, test_netperf.PLURAL)
             await writer.write(old, {"status": "Done", "observedGeneration": 1})
         finally:
-            await kube.close()
+            await api.close()
 
     with pytest.raises(SupersededError):
         asyncio.run(write())
