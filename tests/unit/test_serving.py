@@ -161,6 +161,7 @@ async def test_a_watch_is_ready_only_once_every_listed_object_reached_the_handle
     async def fake_continuous_watch(**kwargs):
         for name in "abc":
             yield {"type": None, "object": pod(name)}
+        yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}  # never handled
         yield watching.Bookmark.LISTED
         listed.set()  # the watcher asked for more: the marker has passed through it
         yield {"type": "DELETED", "object": pod("c")}  # deleted right after it was listed
