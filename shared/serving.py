@@ -11,9 +11,10 @@ current state, and the operator will react to changes from here on. That is clie
 controllers' gate (:meth:`shared.runtime.Runtime.active`) opens on it too.
 
 The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
-and goes on, so when its ``Bookmark.LISTED`` marker passes, most listed objects may not have
-reached a handler yet. A pass planned then misses children and autoscalers (a TDSet scaled an
-HPA-grown Deployment down to its schedule, a WebServer created a surplus pod). kopf has no
+and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects (a few
+with handlers that never wait, many with handlers that block or wait) have not reached a
+handler yet. A pass planned then misses children and autoscalers (a TDSet scales an HPA-grown
+Deployment down to its schedule, a WebServer creates a surplus pod). kopf has no
 public hook for either moment, so :func:`track_watches` wraps two of its internals: the
 ``continuous_watch`` generator, to see the listing and its end (the same wrapper makes every
 relist converge, :mod:`shared.informer`), and ``queueing.watcher``, to see each listed event
