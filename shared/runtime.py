@@ -335,8 +335,9 @@ class Runtime:
         self._managed.append((controller, kube, clock or Clock()))
 
     def active(self) -> bool:
-        """Whether this process may reconcile (the controllers' gate): every watch has listed,
-        so no pass plans from a half-filled cache, and, with leader election, it leads."""
+        """Whether this process may reconcile (the controllers' gate): every watch has synced
+        (listed, and every listed object handled: :mod:`shared.serving`), so no pass plans
+        from a half-filled cache, and, with leader election, it leads."""
         return self.readiness.is_ready() and (self.elector is None or self.elector.is_leader())
 
     def apply_options(self) -> None:

@@ -3,12 +3,24 @@
 
 ``/healthz`` answers as long as the event loop does and no watch has been failing for longer
 than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
-``/readyz`` answers 200 only once every watch kopf started has finished its initial LIST, i.e.
-the operator has seen the current state and will react to changes from here on. kopf has no
-public hook for that moment, so :func:`track_watches` wraps kopf's ``continuous_watch`` generator (kopf's own
-``Bookmark.LISTED`` marker, yielded after the initial listing); the same wrapper makes every
-relist converge (:mod:`shared.informer`). kopf is pinned in ``constraints.txt`` and
-``tests/unit/test_serving.py`` fails if that internal changes shape.
+``/readyz`` answers 200 only once every watch kopf started has *synced*: its initial LIST is
+over and every listed object has been through kopf's handlers, so the caches they fill
+(:class:`shared.caches.OwnerCache`, a controller's store, an operator's own dicts) hold the
+current state, and the operator will react to changes from here on. That is client-go's
+``HasSynced``, true only once the initial list's items were delivered to the handlers; the
+controllers' gate (:meth:`shared.runtime.Runtime.active`) opens on it too.
+
+The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
+and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects (a few
+with handlers that never wait, many with handlers that block or wait) have not reached a
+handler yet. A pass planned then misses children and autoscalers (a TDSet scales an HPA-grown
+Deployment down to its schedule, a WebServer creates a surplus pod). kopf has no
+public hook for either moment, so :func:`track_watches` wraps two of its internals: the
+``continuous_watch`` generator, to see the listing and its end (the same wrapper makes every
+relist converge, :mod:`shared.informer`), and ``queueing.watcher``, to see each listed event
+leave kopf's processing of it (handlers included, whether they succeeded or not). kopf is
+pinned in ``constraints.txt`` and ``tests/unit/test_serving.py`` fails if those internals
+change shape.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -34,7 +46,7 @@ logger = logging.getLogger("shared.serving")
 
 
 class Readiness:
-    """Tracks which watch streams have completed their initial listing."""
+    """Tracks which watch streams have synced: listed, and every listed object handled."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -54,6 +66,7 @@ class Readiness:
             self._watches.setdefault(key, False)
 
     def watch_listed(self, key: str) -> None:
+        """The watch has synced (:class:`Listing`); it stays so across relists, as in client-go."""
         with self._lock:
             self._watches[key] = True
 
@@ -80,6 +93,54 @@ class Readiness:
             return len(self._watches) >= self._expected and all(self._watches.values())
 
 
+class _Listed(dict[str, Any]):
+    """An event of a listing on its way to kopf's handlers, with the :class:`Listing` to tell."""
+
+    __slots__ = ("listing",)
+
+    def __init__(self, event: Mapping[str, Any], listing: Listing) -> None:
+        super().__init__(event)
+        self.listing: Listing | None = listing
+
+    def handled(self) -> None:
+        listing, self.listing = self.listing, None
+        if listing is not None:
+            listing.handled()
+
+
+class Listing:
+    """One listing of one watch: synced once it has ended and kopf has handled every event of it.
+
+    A counter, not a set of objects: each event carries its listing (:meth:`track`) and says
+    when kopf is done with it, so 10,000 objects cost one integer and an attribute per event.
+    An object deleted during the listing still has its listed event handled first (kopf keeps
+    one object's events in order); a handler that fails still ends kopf's processing of the
+    event; a listing that breaks off never ends, and the next one is counted afresh.
+    """
+
+    def __init__(self, synced: Callable[[], None]) -> None:
+        self._synced: Callable[[], None] | None = synced
+        self._unhandled = 0
+        self.ended = False
+
+    def track(self, event: Mapping[str, Any]) -> _Listed:
+        self._unhandled += 1
+        return _Listed(event, self)
+
+    def handled(self) -> None:
+        self._unhandled -= 1
+        self._check()
+
+    def end(self) -> None:
+        self.ended = True
+        self._check()
+
+    def _check(self) -> None:
+        if self.ended and self._unhandled == 0 and self._synced is not None:
+            synced, self._synced = self._synced, None
+            synced()
+
+
 RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.informer)
 RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
 
@@ -87,9 +148,14 @@ RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go
 def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
     """Route kopf's watch streams through ``readiness`` and :func:`shared.informer.converging`.
 
-    Returns an undo function. Each watch (resource and namespace) keeps one
-    :class:`~shared.informer.Store` across its relists; the resync period gets up to 10%
-    jitter so the watches of one process (and of many operators) do not relist in step.
+    Returns an undo function. Every event of a listing (the listed objects, and the deletions
+    a relist found) is counted in a :class:`Listing`, and kopf's watcher gets a processor that
+    reports each back once processed: the watch is ready when its listing has ended and the
+    count is back to zero. A relist is counted the same way; readiness, once reached, stays.
+
+    Each watch (resource and namespace) keeps one :class:`~shared.informer.Store` across its
+    relists; the resync period gets up to 10% jitter so the watches of one process (and of
+    many operators) do not relist in step.
 
     A watch never gives up. kopf lets an API error that outlasts its request retries escape
     its watch stream (a 429 "storage is (re)initializing" from an API server that just
@@ -101,8 +167,10 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
     exponential pause.
     """
     from kopf._cogs.clients import watching
+    from kopf._core.reactor import queueing
 
     original = watching.continuous_watch
+    original_watcher = queueing.watcher
     if getattr(original, "_readiness_wrapped", False):
         raise RuntimeError("kopf watches are already tracked by another Readiness")
     stores: dict[str, informer.Store] = {}
@@ -114,6 +182,7 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
         failures = 0
         while True:
             resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
+            listing = Listing(lambda: readiness.watch_listed(key))
             try:
                 async for item in informer.converging(
                     original(**kwargs),
@@ -123,10 +192,15 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
                     name=key,
                 ):
                     if item is watching.Bookmark.LISTED:
-                        readiness.watch_listed(key)
+                        listing.end()
                         readiness.watch_recovered(key)
                         failures = 0
-                    yield item
+                    # kopf's watcher drops BOOKMARK events unprocessed: one counted would never
+                    # come back (none comes before LISTED today).
+                    if not listing.ended and isinstance(item, Mapping) and item.get("type") != "BOOKMARK":
+                        yield listing.track(item)
+                    else:
+                        yield item
                 return  # 410 Gone, resync, pause: kopf's infinite_watch lists again
             except Exception as exc:
                 readiness.watch_failing(key, time.monotonic())
@@ -135,11 +209,23 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
                 logger.warning(f"watch of {key} failed ({exc!r}); listing again in {delay:.1f}s")
                 await asyncio.sleep(delay)
 
+    async def watcher(*, processor: Any, **kwargs: Any) -> None:
+        async def processing(*, raw_event: Any, **kw: Any) -> Any:
+            try:
+                return await processor(raw_event=raw_event, **kw)
+            finally:
+                if isinstance(raw_event, _Listed):
+                    raw_event.handled()
+
+        await original_watcher(processor=processing, **kwargs)
+
     continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]
     watching.continuous_watch = continuous_watch  # type: ignore[assignment]
+    queueing.watcher = watcher  # type: ignore[assignment]
 
     def undo() -> None:
         watching.continuous_watch = original  # type: ignore[assignment]
+        queueing.watcher = original_watcher  # type: ignore[assignment]
 
     return undo
 
@@ -182,7 +268,11 @@ class Endpoints:
         if self.readiness.is_ready():
             return web.Response(text="ok")
         pending = self.readiness.pending()
-        detail = f"waiting for initial listing of: {', '.join(pending)}" if pending else "no watch started"
+        detail = (
+            f"waiting for the initial listing, and its handling, of: {', '.join(pending)}"
+            if pending
+            else "no watch started"
+        )
         return web.Response(status=503, text=detail)
 
     async def start(self) -> None:

@@ -8,6 +8,8 @@ import subprocess
 import pytest
 from kubernetes import client
 
+from shared import ownership
+from shared.ownership import managed_selector
 from tests.helpers import wait_for
 from tests.integration.operator_process import OperatorProcess
 
@@ -54,3 +56,37 @@ def test_probes_metrics_and_filtered_watch(cluster, namespace, demo):
         [promtool, "check", "metrics"], check=False, input=demo.metrics().encode(), capture_output=True
     )
     assert check.returncode == 0 and not check.stdout.strip(), check.stdout + check.stderr
+
+
+def test_no_pass_plans_before_every_listed_child_reached_the_cache(cluster, namespace, tmp_path):
+    """#22.5: the controllers' gate opened once the watches had *listed*, while kopf's workers
+    were still handing the listed children to the handlers: a pass that found its child not
+    yet in the cache created a second one (a WebServer, a surplus pod). The test operator's
+    child handler blocks (a synchronous client's call), so its handlers lag the listing."""
+    n = 300
+    core = client.CoreV1Api(cluster.api)
+    for i in range(n):
+        cm = core.create_namespaced_config_map(
+            namespace, {"metadata": {"name": f"p{i}", "labels": {"listing": "yes"}}}
+        )
+        owner = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": cm.to_dict()["metadata"]}
+        child = {"metadata": {"name": f"p{i}-child"}}
+        core.create_namespaced_secret(namespace, ownership.adopt(child, owner, "listing", "child"))
+    op = OperatorProcess(
+        "tests.integration.listing_operator", cluster.kubeconfig, tmp_path / "listing.log", namespace
+    )
+    op.start()
+    try:
+        wait_for(
+            lambda: (
+                op.metric("controller_runtime_reconcile_total", controller="listing", result="success") >= n
+            ),
+            120,
+            f"a first pass over each of the {n} ConfigMaps",
+        )
+    finally:
+        op.stop()
+    children = core.list_namespaced_secret(namespace, label_selector=managed_selector("listing")).items
+    surplus = sorted(s.metadata.name for s in children if s.metadata.generate_name)
+    assert not surplus, f"{len(surplus)} surplus children created by passes that ran too early: {surplus}"
+    assert len(children) == n

@@ -1,16 +1,27 @@
+import asyncio
+import functools
 import inspect
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
+import kopf
 import pytest
 from kopf._cogs.clients import watching
+from kopf._cogs.structs import references
+from kopf._core.actions import lifecycles
+from kopf._core.engines import indexing
+from kopf._core.reactor import inventory, orchestration, processing, queueing
 
 from localcluster.cluster import free_port
 from shared import serving
 from shared.metrics import Metrics
 from shared.serving import Endpoints, Readiness, track_watches
+
+PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True)
 
 
 def test_readiness_needs_every_started_watch_listed():
@@ -43,6 +54,12 @@ def test_kopf_internal_shape_we_rely_on():
     params = inspect.signature(watching.continuous_watch).parameters
     assert {"resource", "namespace", "settings"} <= set(params)
     assert watching.Bookmark.LISTED
+    # Every watch stream is consumed by queueing.watcher, looked up when a watcher is spawned,
+    # which hands each event (the very object the stream yielded) to ``processor``.
+    params = inspect.signature(queueing.watcher).parameters
+    assert params["processor"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert "queueing.watcher(" in inspect.getsource(orchestration)
+    assert "await processor(\n                raw_event=raw_event," in inspect.getsource(queueing.worker)
 
 
 async def test_track_watches_marks_listing_through_kopf_generator(monkeypatch):
@@ -52,6 +69,7 @@ async def test_track_watches_marks_listing_through_kopf_generator(monkeypatch):
         yield {"type": "ADDED", "object": {}}
 
     monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    kopf_watcher = queueing.watcher
     r = Readiness()
     undo = track_watches(r)
     try:
@@ -59,14 +77,151 @@ async def test_track_watches_marks_listing_through_kopf_generator(monkeypatch):
             track_watches(Readiness())
         gen = watching.continuous_watch(resource="pods.v1", namespace="ns", settings=None)
         first = await gen.__anext__()
-        assert first["type"] is None and not r.is_ready() and r.pending() == ["pods.v1@ns"]
+        assert first == {"type": None, "object": {}} and not r.is_ready() and r.pending() == ["pods.v1@ns"]
         assert await gen.__anext__() is watching.Bookmark.LISTED
+        assert not r.is_ready()  # listed, but the listed object has not been handled
+        first.handled()
         assert r.is_ready()
         items = [i async for i in gen]
         assert items == [{"type": "ADDED", "object": {}}]
     finally:
         undo()
     assert watching.continuous_watch is fake_continuous_watch
+    assert queueing.watcher is kopf_watcher
+
+
+def test_a_listing_is_synced_once_ended_and_every_event_handled():
+    synced: list[str] = []
+    listing = serving.Listing(lambda: synced.append("synced"))
+    a, b = listing.track({"type": None, "object": {}}), listing.track({"type": "DELETED", "object": {}})
+    a.handled()
+    listing.end()
+    assert not synced
+    b.handled()
+    b.handled()  # an event is counted once
+    assert synced == ["synced"]
+    listing.end()
+    assert synced == ["synced"]  # and the listing reports once
+    serving.Listing(lambda: synced.append("never")).end()
+    assert synced == ["synced", "never"]  # an empty listing is synced when it ends
+    broken = serving.Listing(lambda: synced.append("broken"))
+    broken.track({"type": None, "object": {}}).handled()
+    assert synced == ["synced", "never"]  # a listing that broke off never ends
+
+
+def pod(name: str) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "uid": f"u-{name}"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta}
+
+
+async def until(probe: Callable[[], Any], what: str, timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not probe():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def run_kopf_watcher(registry: kopf.OperatorRegistry) -> asyncio.Task[None]:
+    """kopf's own watcher of pods in ``ns``, its workers and processing calling ``registry``'s
+    handlers, as its orchestrator spawns it (through ``queueing.watcher``, tracked or not)."""
+    settings = kopf.OperatorSettings()
+    processor = functools.partial(
+        processing.process_resource_event,
+        lifecycle=lifecycles.all_at_once,
+        registry=registry,
+        settings=settings,
+        indexers=indexing.OperatorIndexers(),
+        memories=inventory.ResourceMemories(),
+        memobase=kopf.Memo(),
+        event_queue=asyncio.Queue(),
+        resource=PODS,
+    )
+    return asyncio.create_task(
+        queueing.watcher(namespace="ns", settings=settings, resource=PODS, processor=processor)
+    )
+
+
+async def test_a_watch_is_ready_only_once_every_listed_object_reached_the_handlers(monkeypatch):
+    """#22.5: kopf hands each listed object to a worker of its own and goes on, so /readyz and
+    the controllers' gate opened at the end of the listing, with the caches half filled."""
+    registry = kopf.OperatorRegistry()
+    release = {name: asyncio.Event() for name in "abc"}
+    cache: dict[str, str | None] = {}  # what an operator's cache would hold
+    listed = asyncio.Event()
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def slow_handler(type: str | None, body: kopf.Body, **_: Any) -> None:
+        name = body["metadata"]["name"]
+        await release[name].wait()
+        cache[name] = type
+        if name == "b":
+            raise RuntimeError("a handler that fails")  # kopf logs it and goes on
+
+    async def fake_continuous_watch(**kwargs):
+        for name in "abc":
+            yield {"type": None, "object": pod(name)}
+        yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}  # never handled
+        yield watching.Bookmark.LISTED
+        listed.set()  # the watcher asked for more: the marker has passed through it
+        yield {"type": "DELETED", "object": pod("c")}  # deleted right after it was listed
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    r = Readiness()
+    undo = track_watches(r)
+    watcher = run_kopf_watcher(registry)
+    try:
+        await asyncio.wait_for(listed.wait(), 60)
+        assert not r.is_ready(), "ready with none of the listed objects handled"
+        assert r.pending() == ["pods.v1@ns"]
+        release["a"].set()
+        await until(lambda: "a" in cache, "pod a handled")
+        release["b"].set()
+        await until(lambda: "b" in cache, "pod b handled (its handler fails)")
+        assert not r.is_ready(), "ready with pod c not handled yet"
+        release["c"].set()
+        await until(r.is_ready, "ready once every listed pod was handled")
+        await until(lambda: cache.get("c") == "DELETED", "pod c's deletion handled after its listing")
+        assert cache == {"a": None, "b": None, "c": "DELETED"}
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        undo()
+
+
+async def test_a_listing_that_broke_off_is_not_waited_for(monkeypatch):
+    registry = kopf.OperatorRegistry()
+    handled: list[str] = []
+    attempts: list[int] = []
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def handler(body: kopf.Body, **_: Any) -> None:
+        if body["metadata"]["name"] == "stuck":
+            await asyncio.Event().wait()  # this object's worker never gets any further
+        handled.append(body["metadata"]["name"])
+
+    async def fake_continuous_watch(**kwargs):
+        attempts.append(1)
+        if len(attempts) == 1:
+            yield {"type": None, "object": pod("stuck")}
+            raise RuntimeError("connection reset in the middle of the listing")
+        yield {"type": None, "object": pod("b")}
+        yield watching.Bookmark.LISTED
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    monkeypatch.setattr(serving, "RETRY_CAP", 0.01)
+    r = Readiness()
+    undo = track_watches(r)
+    watcher = run_kopf_watcher(registry)
+    try:
+        await until(r.is_ready, "ready once the second, complete listing was handled")
+        assert handled == ["b"] and len(attempts) == 2
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        undo()
 
 
 async def test_endpoints_serve_metrics_and_probes():
@@ -86,6 +241,7 @@ async def test_endpoints_serve_metrics_and_probes():
             readiness.watch_started("x@*")
             async with http.get(f"http://127.0.0.1:{pport}/readyz") as resp:
                 assert resp.status == 503 and "x@*" in await resp.text()
+                assert "initial listing, and its handling" in await resp.text()
             readiness.watch_listed("x@*")
             async with http.get(f"http://127.0.0.1:{pport}/readyz") as resp:
                 assert resp.status == 200

@@ -1,0 +1,63 @@
+"""A test operator built from ``shared`` whose child handler blocks, for readiness.
+
+The child handler is synchronous and blocks for 10 ms, as a handler making one call with a
+synchronous client does; kopf runs it in its thread pool, so the handlers of a listing fall
+behind kopf's watcher, and the end of the listing goes by while many listed children are
+not in the cache yet (our operators' handlers do not block, and lag the listing by a few
+events only: the race is the same, its window far smaller).
+
+Primary objects are ConfigMaps labelled ``listing=yes``; each wants one child Secret, and a
+pass that finds none in the cache creates one (``generateName``): a pass planned from a
+half-filled cache leaves a surplus Secret behind, as a WebServer would a surplus pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from shared import caches, ownership
+from shared.kube import KubeClient
+from shared.runtime import Runtime, parse_options
+from shared.workqueue import Controller
+
+APP = "listing"
+runtime = Runtime(
+    app=APP, controllers=(APP,), child_resources=("secrets",), options=parse_options(None, prog=APP)
+)
+kube = KubeClient(observer=runtime.metrics.observe_request)
+children = caches.OwnerCache(lambda b: b["metadata"]["name"])
+log = logging.getLogger(APP)
+
+
+async def reconcile(body: Mapping[str, Any]) -> None:
+    meta = body["metadata"]
+    log.info(f"PASS {meta['name']} with {len(children)} children cached")
+    if children.children(meta["namespace"], meta["uid"]):
+        return
+    child = {"apiVersion": "v1", "kind": "Secret", "metadata": {"generateName": f"{meta['name']}-"}}
+    path = f"/api/v1/namespaces/{meta['namespace']}/secrets"
+    children.observe("ADDED", await kube.create(path, ownership.adopt(child, body, APP, "child")))
+
+
+controller = Controller(APP, reconcile, metrics=runtime.metrics, gate=runtime.active)
+runtime.manage(controller, kube)
+
+
+@kopf.on.event("secrets")
+def child_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    time.sleep(0.01)  # a blocking call: kopf calls a synchronous handler in its thread pool
+    children.observe(type, body)
+
+
+@kopf.on.event("configmaps", labels={"listing": "yes"})
+async def primary_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
+    controller.observe(type, body)
+
+
+if __name__ == "__main__":
+    runtime.run()
