@@ -282,11 +282,13 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_op
 
     def port_followed() -> bool:
         ports = deployment(cluster, namespace, "web").spec.template.spec.containers[0].ports
-        return ports[0].container_port == 8080 and (
-            core.read_namespaced_service("web", namespace).spec.ports[0].target_port == 8080
+        return (ports[0].container_port, ports[0].name) == (8080, "http") and (
+            core.read_namespaced_service("web", namespace).spec.ports[0].target_port == "http"
         )
 
-    wait_for(port_followed, 60, "container port and Service targetPort follow spec.container.port")
+    wait_for(
+        port_followed, 60, "the named container port follows spec.container.port; the Service targets it"
+    )
 
     patch_spec(cluster, namespace, "web", {"service": None})
     wait_for(
