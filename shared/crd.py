@@ -45,6 +45,21 @@ def create_only_rule(rule: str, message: str) -> dict[str, Any]:
     return {"rule": f"oldSelf.hasValue() || ({rule})", "optionalOldSelf": True, "message": message}
 
 
+RATCHET_PREFIX = "(oldSelf.hasValue() && oldSelf.value() == self) || "
+
+
+def ratcheting_rule(rule: str, message: str, **extra: str) -> dict[str, Any]:
+    """A CEL rule checked when a field is set or changed, never while it keeps its value.
+
+    For tightening the validation of an existing field: a stored object that predates the rule
+    keeps accepting every update that leaves the field as it is (the API server's own
+    validation ratcheting, spelled out so it holds whatever its feature gate), while a new or
+    changed value must pass. ``tools.crd_compat`` accepts it. ``extra``: ``messageExpression``,
+    ``fieldPath``, ``reason``.
+    """
+    return {"rule": f"{RATCHET_PREFIX}({rule})", "optionalOldSelf": True, "message": message, **extra}
+
+
 @dataclass(frozen=True)
 class CRDSpec:
     group: str

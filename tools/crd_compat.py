@@ -30,6 +30,7 @@ _FIXED = ("type", "format", "pattern", "x-kubernetes-int-or-string")
 
 
 CREATE_ONLY_PREFIX = "oldSelf.hasValue() || "
+RATCHET_PREFIX = "(oldSelf.hasValue() && oldSelf.value() == self) || "
 
 
 def create_only(rule: dict[str, Any]) -> bool:
@@ -38,8 +39,19 @@ def create_only(rule: dict[str, Any]) -> bool:
     return bool(rule.get("optionalOldSelf")) and str(rule["rule"]).startswith(CREATE_ONLY_PREFIX)
 
 
+def ratcheting(rule: dict[str, Any]) -> bool:
+    """A rule that holds while its field keeps its value (``shared.crd.ratcheting_rule``): a
+    stored object stays writable as long as that field is left alone, so adding it breaks no
+    upgrade; only setting the field to a new invalid value is refused."""
+    return bool(rule.get("optionalOldSelf")) and str(rule["rule"]).startswith(RATCHET_PREFIX)
+
+
 def _rules(schema: dict[str, Any]) -> list[str]:
-    return [r["rule"] for r in schema.get("x-kubernetes-validations", []) if not create_only(r)]
+    return [
+        r["rule"]
+        for r in schema.get("x-kubernetes-validations", [])
+        if not create_only(r) and not ratcheting(r)
+    ]
 
 
 def _children(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import shared
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import name_rules
+from shared.validation import IMAGE, NODE_NAME, name_rules
 
 GROUP = "app.example.com"
 VERSION = "v1alpha1"
@@ -35,7 +35,13 @@ DEFAULTS: dict[str, Any] = {
 MAX_SAMPLES = 10  # all samples must fit the 4 KiB termination message (checked by a unit test)
 MAX_DURATION = 300
 
-_NODE = {"type": "string", "maxLength": 253, "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}
+_NODE = {
+    "type": "string",
+    "maxLength": 253,
+    "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    # The pattern lets "a..b" through, which no pod's node affinity accepts.
+    "x-kubernetes-validations": [dict(NODE_NAME.cel)],
+}
 
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -77,6 +83,7 @@ SPEC_SCHEMA: dict[str, Any] = {
             "minLength": 1,
             "maxLength": 512,
             "pattern": r"^[^\s]+$",
+            "x-kubernetes-validations": [dict(IMAGE.cel)],
             "default": DEFAULTS["image"],
             "description": "Image with netperf, netserver and sh, run as non-root (default: ours).",
         },

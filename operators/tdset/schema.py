@@ -14,7 +14,7 @@ from typing import Any
 
 from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import name_rules
+from shared.validation import IMAGE, name_rules
 
 GROUP = "schedule.rs"
 VERSION = "v1"
@@ -85,6 +85,7 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "minLength": 1,
                     "maxLength": 512,
                     "pattern": r"^[^\s]+$",
+                    "x-kubernetes-validations": [dict(IMAGE.cel)],
                     "description": "Container image.",
                 },
                 "port": {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import name_rules
+from shared.validation import IMAGE, QUANTITIES, REQUESTS_WITHIN_LIMITS, RESOURCE_NAMES_RULE, name_rules
 
 GROUP = "demo.k8s.io"
 VERSION = "v1alpha1"
@@ -25,7 +25,8 @@ MAX_REPLICAS = 1000
 _QUANTITY: dict[str, Any] = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "x-kubernetes-int-or-string": True,
-    # The API server's own Quantity syntax, so a typo fails at admission, not at pod creation.
+    # The published Quantity grammar; it admits a few strings the parser refuses (1E.5), and
+    # negative values: CEL rules on resources check with the parser itself (QUANTITIES).
     "pattern": (
         r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
         r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -36,6 +37,7 @@ _RESOURCE_LIST: dict[str, Any] = {
     "type": "object",
     "maxProperties": 8,
     "additionalProperties": _QUANTITY,
+    "x-kubernetes-validations": [dict(RESOURCE_NAMES_RULE.cel)],
 }
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -55,6 +57,7 @@ SPEC_SCHEMA: dict[str, Any] = {
             "minLength": 1,
             "maxLength": 512,
             "pattern": r"^[^\s]+$",
+            "x-kubernetes-validations": [dict(IMAGE.cel)],
             "description": "Container image of the web server.",
         },
         "port": {
@@ -77,8 +80,12 @@ SPEC_SCHEMA: dict[str, Any] = {
         },
         "resources": {
             "type": "object",
-            "description": "CPU/memory requests and limits of the web-server container.",
+            "description": (
+                "CPU, memory and ephemeral-storage requests and limits of the web-server container; "
+                "a request must not be above its limit."
+            ),
             "properties": {"requests": _RESOURCE_LIST, "limits": _RESOURCE_LIST},
+            "x-kubernetes-validations": [dict(r.cel) for r in (*QUANTITIES, *REQUESTS_WITHIN_LIMITS)],
         },
         "rollout": {
             "type": "object",

@@ -161,3 +161,15 @@ def test_a_create_only_rule_on_the_whole_object_breaks_no_upgrade():
     plain = {"rule": "self.metadata.name.size() <= 63", "message": "too long"}
     (problem,) = crd_compat.problems(RELEASED, mutated(add(plain)))
     assert "CEL rules added" in problem
+
+
+def test_a_ratcheting_rule_on_an_existing_field_breaks_no_upgrade():
+    """A stored object keeps every update that leaves the field alone; a plain rule does not."""
+    from shared.crd import ratcheting_rule
+
+    def add(rule: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
+        return lambda crd: spec(crd)["properties"]["replicas"].update({"x-kubernetes-validations": [rule]})
+
+    assert crd_compat.problems(RELEASED, mutated(add(ratcheting_rule("self % 2 == 0", "even")))) == []
+    (problem,) = crd_compat.problems(RELEASED, mutated(add({"rule": "self % 2 == 0", "message": "even"})))
+    assert "CEL rules added" in problem

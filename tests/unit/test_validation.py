@@ -102,6 +102,66 @@ def test_names_children_cannot_carry_are_errors_at_metadata_name():
 
 def test_name_rules_only_apply_on_create():
     rules = validation.name_rules("has(self.spec.service)")
-    assert len(rules) == 2
+    assert len(rules) == 3
     assert all(r["optionalOldSelf"] and r["rule"].startswith("oldSelf.hasValue() || (") for r in rules)
     assert len(validation.name_rules()) == 1  # no Service: dots are fine
+
+
+def test_a_digit_first_name_cannot_carry_a_service():
+    """#22: Service names are DNS-1035 labels; pods and Deployments take such names."""
+    assert validation.name_errors("1web", service=False) == []
+    (digit,) = validation.name_errors("1web", service=True)
+    assert digit.path == "metadata.name" and "must start with a letter" in digit.message
+
+
+def webserver_errors(resources):
+    from operators.webserver.schema import CRD
+
+    return [
+        str(e) for e in SchemaValidator(CRD.openapi_schema()).errors({"replicas": 1, "resources": resources})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ({"requests": {"cpu": "1E.5"}}, "spec.resources.requests.cpu: must be a non-negative quantity"),
+        ({"limits": {"memory": -1}}, "spec.resources.limits.memory: must be a non-negative quantity"),
+        ({"limits": {"cpu": "1e2147483648"}}, "spec.resources.limits.cpu: must be a non-negative quantity"),
+        (
+            {"requests": {"gpu": "1"}},
+            "spec.resources.requests: may only name cpu, memory, ephemeral-storage, not 'gpu'",
+        ),
+        (
+            {"limits": {"": "1"}},
+            "spec.resources.limits: may only name cpu, memory, ephemeral-storage, not ''",
+        ),
+        (
+            {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}},
+            "spec.resources.requests.memory: must not be above the memory limit",
+        ),
+    ],
+)
+def test_the_controller_runs_the_cel_rules_twins(resources, expected):
+    """#22: jsonschema runs no CEL; the rules built in shared.validation carry a Python twin the
+    SchemaValidator runs where the schema uses them, so stored objects that predate the rules
+    are reported as Degraded with the same field."""
+    errors = webserver_errors(resources)
+    assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_resources_a_pod_accepts_have_no_errors():
+    resources = {
+        "requests": {"cpu": "250m", "memory": 2**26, "ephemeral-storage": "1e3"},
+        "limits": {"cpu": "0.25", "memory": "64Mi", "ephemeral-storage": "1k"},
+    }
+    assert webserver_errors(resources) == []
+
+
+def test_node_names_and_images_are_checked_like_a_pod_does():
+    from operators.netperf.schema import CRD
+
+    errors = SchemaValidator(CRD.openapi_schema()).errors({"serverNode": "a..b", "image": "netperf\u000b"})
+    assert "spec.image: must not start or end with whitespace" in [str(e) for e in errors]
+    assert "spec.serverNode: must be a node name" in " ".join(str(e) for e in errors)
+    assert SchemaValidator(CRD.openapi_schema()).errors({"serverNode": "worker-1.example.com"}) == []
