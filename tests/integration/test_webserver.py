@@ -421,12 +421,21 @@ def test_service_created_updated_and_removed(cluster, namespace, operator):
     svc = wait_for(lambda: core.read_namespaced_service("web", namespace), 60, "Service created")
     assert svc.spec.selector == desired.selector_labels("web")
     assert svc.metadata.owner_references[0].kind == "WebServer"
+    # The pods' named port: each pod is reached on its own port, through and after a port change.
+    assert svc.spec.ports[0].target_port == "http"
     patch_spec(cluster, namespace, "web", {"port": 8080})
     wait_for(
-        lambda: core.read_namespaced_service("web", namespace).spec.ports[0].target_port == 8080,
+        lambda: (
+            all(
+                p.spec.containers[0].ports[0].container_port == 8080
+                for p in active_pods(cluster, namespace, "web")
+            )
+            and len(active_pods(cluster, namespace, "web")) == 1
+        ),
         60,
-        "Service targetPort follows spec.port",
+        "the pod rolled to port 8080",
     )
+    assert core.read_namespaced_service("web", namespace).spec.ports[0].target_port == "http"
     core.delete_namespaced_service("web", namespace)  # deleted by someone else: recreated
     wait_for(
         lambda: core.read_namespaced_service("web", namespace).metadata.uid != svc.metadata.uid,
