@@ -48,6 +48,8 @@ def container(spec: Mapping[str, Any]) -> dict[str, Any]:
         # Without it a pod is Ready as soon as its container starts, even on a port the image
         # does not serve: a port change would complete its rollout and take the Service down.
         "readinessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 5, "failureThreshold": 3},
+        # SIGTERM only once kube-proxy has stopped sending the pod connections (see WebServer).
+        "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
     }
     if c.get("runAsUser") is not None:
         out["securityContext"] = podsecurity.restricted_container()

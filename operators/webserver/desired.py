@@ -37,6 +37,11 @@ from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
 from shared import ownership, podsecurity, services
 
 CONTAINER = "web"
+# A pod being deleted leaves the Service's endpoints at once, but kube-proxy on every node needs
+# a moment to stop sending it connections; a server that exits on SIGTERM (nginx does) would
+# refuse those. The kubelet sends SIGTERM only after this sleep. Not part of the template hash:
+# existing pods are not rolled for it.
+GRACEFUL_STOP = {"preStop": {"sleep": {"seconds": 5}}}
 HASH_LABEL = "demo.k8s.io/template-hash"
 SLOT_LABEL = "demo.k8s.io/slot"
 
@@ -119,6 +124,7 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
+        "lifecycle": GRACEFUL_STOP,
     }
     if tpl["resources"]:
         container["resources"] = tpl["resources"]

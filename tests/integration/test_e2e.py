@@ -453,6 +453,17 @@ class Traffic:
         """Whether every Service has answered ``at_least`` requests so far."""
         return all(n >= at_least for n in self.ok.values())
 
+    def answering(self, in_a_row: int) -> bool:
+        """Whether the last ``in_a_row`` requests to every Service were answered: a new Service
+        refuses connections until kube-proxy has its endpoints. Then the count starts."""
+        if not all(n >= in_a_row for n in self.ok.values()):
+            return False
+        if any(self.failed.values()):
+            self.ok = dict.fromkeys(self.ok, 0)
+            self.failed = {name: [] for name in self.failed}
+            return False
+        return True
+
 
 def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(installed, baseline_ns):
     """#22: port 8080 -> 8081 (the web image serves 8080 only) on a WebServer and a TDSet. The
@@ -504,7 +515,7 @@ def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(in
         )
 
     with Traffic(installed, ns, ("web", "shop")) as traffic:
-        wait_for(lambda: traffic.answered(10), 60, "both Services answering")
+        wait_for(lambda: traffic.answering(10), 120, "both Services answering, 10 in a row")
         patch(8081)
         wait_for(new_pods_started, 120, "pods on 8081 running (never Ready: nothing listens there)")
         mark = dict(traffic.ok)
