@@ -15,9 +15,9 @@ from typing import Any
 
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
+from shared import ownership
 from shared.caches import Orphan
 from shared.kube import ApiError, KubeClient, namespaced
-from shared.ownership import owner_reference
 from shared.statuses import StatusWriter
 
 EXPECTATION_TTL = 300.0
@@ -73,8 +73,8 @@ class WebServerAPI:
         """Make ``owner`` the orphan's controller; the UID precondition (``metadata.uid`` in the
         patch) makes it fail with 409 if the name now holds another pod, as the ReplicaSet
         controller's adoption does."""
-        refs = [*(dict(r) for r in orphan.owner_references), owner_reference(owner)]
-        patch = {"metadata": {"uid": orphan.uid, "ownerReferences": refs}}
+        child = {"metadata": {"uid": orphan.uid, "ownerReferences": list(orphan.owner_references)}}
+        patch = ownership.adoption_patch(child, owner)
         return await self.kube.merge_patch(namespaced(namespace, "pods", orphan.name), patch)
 
     async def delete_pod(self, namespace: str, name: str, uid: str = "") -> bool:

@@ -9,7 +9,7 @@ skipped, everything else runs unchanged.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from tests.helpers import delete_namespace, fresh_namespace
+from tests.integration.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -152,6 +153,30 @@ def images(real_cluster: localcluster.LocalCluster) -> dict[str, str]:
     archives = image_tools.ensure_images()
     real_cluster.node.import_images(archives.values())
     return {ref.rsplit("/", 1)[-1].rsplit(":", 1)[0]: ref for ref in archives}
+
+
+Start = Callable[..., OperatorProcess]
+
+
+@pytest.fixture
+def start(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
+    """Start ``operators.<name>`` watching only ``namespace``; stopped after the test."""
+    started: list[OperatorProcess] = []
+
+    def run(name: str, env: dict[str, str] | None = None) -> OperatorProcess:
+        op = OperatorProcess(
+            f"operators.{name}",
+            cluster.operator_kubeconfig(name),
+            tmp_path / f"{name}.log",
+            namespaces=namespace,
+            env=env,
+        )
+        started.append(op.start())
+        return op
+
+    yield run
+    for op in started:
+        op.stop()
 
 
 @pytest.fixture

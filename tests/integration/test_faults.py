@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,29 +23,7 @@ from tests.integration.conftest import Cluster
 from tests.integration.operator_process import OperatorProcess
 from tests.integration.tcp_proxy import Proxy
 
-Start = Callable[..., OperatorProcess]
 UTC = datetime.UTC
-
-
-@pytest.fixture
-def start(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Start ``operators.<name>`` watching only ``namespace``; stopped after the test."""
-    started: list[OperatorProcess] = []
-
-    def run(name: str, env: dict[str, str] | None = None) -> OperatorProcess:
-        op = OperatorProcess(
-            f"operators.{name}",
-            cluster.operator_kubeconfig(name),
-            tmp_path / f"{name}.log",
-            namespaces=namespace,
-            env=env,
-        )
-        started.append(op.start())
-        return op
-
-    yield run
-    for op in started:
-        op.stop()
 
 
 def user_service(name: str) -> dict[str, Any]:

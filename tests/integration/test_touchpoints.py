@@ -10,8 +10,6 @@ in ``test_e2e``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,29 +22,6 @@ from shared.workqueue import SupersededError
 from tests.helpers import hold_pods_at, wait_for
 from tests.integration import test_netperf, test_tdset, test_webserver
 from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
-
-Start = Callable[..., OperatorProcess]
-
-
-@pytest.fixture
-def start(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Start ``operators.<name>`` watching only ``namespace``; stopped after the test."""
-    started: list[OperatorProcess] = []
-
-    def run(name: str) -> OperatorProcess:
-        op = OperatorProcess(
-            f"operators.{name}",
-            cluster.operator_kubeconfig(name),
-            tmp_path / f"{name}.log",
-            namespaces=namespace,
-        )
-        started.append(op.start())
-        return op
-
-    yield run
-    for op in started:
-        op.stop()
 
 
 def service(cluster: Cluster, namespace: str, name: str) -> client.V1Service | None:
