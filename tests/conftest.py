@@ -1,23 +1,62 @@
-"""Test-suite wide settings, and ``--reverse`` for running the suite back to front.
+"""Suite-wide settings: the framework's fixtures, parallel workers, test order, the timing summary.
 
 Tests must not depend on each other or on what an earlier test left behind. Two ways to check:
 ``pytest --reverse`` and ``pytest --random-order-bucket=global --random-order-seed=N``
 (pytest-random-order; the order is the default one unless asked).
+
+With ``pytest -n N --dist loadgroup`` (pytest-xdist, what ``make test`` runs) every test that
+uses the real node runs on one worker, one after the other: only one real node can run per host
+(containerd, kube-proxy's chains and the pod network are the machine's). The other tests spread
+over all workers, each with a control plane of its own.
 """
+
+from __future__ import annotations
+
+import collections
 
 import pytest
 from hypothesis import settings
+
+pytest_plugins = ["tests.framework.fixtures"]
 
 # No timing thresholds in tests: speed is measured in benchmarks, and a 2-core CI machine that
 # is also compiling or running a control plane must not fail a property test on a slow example.
 settings.register_profile("project", deadline=None, print_blob=True)
 settings.load_profile("project")
 
+# Fixtures that bring up this host's one real node: every test using one joins this group.
+REAL_NODE_FIXTURES = frozenset({"real_cluster", "images"})
+REAL_NODE_GROUP = "real-node"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--reverse", action="store_true", help="run the collected tests in reverse order")
 
 
+# tryfirst: pytest-xdist's worker turns xdist_group marks into node ids in its own hook.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--reverse"):
         items.reverse()
+    for item in items:
+        if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The slowest modules (set-up, call and teardown of their tests, summed) and the total.
+
+    Summed per module over whichever workers ran its tests, so the figure is the module's cost,
+    comparable from run to run whatever the number of workers.
+    """
+    per_module: collections.Counter[str] = collections.Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                per_module[report.nodeid.split("::", 1)[0]] += report.duration
+    if not per_module:
+        return
+    terminalreporter.section("slowest modules (seconds of tests, summed over workers)")
+    for module, seconds in per_module.most_common(12):
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+    terminalreporter.write_line(f"{sum(per_module.values()):8.1f}  all {len(per_module)} modules")

@@ -30,10 +30,11 @@ from pathlib import Path
 from kubernetes import client, config
 
 from localcluster import cluster as localcluster
-from tests.helpers import hold_pods_at, wait_for
-from tests.integration import test_webserver
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework import webservers
+from tests.framework.cluster import Cluster
+from tests.framework.namespaces import hold_pods_at
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 UTC = datetime.UTC
@@ -57,13 +58,13 @@ def audit_writes(cl: Cluster, account: str) -> list[tuple[datetime.datetime, str
 
 
 def converged(cl: Cluster, namespace: str, name: str, replicas: int) -> bool:
-    """``test_webserver.converged``'s check, once: exactly the Ready pods, and a status saying so."""
-    ws = test_webserver.get(cl, namespace, name)
-    pods = test_webserver.active_pods(cl, namespace, name)
+    """``webservers.converged``'s check, once: exactly the Ready pods, and a status saying so."""
+    ws = webservers.get(cl, namespace, name)
+    pods = webservers.active_pods(cl, namespace, name)
     st = ws.get("status") or {}
     return (
         len(pods) == replicas
-        and all(test_webserver.ready(p) for p in pods)
+        and all(webservers.ready(p) for p in pods)
         and st.get("readyReplicas") == replicas
         and st.get("observedGeneration") == ws["metadata"]["generation"]
     )
@@ -96,8 +97,8 @@ def trial(cl: Cluster, replicas: int, workdir: Path) -> dict[str, float]:
             if name == "a":
                 wait_for(lambda: leader_of(cl, namespace) == "a", 60, "a leading")
         hold_pods_at(core, namespace, replicas // 3)
-        test_webserver.create(cl, namespace, "web", {"replicas": replicas})
-        wait_for(lambda: len(test_webserver.active_pods(cl, namespace, "web")) == replicas // 3, 60, "held")
+        webservers.create(cl, namespace, "web", {"replicas": replicas})
+        wait_for(lambda: len(webservers.active_pods(cl, namespace, "web")) == replicas // 3, 60, "held")
         killed = datetime.datetime.now(UTC)
         procs["a"].kill()
         core.delete_namespaced_resource_quota("hold", namespace)

@@ -21,7 +21,7 @@ from pathlib import Path
 from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.operator_process import OperatorProcess
 from tools.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from localcluster import cluster as localcluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.operator_process import OperatorProcess
 from tools import benchlib
 from tools.bench_scale import WEBSERVERS, webserver
 from tools.benchlib import (

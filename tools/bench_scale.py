@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import cluster as localcluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.operator_process import OperatorProcess
 from tools import benchlib
 from tools.benchlib import (
     Api,

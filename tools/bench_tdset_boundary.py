@@ -29,7 +29,7 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from shared.clock import OFFSET_ENV
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.operator_process import OperatorProcess
 from tools import benchlib
 from tools.benchlib import (
     Api,

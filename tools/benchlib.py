@@ -138,7 +138,7 @@ def operator_kubeconfig(cl: localcluster.LocalCluster, operator: str) -> tuple[P
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
-    from tests.integration.conftest import csv_permissions
+    from tests.framework.cluster import csv_permissions
 
     user = f"bench-{operator}"
     rbac = client.RbacAuthorizationV1Api(config.new_client_from_config(config_file=str(cl.kubeconfig)))

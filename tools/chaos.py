@@ -32,9 +32,10 @@ from kubernetes import client, config
 
 from localcluster import cluster as localcluster
 from shared.clock import OFFSET_ENV
-from tests.helpers import delete_namespace, fresh_namespace, wait_for
-from tests.integration import test_netperf, test_tdset, test_webserver
-from tests.integration.operator_process import OperatorProcess
+from tests.framework import netperfs, tdsets, webservers
+from tests.framework.namespaces import delete_namespace, fresh_namespace
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = ("scale-up", "scale-down", "rollout", "tdset-boundary", "netperf-run")
@@ -106,19 +107,19 @@ def webserver_trial(env: Env, trial: Trial, namespace: str, rng: random.Random) 
             "scale-down": (rng.randint(8, 15), rng.randint(0, 4), {}),
             "rollout": (r := rng.randint(2, 6), r, {"image": "nginx:1.28"}),
         }[trial.scenario]
-        test_webserver.create(env.cluster, namespace, "web", {"replicas": before})
-        test_webserver.converged(env.cluster, namespace, "web", before)
-        test_webserver.patch_spec(env.cluster, namespace, "web", {"replicas": after, **spec_change})
+        webservers.create(env.cluster, namespace, "web", {"replicas": before})
+        webservers.converged(env.cluster, namespace, "web", before)
+        webservers.patch_spec(env.cluster, namespace, "web", {"replicas": after, **spec_change})
         time.sleep(trial.kill_after)  # the kill point itself: a random instant inside the work
         op.kill()
         op.start()
-        ws = test_webserver.converged(env.cluster, namespace, "web", after)
+        ws = webservers.converged(env.cluster, namespace, "web", after)
         uid = ws["metadata"]["uid"]
         wait_for(
             lambda: _owned_exactly(env, namespace, uid, after), 60, "exactly the owned pods, nothing else"
         )
         if spec_change:
-            pods = test_webserver.active_pods(env.cluster, namespace, "web")
+            pods = webservers.active_pods(env.cluster, namespace, "web")
             assert all(p.spec.containers[0].image == "nginx:1.28" for p in pods), "a pod on the old template"
     finally:
         op.stop()
@@ -140,22 +141,20 @@ def tdset_trial(env: Env, trial: Trial, namespace: str, rng: random.Random) -> N
             "endTime": (boundary.hour + 8) % 24,
             "replica": rng.randint(3, 6),
         }
-        spec = {**test_tdset.steady(2), "schedulingConfig": [window]}
+        spec = {**tdsets.steady(2), "schedulingConfig": [window]}
         shifted = lambda: datetime.datetime.now(UTC) + datetime.timedelta(seconds=offset)  # noqa: E731
         wait_for(lambda: shifted() >= boundary - datetime.timedelta(seconds=5), 30, "5 s before the boundary")
-        test_tdset.create(env.cluster, namespace, "shop", spec)
+        tdsets.create(env.cluster, namespace, "shop", spec)
         time.sleep(1.0 + trial.kill_after * 2.5)  # 1..8.5 s: the boundary is ~5 s in
         op.kill()
         op.start()
-        test_tdset.replicas_become(env.cluster, namespace, "shop", window["replica"], "the window's replicas")
-        uid = test_tdset.get(env.cluster, namespace, "shop")["metadata"]["uid"]
+        tdsets.replicas_become(env.cluster, namespace, "shop", window["replica"], "the window's replicas")
+        uid = tdsets.get(env.cluster, namespace, "shop")["metadata"]["uid"]
         deps = client.AppsV1Api(env.api).list_namespaced_deployment(namespace).items
         assert [d.metadata.name for d in deps] == ["shop"], "one Deployment"
         assert [r.uid for r in deps[0].metadata.owner_references] == [uid]
         wait_for(
-            lambda: (
-                (test_tdset.get(env.cluster, namespace, "shop").get("status") or {}).get("activeWindow") == 0
-            ),
+            lambda: (tdsets.get(env.cluster, namespace, "shop").get("status") or {}).get("activeWindow") == 0,
             30,
             "status shows the window",
         )
@@ -167,23 +166,23 @@ def netperf_trial(env: Env, trial: Trial, namespace: str, rng: random.Random) ->
     op = Operator(env, "netperf", namespace)
     op.start()
     try:
-        test_netperf.create(env.cluster, namespace, "np", {})
+        netperfs.create(env.cluster, namespace, "np", {})
         kill_in_finish = rng.random() < 0.3
         if not kill_in_finish:
             time.sleep(trial.kill_after)  # Initial, Server or Test
             op.kill()
             op.start()
-        s = test_netperf.in_test(env.cluster, namespace, "np")
-        pods = [p for p in test_netperf.pods(env.cluster, namespace) if p.metadata.deletion_timestamp is None]
+        s = netperfs.in_test(env.cluster, namespace, "np")
+        pods = [p for p in netperfs.pods(env.cluster, namespace) if p.metadata.deletion_timestamp is None]
         assert sorted(p.metadata.name for p in pods) == ["np-client-1", "np-server-1"], "one pod of each"
-        test_netperf.finish_client(env.cluster, namespace, s["clientPod"], test_netperf.fixture("tcp_stream"))
+        netperfs.finish_client(env.cluster, namespace, s["clientPod"], netperfs.fixture("tcp_stream"))
         if kill_in_finish:
             time.sleep(trial.kill_after / 3)  # while it writes the result and deletes the pods
             op.kill()
             op.start()
-        done = test_netperf.phase_is(env.cluster, namespace, "np", "Done", timeout=90)
+        done = netperfs.phase_is(env.cluster, namespace, "np", "Done", timeout=90)
         assert done.get("speedBitsPerSec"), "a result"
-        test_netperf.no_pods_left(env.cluster, namespace)
+        netperfs.no_pods_left(env.cluster, namespace)
     finally:
         op.stop()
 

@@ -10,12 +10,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration import test_netperf, test_tdset, test_webserver
+from tests.framework import netperfs, tdsets, webservers
 
 KINDS = {
-    "webserver": (test_webserver.GROUP, test_webserver.VERSION, test_webserver.PLURAL, "WebServer"),
-    "tdset": (test_tdset.GROUP, test_tdset.VERSION, test_tdset.PLURAL, "TDSet"),
-    "netperf": (test_netperf.GROUP, test_netperf.VERSION, test_netperf.PLURAL, "Netperf"),
+    "webserver": (webservers.GROUP, webservers.VERSION, webservers.PLURAL, "WebServer"),
+    "tdset": (tdsets.GROUP, tdsets.VERSION, tdsets.PLURAL, "TDSet"),
+    "netperf": (netperfs.GROUP, netperfs.VERSION, netperfs.PLURAL, "Netperf"),
 }
 
 
@@ -48,7 +48,7 @@ REFUSED = {
     "tdset-digit-name-service": (
         "tdset",
         "2shop",
-        test_tdset.steady(1, service={"port": 80}),
+        tdsets.steady(1, service={"port": 80}),
         ["metadata.name", "must start with a letter when a Service is requested"],
     ),
     "cpu-fractional-exponent": (
@@ -102,7 +102,7 @@ REFUSED = {
     "image-ending-in-a-vertical-tab": (
         "tdset",
         "shop",
-        {**test_tdset.steady(1), "container": {"image": "nginx\u000b", "port": 80}},
+        {**tdsets.steady(1), "container": {"image": "nginx\u000b", "port": 80}},
         ["spec.container.image", "must not start or end with whitespace"],
     ),
 }

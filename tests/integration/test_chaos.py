@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster
+from tests.framework.cluster import Cluster
 from tools import chaos
 
 # One seed per scenario (seed % 5 picks it), the kill points drawn from them.

@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.helpers import wait_for
-from tests.integration.conftest import Cluster
+from tests.framework.cluster import Cluster
+from tests.framework.waits import wait_for
 
 GROUP = "proof.localcluster.dev"
 

@@ -17,93 +17,33 @@ from __future__ import annotations
 import datetime
 import statistics
 import threading
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
-from localcluster.kube import kubectl
 from localcluster.node import RealNode
 from shared.clock import OFFSET_ENV
-from tests.helpers import delete_namespace, fresh_namespace, hold_pods_at, wait_for
-from tests.integration.test_prometheus import Prometheus
+from tests.framework.install import (
+    CRDS,
+    DIRECT,
+    INSTALL_NAMESPACE,
+    OPERATORS,
+    REPO,
+    WEB_UID,
+    Install,
+    exactly_ready,
+    ready_pods,
+    web_pods,
+    webserver,
+    ws_status,
+)
+from tests.framework.namespaces import delete_namespace, fresh_namespace, hold_pods_at
+from tests.framework.prometheus import Prometheus
+from tests.framework.waits import wait_for
 from tools.bundle import OPERATOR_REPLICAS
-
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_NAMESPACE = "k8s-operators-py"
-OPERATORS = ("netperf", "tdset", "webserver")
-CRDS = [
-    REPO / "bundle" / "manifests" / f
-    for f in ("app.example.com_netperfs.yaml", "schedule.rs_tdsets.yaml", "demo.k8s.io_webservers.yaml")
-]
-# Straight to pod and Service IPs, whatever proxy the environment names.
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-WEB_UID = 101  # images/web/Dockerfile
-
-
-@dataclass
-class Install:
-    kubeconfig: Path
-    api: client.ApiClient
-    node: RealNode
-    images: dict[str, str]
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def co(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-    def kubectl(self, *args: str, check: bool = True) -> str:
-        return kubectl(self.kubeconfig, *args, check=check)
-
-    def operator_pods(self, op: str) -> list[client.V1Pod]:
-        pods = self.core.list_namespaced_pod(
-            INSTALL_NAMESPACE, label_selector=f"app.kubernetes.io/name={op}-operator"
-        ).items
-        return [p for p in pods if p.metadata.deletion_timestamp is None]
-
-    def operator_pod(self, op: str) -> client.V1Pod:
-        """The pod leading ``op`` (its Lease's holder identity is ``<pod name>_<uuid>``)."""
-
-        def leader() -> client.V1Pod | None:
-            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(
-                f"{op}-leader", INSTALL_NAMESPACE
-            )
-            holder = lease.spec.holder_identity or ""
-            return next((p for p in self.operator_pods(op) if holder.startswith(f"{p.metadata.name}_")), None)
-
-        return wait_for(leader, 60, f"the pod leading {op}")
-
-    def operator_ready(self, op: str) -> bool:
-        dep = client.AppsV1Api(self.api).read_namespaced_deployment(f"{op}-operator", INSTALL_NAMESPACE)
-        st = dep.status
-        return bool(
-            st.observed_generation == dep.metadata.generation
-            and st.updated_replicas == OPERATOR_REPLICAS
-            and st.ready_replicas == OPERATOR_REPLICAS
-            and (st.replicas or 0) == OPERATOR_REPLICAS
-        )
-
-    def diagnose(self) -> str:
-        """What a user would look at when an operator does not come up."""
-        return self.kubectl("-n", INSTALL_NAMESPACE, "describe", "pods", check=False)[-6000:] + "".join(
-            self.kubectl("-n", INSTALL_NAMESPACE, "logs", f"deploy/{op}-operator", "--tail=30", check=False)
-            for op in OPERATORS
-        )
-
-    def wait_operators_ready(self, timeout: float = 240) -> None:
-        try:
-            wait_for(lambda: all(self.operator_ready(op) for op in OPERATORS), timeout, "operators Ready")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{self.diagnose()}") from None
 
 
 @pytest.fixture(scope="module")
@@ -253,52 +193,6 @@ def test_prometheus_scrapes_the_operator_pods_through_their_metrics_services(ins
 
 
 # -- WebServer ----------------------------------------------------------------------------------
-
-
-def webserver(installed: Install, name: str, replicas: int, service: bool = True) -> dict[str, Any]:
-    spec = {
-        "replicas": replicas,
-        "image": installed.images["web"],
-        "port": 8080,
-        "runAsUser": WEB_UID,
-        "service": {"enabled": service, "port": 80},
-    }
-    return {
-        "apiVersion": "demo.k8s.io/v1alpha1",
-        "kind": "WebServer",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def web_pods(installed: Install, ns: str, name: str) -> list[client.V1Pod]:
-    pods = installed.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={name}").items
-    return [
-        p
-        for p in pods
-        if p.metadata.deletion_timestamp is None and p.status.phase not in ("Succeeded", "Failed")
-    ]
-
-
-def ready_pods(installed: Install, ns: str, name: str) -> list[client.V1Pod]:
-    return [
-        p
-        for p in web_pods(installed, ns, name)
-        if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    ]
-
-
-def ws_status(installed: Install, ns: str, name: str) -> dict[str, Any]:
-    obj = installed.co.get_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", name)
-    return obj.get("status") or {}
-
-
-def exactly_ready(installed: Install, ns: str, name: str, n: int) -> bool:
-    return (
-        len(web_pods(installed, ns, name)) == n
-        and len(ready_pods(installed, ns, name)) == n
-        and (ws_status(installed, ns, name).get("readyReplicas", 0) == n)
-    )
 
 
 def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):

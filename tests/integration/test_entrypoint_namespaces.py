@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client
 
 from localcluster.cluster import AUDITED_NAMESPACE
-from tests.helpers import wait_for
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.cluster import Cluster
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 
 @pytest.fixture

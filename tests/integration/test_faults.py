@@ -17,11 +17,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from shared.clock import OFFSET_ENV
-from tests.helpers import wait_for
-from tests.integration import test_netperf, test_tdset, test_webserver
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
-from tests.integration.tcp_proxy import Proxy
+from tests.framework import netperfs, tdsets, webservers
+from tests.framework.cluster import Cluster
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.tcp_proxy import Proxy
+from tests.framework.waits import wait_for
 
 UTC = datetime.UTC
 
@@ -48,19 +48,17 @@ def test_child_events_are_handled_on_the_event_loop(cluster, namespace, start):
     a failed handler, and the pass the pod event should have woken never ran.
     """
     op = start("webserver", env={"PYTHONASYNCIODEBUG": "1"})
-    test_webserver.create(cluster, namespace, "web", {"replicas": 2})
-    test_webserver.converged(cluster, namespace, "web", 2)
+    webservers.create(cluster, namespace, "web", {"replicas": 2})
+    webservers.converged(cluster, namespace, "web", 2)
     # A pod deleted by someone else while the WebServer's loop is idle: only its event wakes it.
-    victim = test_webserver.active_pods(cluster, namespace, "web")[0].metadata.name
+    victim = webservers.active_pods(cluster, namespace, "web")[0].metadata.name
     client.CoreV1Api(cluster.api).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
     wait_for(
-        lambda: (
-            victim not in {p.metadata.name for p in test_webserver.active_pods(cluster, namespace, "web")}
-        ),
+        lambda: victim not in {p.metadata.name for p in webservers.active_pods(cluster, namespace, "web")},
         60,
         f"{victim} gone",
     )
-    test_webserver.converged(cluster, namespace, "web", 2)
+    webservers.converged(cluster, namespace, "web", 2)
     log = op.log_path.read_text(errors="replace")
     assert "Non-thread-safe operation" not in log, op.log_tail()
     assert "failed with an exception" not in log, op.log_tail()
@@ -73,11 +71,11 @@ def test_a_foreign_service_is_never_taken_over(cluster, namespace, start, kind):
     theirs = core.create_namespaced_service(namespace, user_service("web"))
     start(kind)
     if kind == "webserver":
-        test_webserver.create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
-        get, cond_type = test_webserver.get, "ReplicaFailure"
+        webservers.create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
+        get, cond_type = webservers.get, "ReplicaFailure"
     else:
-        test_tdset.create(cluster, namespace, "web", test_tdset.steady(1, service={"port": 80}))
-        get, cond_type = test_tdset.get, "Degraded"
+        tdsets.create(cluster, namespace, "web", tdsets.steady(1, service={"port": 80}))
+        get, cond_type = tdsets.get, "Degraded"
 
     def reported() -> dict[str, Any] | None:
         conds = {
@@ -91,9 +89,9 @@ def test_a_foreign_service_is_never_taken_over(cluster, namespace, start, kind):
     wait_for(lambda: warning_events(cluster, namespace, "web", "ServiceConflict"), 30, "a Warning Event")
     # Its other children are still made: the conflict costs the Service only.
     if kind == "webserver":
-        test_webserver.converged(cluster, namespace, "web", 1)
+        webservers.converged(cluster, namespace, "web", 1)
     else:
-        test_tdset.replicas_become(cluster, namespace, "web", 1, "the Deployment made anyway")
+        tdsets.replicas_become(cluster, namespace, "web", 1, "the Deployment made anyway")
 
     now = core.read_namespaced_service("web", namespace)
     assert now.metadata.resource_version == theirs.metadata.resource_version
@@ -102,9 +100,9 @@ def test_a_foreign_service_is_never_taken_over(cluster, namespace, start, kind):
     # Deleting the owner leaves the user's Service (the garbage collector had it before).
     co = client.CustomObjectsApi(cluster.api)
     group, version, plural = (
-        (test_webserver.GROUP, test_webserver.VERSION, test_webserver.PLURAL)
+        (webservers.GROUP, webservers.VERSION, webservers.PLURAL)
         if kind == "webserver"
-        else (test_tdset.GROUP, test_tdset.VERSION, test_tdset.PLURAL)
+        else (tdsets.GROUP, tdsets.VERSION, tdsets.PLURAL)
     )
     co.delete_namespaced_custom_object(group, version, namespace, plural, "web")
     wait_for(
@@ -125,19 +123,19 @@ def test_a_webserver_and_a_tdset_of_one_name_do_not_fight_over_the_service(clust
     core = client.CoreV1Api(cluster.api)
     start("webserver")
     start("tdset")
-    test_webserver.create(cluster, namespace, "shop", {"replicas": 1, "service": {"enabled": True}})
-    ws_uid = test_webserver.get(cluster, namespace, "shop")["metadata"]["uid"]
+    webservers.create(cluster, namespace, "shop", {"replicas": 1, "service": {"enabled": True}})
+    ws_uid = webservers.get(cluster, namespace, "shop")["metadata"]["uid"]
     svc = wait_for(lambda: core.read_namespaced_service("shop", namespace), 60, "the WebServer's Service")
-    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(1, service={"port": 8080}))
+    tdsets.create(cluster, namespace, "shop", tdsets.steady(1, service={"port": 8080}))
     wait_for(
         lambda: (
-            test_tdset.condition(test_tdset.get(cluster, namespace, "shop"), "Degraded").get("reason")
+            tdsets.condition(tdsets.get(cluster, namespace, "shop"), "Degraded").get("reason")
             == "ServiceConflict"
         ),
         60,
         "the TDSet reports ServiceConflict",
     )
-    test_tdset.replicas_become(cluster, namespace, "shop", 1, "the TDSet's Deployment")
+    tdsets.replicas_become(cluster, namespace, "shop", 1, "the TDSet's Deployment")
     now = core.read_namespaced_service("shop", namespace)
     assert now.metadata.resource_version == svc.metadata.resource_version
     assert [r.uid for r in now.metadata.owner_references] == [ws_uid]
@@ -154,24 +152,24 @@ def test_a_failing_service_does_not_delay_the_schedule(cluster, namespace, start
     # The operator's clock at hh:mm:35: the next whole minute is ~20 s after it is up.
     at = datetime.datetime.now(UTC).replace(second=35, microsecond=0)
     op = start("tdset", env={OFFSET_ENV: f"{(at - datetime.datetime.now(UTC)).total_seconds():.6f}"})
-    boundary = (test_tdset.shifted_now(op) + datetime.timedelta(seconds=68)).replace(second=0, microsecond=0)
+    boundary = (tdsets.shifted_now(op) + datetime.timedelta(seconds=68)).replace(second=0, microsecond=0)
     window = {"startTime": boundary.hour, "startMinute": boundary.minute, "endTime": (boundary.hour + 8) % 24}
-    spec = {**test_tdset.steady(2, service={"port": 80}), "schedulingConfig": [{**window, "replica": 4}]}
-    test_tdset.create(cluster, namespace, "flip", spec)
+    spec = {**tdsets.steady(2, service={"port": 80}), "schedulingConfig": [{**window, "replica": 4}]}
+    tdsets.create(cluster, namespace, "flip", spec)
     wait_for(
         lambda: (
-            test_tdset.condition(test_tdset.get(cluster, namespace, "flip"), "Degraded").get("reason")
+            tdsets.condition(tdsets.get(cluster, namespace, "flip"), "Degraded").get("reason")
             == "ServiceConflict"
-            and test_tdset.deployment(cluster, namespace, "flip").spec.replicas == 2
-            and test_tdset.shifted_now(op) < boundary
+            and tdsets.deployment(cluster, namespace, "flip").spec.replicas == 2
+            and tdsets.shifted_now(op) < boundary
         ),
         30,
         "ServiceConflict and the default replicas, before the boundary",
     )
-    test_tdset.replicas_become(cluster, namespace, "flip", 4, "the window's replicas after the boundary")
-    flipped_at = test_tdset.shifted_now(op)
+    tdsets.replicas_become(cluster, namespace, "flip", 4, "the window's replicas after the boundary")
+    flipped_at = tdsets.shifted_now(op)
     assert flipped_at >= boundary
-    assert test_tdset.condition(test_tdset.get(cluster, namespace, "flip"), "Degraded")["reason"] == (
+    assert tdsets.condition(tdsets.get(cluster, namespace, "flip"), "Degraded")["reason"] == (
         "ServiceConflict"
     )
     # Informational (boundary lag is measured by tools/bench_tdset_boundary.py, not asserted).
@@ -185,10 +183,10 @@ def owned_pods(cluster: Cluster, namespace: str, uid: str) -> list[client.V1Pod]
 
 def delete_webserver(cluster: Cluster, namespace: str, name: str, propagation: str) -> None:
     client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
-        test_webserver.GROUP,
-        test_webserver.VERSION,
+        webservers.GROUP,
+        webservers.VERSION,
         namespace,
-        test_webserver.PLURAL,
+        webservers.PLURAL,
         name,
         body={"propagationPolicy": propagation},
     )
@@ -197,7 +195,7 @@ def delete_webserver(cluster: Cluster, namespace: str, name: str, propagation: s
 
 def _exists(cluster: Cluster, namespace: str, name: str) -> bool:
     items = client.CustomObjectsApi(cluster.api).list_namespaced_custom_object(
-        test_webserver.GROUP, test_webserver.VERSION, namespace, test_webserver.PLURAL
+        webservers.GROUP, webservers.VERSION, namespace, webservers.PLURAL
     )["items"]
     return any(i["metadata"]["name"] == name for i in items)
 
@@ -205,13 +203,13 @@ def _exists(cluster: Cluster, namespace: str, name: str) -> bool:
 def test_recreated_after_an_orphaning_delete_adopts_the_pods(cluster, namespace, start):
     """#15.2: ``kubectl delete --cascade=orphan`` then apply: the pods are adopted, none created."""
     start("webserver")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 3})
-    test_webserver.converged(cluster, namespace, "web", 3)
-    before = {p.metadata.name: p.metadata.uid for p in test_webserver.active_pods(cluster, namespace, "web")}
+    webservers.create(cluster, namespace, "web", {"replicas": 3})
+    webservers.converged(cluster, namespace, "web", 3)
+    before = {p.metadata.name: p.metadata.uid for p in webservers.active_pods(cluster, namespace, "web")}
     delete_webserver(cluster, namespace, "web", "Orphan")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 3})
-    uid = test_webserver.get(cluster, namespace, "web")["metadata"]["uid"]
-    test_webserver.converged(cluster, namespace, "web", 3)
+    webservers.create(cluster, namespace, "web", {"replicas": 3})
+    uid = webservers.get(cluster, namespace, "web")["metadata"]["uid"]
+    webservers.converged(cluster, namespace, "web", 3)
     after = {p.metadata.name: p.metadata.uid for p in owned_pods(cluster, namespace, uid)}
     assert after == before  # the same pods, now controlled by the new WebServer
     pods = client.CoreV1Api(cluster.api).list_namespaced_pod(namespace).items
@@ -223,9 +221,9 @@ def test_recreated_while_the_old_pods_terminate_reports_it_and_converges(cluster
     says so in ReplicaFailure instead of a silent 0, and converges when they go."""
     core = client.CoreV1Api(cluster.api)
     start("webserver")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 2})
-    test_webserver.converged(cluster, namespace, "web", 2)
-    held = [p.metadata.name for p in test_webserver.active_pods(cluster, namespace, "web")]
+    webservers.create(cluster, namespace, "web", {"replicas": 2})
+    webservers.converged(cluster, namespace, "web", 2)
+    held = [p.metadata.name for p in webservers.active_pods(cluster, namespace, "web")]
     for name in held:
         core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": ["localcluster.dev/hold"]}})
     delete_webserver(cluster, namespace, "web", "Background")
@@ -234,11 +232,11 @@ def test_recreated_while_the_old_pods_terminate_reports_it_and_converges(cluster
         60,
         "the old pods terminating",
     )
-    test_webserver.create(cluster, namespace, "web", {"replicas": 2})
-    uid = test_webserver.get(cluster, namespace, "web")["metadata"]["uid"]
+    webservers.create(cluster, namespace, "web", {"replicas": 2})
+    uid = webservers.get(cluster, namespace, "web")["metadata"]["uid"]
 
     def reported() -> dict[str, Any] | None:
-        ws = test_webserver.get(cluster, namespace, "web")
+        ws = webservers.get(cluster, namespace, "web")
         cond = {c["type"]: c for c in (ws.get("status") or {}).get("conditions", [])}.get(
             "ReplicaFailure", {}
         )
@@ -248,7 +246,7 @@ def test_recreated_while_the_old_pods_terminate_reports_it_and_converges(cluster
     assert any(n in cond["message"] for n in held)
     for name in held:
         core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
-    test_webserver.converged(cluster, namespace, "web", 2)
+    webservers.converged(cluster, namespace, "web", 2)
     assert len(owned_pods(cluster, namespace, uid)) == 2
     assert len(core.list_namespaced_pod(namespace).items) == 2
 
@@ -257,7 +255,7 @@ def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, names
     """#15.2: a pod nobody controls with the name slot 0 wants (and not our labels) is not adopted."""
     core = client.CoreV1Api(cluster.api)
     spec = {"replicas": 2}
-    name = test_webserver.desired.pod_name("web", test_webserver.desired.template_hash(spec), 0)
+    name = webservers.desired.pod_name("web", webservers.desired.template_hash(spec), 0)
     stranger = core.create_namespaced_pod(
         namespace,
         {
@@ -266,10 +264,10 @@ def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, names
         },
     )
     start("webserver")
-    test_webserver.create(cluster, namespace, "web", spec)
+    webservers.create(cluster, namespace, "web", spec)
 
     def reported() -> dict[str, Any] | None:
-        ws = test_webserver.get(cluster, namespace, "web")
+        ws = webservers.get(cluster, namespace, "web")
         cond = {c["type"]: c for c in (ws.get("status") or {}).get("conditions", [])}.get(
             "ReplicaFailure", {}
         )
@@ -299,12 +297,12 @@ def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, name
     )
     try:
         op.start()
-        test_webserver.create(cluster, namespace, "web", {"replicas": 3})
-        test_webserver.create(cluster, namespace, "gone", {"replicas": 1})
-        test_webserver.converged(cluster, namespace, "web", 3)
-        test_webserver.converged(cluster, namespace, "gone", 1)
+        webservers.create(cluster, namespace, "web", {"replicas": 3})
+        webservers.create(cluster, namespace, "gone", {"replicas": 1})
+        webservers.converged(cluster, namespace, "web", 3)
+        webservers.converged(cluster, namespace, "gone", 1)
         assert 'name="gone"' in op.metrics()
-        victim = test_webserver.active_pods(cluster, namespace, "web")[0]
+        victim = webservers.active_pods(cluster, namespace, "web")[0]
 
         proxy.partition()
         core.delete_namespaced_pod(victim.metadata.name, namespace, grace_period_seconds=0)
@@ -314,7 +312,7 @@ def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, name
                 {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}.isdisjoint(
                     {victim.metadata.uid}
                 )
-                and not test_webserver.active_pods(cluster, namespace, "gone")
+                and not webservers.active_pods(cluster, namespace, "gone")
             ),
             60,
             "the victim pod and the deleted WebServer's pod gone",
@@ -323,14 +321,14 @@ def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, name
         proxy.heal()
 
         def replaced() -> bool:
-            pods = test_webserver.active_pods(cluster, namespace, "web")
+            pods = webservers.active_pods(cluster, namespace, "web")
             return len(pods) == 3 and victim.metadata.uid not in {p.metadata.uid for p in pods}
 
         wait_for(replaced, 120, "the pod deleted in the gap replaced")
         has_pods(cluster, namespace, "web", 3)
         wait_for(lambda: 'name="gone"' not in op.metrics(), 60, "the deleted WebServer forgotten")
         assert "deleted while not watching" in op.log_path.read_text(errors="replace")
-        assert not test_webserver.active_pods(cluster, namespace, "gone")
+        assert not webservers.active_pods(cluster, namespace, "gone")
     finally:
         op.stop()
         proxy.close()
@@ -340,11 +338,11 @@ def has_pods(cluster: Cluster, namespace: str, name: str, replicas: int, timeout
     """Exactly ``replicas`` active pods of the WebServer, and a status that counts them."""
 
     def check() -> bool:
-        ws = test_webserver.get(cluster, namespace, name)
+        ws = webservers.get(cluster, namespace, name)
         st = ws.get("status") or {}
         return (
             len(owned_pods(cluster, namespace, ws["metadata"]["uid"])) == replicas
-            and len(test_webserver.active_pods(cluster, namespace, name)) == replicas
+            and len(webservers.active_pods(cluster, namespace, name)) == replicas
             and st.get("replicas") == replicas
             and st.get("observedGeneration") == ws["metadata"]["generation"]
         )
@@ -359,20 +357,20 @@ def test_the_operator_keeps_watching_through_api_server_outages(cluster, namespa
     local = cluster.need_local()
     core = client.CoreV1Api(cluster.api)
     op = start("webserver")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 2})
-    test_webserver.converged(cluster, namespace, "web", 2)
+    webservers.create(cluster, namespace, "web", {"replicas": 2})
+    webservers.converged(cluster, namespace, "web", 2)
     local.restart_apiserver(down_for=down_for)
     # Changes right after the restart (caches still relisting) and a new object.
-    test_webserver.patch_spec(cluster, namespace, "web", {"replicas": 3})
-    victim = test_webserver.active_pods(cluster, namespace, "web")[0]
+    webservers.patch_spec(cluster, namespace, "web", {"replicas": 3})
+    victim = webservers.active_pods(cluster, namespace, "web")[0]
     core.delete_namespaced_pod(victim.metadata.name, namespace, grace_period_seconds=0)
-    test_webserver.create(cluster, namespace, "after", {"replicas": 1})
+    webservers.create(cluster, namespace, "after", {"replicas": 1})
     # Pod readiness is kwok's to restore after the outage (the node controller marked them
     # not ready meanwhile): the operator's part is the right pods and a status that says so.
     has_pods(cluster, namespace, "web", 3)
     has_pods(cluster, namespace, "after", 1)
     assert victim.metadata.uid not in {
-        p.metadata.uid for p in test_webserver.active_pods(cluster, namespace, "web")
+        p.metadata.uid for p in webservers.active_pods(cluster, namespace, "web")
     }
     assert op.proc is not None and op.proc.poll() is None
     assert op.get(op.probe_port, "/healthz")[0] == 200
@@ -396,8 +394,8 @@ def test_a_watch_refused_for_a_while_recovers_and_healthz_tells(cluster, namespa
     )
     try:
         op.start()
-        test_webserver.create(cluster, namespace, "web", {"replicas": 1})
-        test_webserver.converged(cluster, namespace, "web", 1)
+        webservers.create(cluster, namespace, "web", {"replicas": 1})
+        webservers.converged(cluster, namespace, "web", 1)
         rbac.delete_cluster_role_binding(f"test:{account}")
         local.restart_apiserver()
         wait_for(
@@ -405,9 +403,9 @@ def test_a_watch_refused_for_a_while_recovers_and_healthz_tells(cluster, namespa
         )
         cluster.operator_kubeconfig("webserver", account=account)  # bound again
         wait_for(lambda: op.get(op.probe_port, "/healthz")[0] == 200, 90, "/healthz healthy again")
-        test_webserver.create(cluster, namespace, "later", {"replicas": 2})
+        webservers.create(cluster, namespace, "later", {"replicas": 2})
         has_pods(cluster, namespace, "later", 2)
-        test_webserver.patch_spec(cluster, namespace, "web", {"replicas": 2})
+        webservers.patch_spec(cluster, namespace, "web", {"replicas": 2})
         has_pods(cluster, namespace, "web", 2)
     finally:
         op.stop()
@@ -431,10 +429,10 @@ def test_names_children_could_not_carry_are_refused_at_admission(cluster, namesp
     """#15.8: such names were accepted, then every child create failed with 422, retried forever."""
     kind, name, spec, fragment = case
     if kind == "tdset":
-        spec = test_tdset.steady(1, **({"service": {"port": 80}} if spec == "service" else {}))
+        spec = tdsets.steady(1, **({"service": {"port": 80}} if spec == "service" else {}))
     group, version, plural, kind_name = {
-        "webserver": (test_webserver.GROUP, test_webserver.VERSION, test_webserver.PLURAL, "WebServer"),
-        "tdset": (test_tdset.GROUP, test_tdset.VERSION, test_tdset.PLURAL, "TDSet"),
+        "webserver": (webservers.GROUP, webservers.VERSION, webservers.PLURAL, "WebServer"),
+        "tdset": (tdsets.GROUP, tdsets.VERSION, tdsets.PLURAL, "TDSet"),
         "netperf": ("app.example.com", "v1alpha1", "netperfs", "Netperf"),
     }[kind]
     body = {"apiVersion": f"{group}/{version}", "kind": kind_name, "metadata": {"name": name}, "spec": spec}
@@ -450,12 +448,12 @@ def test_a_dotted_webserver_that_later_asks_for_a_service_is_degraded_not_retrie
     """#15.8: the rule is create-only (a stored object stays writable); the controller checks the
     same thing and reports it in Degraded, creating no Service the API server would refuse."""
     start("webserver")
-    test_webserver.create(cluster, namespace, "web.v2", {"replicas": 1})  # dots are fine for pods
-    test_webserver.converged(cluster, namespace, "web.v2", 1)
-    test_webserver.patch_spec(cluster, namespace, "web.v2", {"service": {"enabled": True}})
+    webservers.create(cluster, namespace, "web.v2", {"replicas": 1})  # dots are fine for pods
+    webservers.converged(cluster, namespace, "web.v2", 1)
+    webservers.patch_spec(cluster, namespace, "web.v2", {"service": {"enabled": True}})
 
     def degraded() -> dict[str, Any] | None:
-        ws = test_webserver.get(cluster, namespace, "web.v2")
+        ws = webservers.get(cluster, namespace, "web.v2")
         cond = {c["type"]: c for c in (ws.get("status") or {}).get("conditions", [])}.get("Degraded", {})
         return cond if cond.get("status") == "True" else None
 
@@ -469,29 +467,29 @@ def test_a_netperf_recreated_mid_run_waits_for_its_predecessors_pods(cluster, na
     found its predecessor's terminating pods under its names and ended in Error/PodConflict."""
     core = client.CoreV1Api(cluster.api)
     start("netperf")
-    test_netperf.create(cluster, namespace, "np", {})
-    test_netperf.in_test(cluster, namespace, "np")
-    held = [p.metadata.name for p in test_netperf.pods(cluster, namespace)]
+    netperfs.create(cluster, namespace, "np", {})
+    netperfs.in_test(cluster, namespace, "np")
+    held = [p.metadata.name for p in netperfs.pods(cluster, namespace)]
     assert len(held) == 2
     for name in held:
         core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": ["localcluster.dev/hold"]}})
     client.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
-        test_netperf.GROUP, test_netperf.VERSION, namespace, test_netperf.PLURAL, "np"
+        netperfs.GROUP, netperfs.VERSION, namespace, netperfs.PLURAL, "np"
     )
     wait_for(
         lambda: all(core.read_namespaced_pod(n, namespace).metadata.deletion_timestamp for n in held),
         60,
         "the old run's pods terminating",
     )
-    uid = test_netperf.create(cluster, namespace, "np", {})["metadata"]["uid"]
+    uid = netperfs.create(cluster, namespace, "np", {})["metadata"]["uid"]
     wait_for(
-        lambda: "WaitingForPodName" in test_netperf.reasons(cluster, namespace, "np"), 60, "the wait reported"
+        lambda: "WaitingForPodName" in netperfs.reasons(cluster, namespace, "np"), 60, "the wait reported"
     )
-    assert test_netperf.st(cluster, namespace, "np").get("status") != "Error"
+    assert netperfs.st(cluster, namespace, "np").get("status") != "Error"
     for name in held:
         core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
-    s = test_netperf.in_test(cluster, namespace, "np")
-    server = test_netperf.pod(cluster, namespace, s["serverPod"])
+    s = netperfs.in_test(cluster, namespace, "np")
+    server = netperfs.pod(cluster, namespace, s["serverPod"])
     assert [r.uid for r in server.metadata.owner_references] == [uid]
 
 
@@ -502,11 +500,9 @@ def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, name
     while the operator was down (an annotation on the HPA remembers it)."""
     autoscaling = client.AutoscalingV2Api(cluster.api)
     op = start("tdset")
-    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(4))
-    test_tdset.replicas_become(cluster, namespace, "shop", 4, "scheduled replicas")
-    autoscaling.create_namespaced_horizontal_pod_autoscaler(
-        namespace, test_tdset.hpa("shop-hpa", "shop", 2, 10)
-    )
+    tdsets.create(cluster, namespace, "shop", tdsets.steady(4))
+    tdsets.replicas_become(cluster, namespace, "shop", 4, "scheduled replicas")
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(namespace, tdsets.hpa("shop-hpa", "shop", 2, 10))
 
     def hpa() -> client.V2HorizontalPodAutoscaler:
         return autoscaling.read_namespaced_horizontal_pod_autoscaler("shop-hpa", namespace)
@@ -514,14 +510,14 @@ def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, name
     wait_for(lambda: hpa().spec.min_replicas == 4, 60, "the floor raised to 4")
     if operator_down:
         op.stop()
-    test_tdset.co(cluster).delete_namespaced_custom_object(
-        test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL, "shop"
+    tdsets.co(cluster).delete_namespaced_custom_object(
+        tdsets.GROUP, tdsets.VERSION, namespace, tdsets.PLURAL, "shop"
     )
     if operator_down:
         wait_for(
             lambda: (
-                not test_tdset.co(cluster).list_namespaced_custom_object(
-                    test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL
+                not tdsets.co(cluster).list_namespaced_custom_object(
+                    tdsets.GROUP, tdsets.VERSION, namespace, tdsets.PLURAL
                 )["items"]
             ),
             60,
@@ -548,8 +544,8 @@ def test_a_sigkilled_operator_leaves_no_credentials_on_disk(cluster, namespace, 
     assert "client-key-data" in cluster.kubeconfig.read_text()
     try:
         op.start()
-        test_webserver.create(cluster, namespace, "web", {"replicas": 1})
-        test_webserver.converged(cluster, namespace, "web", 1)  # both clients have talked
+        webservers.create(cluster, namespace, "web", {"replicas": 1})
+        webservers.converged(cluster, namespace, "web", 1)  # both clients have talked
     finally:
         op.kill()
     assert sorted(p.name for p in tmpdir.iterdir()) == []
@@ -560,37 +556,34 @@ def test_a_tdset_recreated_while_its_deployment_terminates_says_so_and_converges
     is gone (a finalizer keeps it here); the new TDSet reports that and takes over the name."""
     apps = client.AppsV1Api(cluster.api)
     start("tdset")
-    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(2))
-    test_tdset.replicas_become(cluster, namespace, "shop", 2, "the Deployment")
+    tdsets.create(cluster, namespace, "shop", tdsets.steady(2))
+    tdsets.replicas_become(cluster, namespace, "shop", 2, "the Deployment")
     apps.patch_namespaced_deployment(
         "shop", namespace, {"metadata": {"finalizers": ["test.k8s-operators-py.dev/hold"]}}
     )
-    test_tdset.co(cluster).delete_namespaced_custom_object(
-        test_tdset.GROUP, test_tdset.VERSION, namespace, test_tdset.PLURAL, "shop"
+    tdsets.co(cluster).delete_namespaced_custom_object(
+        tdsets.GROUP, tdsets.VERSION, namespace, tdsets.PLURAL, "shop"
     )
     wait_for(
-        lambda: test_tdset.deployment(cluster, namespace, "shop").metadata.deletion_timestamp,
+        lambda: tdsets.deployment(cluster, namespace, "shop").metadata.deletion_timestamp,
         60,
         "terminating",
     )
-    uid = test_tdset.create(cluster, namespace, "shop", test_tdset.steady(3))["metadata"]["uid"]
+    uid = tdsets.create(cluster, namespace, "shop", tdsets.steady(3))["metadata"]["uid"]
     wait_for(
         lambda: (
             "is being deleted"
-            in test_tdset.condition(test_tdset.get(cluster, namespace, "shop"), "Degraded").get("message", "")
+            in tdsets.condition(tdsets.get(cluster, namespace, "shop"), "Degraded").get("message", "")
         ),
         60,
         "Degraded says the Deployment is being deleted",
     )
     apps.patch_namespaced_deployment("shop", namespace, {"metadata": {"finalizers": None}})
-    test_tdset.replicas_become(cluster, namespace, "shop", 3, "a new Deployment for the new TDSet")
-    dep = test_tdset.deployment(cluster, namespace, "shop")
+    tdsets.replicas_become(cluster, namespace, "shop", 3, "a new Deployment for the new TDSet")
+    dep = tdsets.deployment(cluster, namespace, "shop")
     assert [r.uid for r in dep.metadata.owner_references] == [uid]
     wait_for(
-        lambda: (
-            test_tdset.condition(test_tdset.get(cluster, namespace, "shop"), "Degraded").get("status")
-            == "False"
-        ),
+        lambda: tdsets.condition(tdsets.get(cluster, namespace, "shop"), "Degraded").get("status") == "False",
         60,
         "Degraded cleared",
     )

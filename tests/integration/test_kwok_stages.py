@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from tests.helpers import wait_for
+from tests.framework.waits import wait_for
 
 
 def _pod(name: str, node: str, annotations: dict[str, str] | None = None) -> dict:

@@ -36,10 +36,11 @@ from kubernetes import client, watch
 from localcluster.cluster import AUDITED_NAMESPACE
 from operators.webserver import desired as webserver_desired
 from shared import leader
-from tests.helpers import hold_pods_at, wait_for
-from tests.integration import test_netperf, test_tdset, test_webserver
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework import netperfs, tdsets, webservers
+from tests.framework.cluster import Cluster
+from tests.framework.namespaces import hold_pods_at
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 OPERATORS = ("netperf", "tdset", "webserver")
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -153,18 +154,18 @@ def describe(events: list[dict[str, Any]]) -> list[tuple[str, str, str, int]]:
 
 
 def netperf_work(cluster: Cluster, namespace: str) -> None:
-    test_netperf.create(cluster, namespace, "work", {})
-    wait_for(lambda: test_netperf.st(cluster, namespace, "work").get("status"), 60, "the Netperf's status")
+    netperfs.create(cluster, namespace, "work", {})
+    wait_for(lambda: netperfs.st(cluster, namespace, "work").get("status"), 60, "the Netperf's status")
 
 
 def tdset_work(cluster: Cluster, namespace: str) -> None:
-    test_tdset.create(cluster, namespace, "work", test_tdset.steady(1))
-    test_tdset.replicas_become(cluster, namespace, "work", 1, "the TDSet's Deployment")
+    tdsets.create(cluster, namespace, "work", tdsets.steady(1))
+    tdsets.replicas_become(cluster, namespace, "work", 1, "the TDSet's Deployment")
 
 
 def webserver_work(cluster: Cluster, namespace: str) -> None:
-    test_webserver.create(cluster, namespace, "work", {"replicas": 2})
-    test_webserver.converged(cluster, namespace, "work", 2)
+    webservers.create(cluster, namespace, "work", {"replicas": 2})
+    webservers.converged(cluster, namespace, "work", 2)
 
 
 # Something for each operator to do, and how the test knows it was done.
@@ -214,17 +215,17 @@ def test_the_leader_killed_mid_scale_up_the_standby_converges_without_duplicates
     wait_for(lambda: leading(cluster, namespace, "webserver", a), 60, "a leading")
     (b,) = instances("webserver", ("b",))
     hold_pods_at(core, namespace, 5)  # the scale-up stops at 5 of 30 until the quota goes
-    test_webserver.create(cluster, namespace, "web", {"replicas": 30})
-    wait_for(lambda: len(test_webserver.active_pods(cluster, namespace, "web")) == 5, 60, "5 of 30")
+    webservers.create(cluster, namespace, "web", {"replicas": 30})
+    wait_for(lambda: len(webservers.active_pods(cluster, namespace, "web")) == 5, 60, "5 of 30")
     killed = datetime.datetime.now(datetime.UTC)
     a.process.kill()  # SIGKILL: no release, the Lease has to expire
     core.delete_namespaced_resource_quota("hold", namespace)
 
     wait_for(lambda: leading(cluster, namespace, "webserver", b), 60, "b leading")
-    ws = test_webserver.converged(cluster, namespace, "web", 30, timeout=180)
+    ws = webservers.converged(cluster, namespace, "web", 30, timeout=180)
     converged = datetime.datetime.now(datetime.UTC)
     thash = webserver_desired.template_hash(ws["spec"])
-    names = sorted(p.metadata.name for p in test_webserver.active_pods(cluster, namespace, "web"))
+    names = sorted(p.metadata.name for p in webservers.active_pods(cluster, namespace, "web"))
     assert names == sorted(webserver_desired.pod_name("web", thash, i) for i in range(30))
     # Every pod was created once: a's 5, b's 25.
     attempts = {inst.name: pod_creates(cluster, inst) for inst in (a, b)}
@@ -251,20 +252,20 @@ def test_a_leader_frozen_past_its_lease_writes_nothing_when_resumed_and_exits(cl
     (b,) = instances("webserver", ("b",))
     # Frozen with work pending: creates refused by the quota, retried with backoff.
     hold_pods_at(core, namespace, 5)
-    test_webserver.create(cluster, namespace, "web", {"replicas": 30})
-    wait_for(lambda: len(test_webserver.active_pods(cluster, namespace, "web")) == 5, 60, "5 of 30")
+    webservers.create(cluster, namespace, "web", {"replicas": 30})
+    wait_for(lambda: len(webservers.active_pods(cluster, namespace, "web")) == 5, 60, "5 of 30")
     a.process.freeze()  # SIGSTOP: a VM paused, a node stalled; its monotonic clock runs on
     core.delete_namespaced_resource_quota("hold", namespace)
 
     wait_for(lambda: leading(cluster, namespace, "webserver", b), 60, "b leading")
-    ws = test_webserver.converged(cluster, namespace, "web", 30, timeout=180)
+    ws = webservers.converged(cluster, namespace, "web", 30, timeout=180)
     a.process.resume()
     # It wakes up past its renew deadline: controller-runtime's "leader election lost", exit 1.
     assert a.process.wait_exit(60) == leader.EXIT_CODE, a.process.log_tail()
     assert "leader election lost" in a.process.log_path.read_text()
 
     thash = webserver_desired.template_hash(ws["spec"])
-    names = sorted(p.metadata.name for p in test_webserver.active_pods(cluster, namespace, "web"))
+    names = sorted(p.metadata.name for p in webservers.active_pods(cluster, namespace, "web"))
     assert names == sorted(webserver_desired.pod_name("web", thash, i) for i in range(30))
     # From b's first write (taking the Lease) on, a sent nothing: no pod, no status, no Event,
     # no renewal; not even one the API server would have refused.

@@ -37,8 +37,9 @@ from kubernetes.client.exceptions import ApiException
 from localcluster import cluster as localcluster
 from localcluster import olm as olm_install
 from localcluster.registry import ImageRegistry
-from tests.helpers import delete_namespace, fresh_namespace, wait_for
-from tests.integration.test_e2e import DIRECT, Install, exactly_ready, web_pods, webserver
+from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
+from tests.framework.namespaces import delete_namespace, fresh_namespace
+from tests.framework.waits import wait_for
 from tools.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.helpers import wait_for
-from tests.integration.conftest import CSV, Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.cluster import CSV, Cluster
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 ENFORCE = {
     "pod-security.kubernetes.io/enforce": "restricted",

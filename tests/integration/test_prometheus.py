@@ -10,83 +10,23 @@ drives reconciles and asks Prometheus' HTTP API what it saw, comparing with each
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
-from localcluster.cluster import free_port
 from operators import PACKAGES, description
 from shared.metrics import TABLE
-from tests.helpers import delete_namespace, fresh_namespace, wait_for
-from tests.integration import test_netperf
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework import netperfs
+from tests.framework.cluster import Cluster
+from tests.framework.namespaces import delete_namespace, fresh_namespace
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.prometheus import Prometheus
+from tests.framework.waits import wait_for
 
 OPERATORS = PACKAGES
-
-
-class Prometheus:
-    def __init__(self, targets: dict[str, str], workdir: Path) -> None:
-        """``targets``: operator name -> ``host:port`` of its metrics endpoint."""
-        self.port = free_port()
-        self.workdir = workdir
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [address]}]}
-                for op, address in targets.items()
-            ],
-        }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        binary = shutil.which("prometheus")
-        assert binary, "prometheus is installed by make system-deps (Debian's prometheus package)"
-        self.log = (workdir / "prometheus.log").open("wb")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: self._get("/-/ready") is not None, 60, "Prometheus /-/ready")
-
-    def _get(self, path: str) -> Any:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
-                body = resp.read()
-        except OSError:
-            assert self.proc.poll() is None, (self.workdir / "prometheus.log").read_text()[-2000:]
-            return None
-        return json.loads(body) if path.startswith("/api/") else body
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self._get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-        assert data is not None and data["status"] == "success", data
-        return data["data"]["result"]
-
-    def value(self, expr: str) -> float | None:
-        result = self.query(expr)
-        return float(result[0]["value"][1]) if result else None
-
-    def targets(self) -> list[dict[str, Any]]:
-        return self._get("/api/v1/targets")["data"]["activeTargets"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +108,10 @@ def create_webserver_and_tdset(
 def test_live_metrics_pass_promtool_check_metrics(cluster, watched, operators):
     """promtool lints only families with samples: first give every family one, then lint."""
     create_webserver_and_tdset(cluster, watched, "lint", webserver_replicas=1, tdset_replicas=1)
-    test_netperf.create(cluster, watched, "lint", {"samples": 3})
-    s = test_netperf.in_test(cluster, watched, "lint")
-    test_netperf.finish_client(cluster, watched, s["clientPod"], test_netperf.fixture("tcp_stream"))
-    test_netperf.phase_is(cluster, watched, "lint", "Done")
+    netperfs.create(cluster, watched, "lint", {"samples": 3})
+    s = netperfs.in_test(cluster, watched, "lint")
+    netperfs.finish_client(cluster, watched, s["clientPod"], netperfs.fixture("tcp_stream"))
+    netperfs.phase_is(cluster, watched, "lint", "Done")
 
     promtool = shutil.which("promtool")
     assert promtool

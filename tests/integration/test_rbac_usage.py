@@ -28,10 +28,10 @@ from operators.netperf import schema as netperf_schema
 from operators.tdset import schema as tdset_schema
 from operators.webserver import desired as webserver_desired
 from operators.webserver import schema as webserver_schema
-from tests.helpers import wait_for
-from tests.integration import test_netperf, test_tdset
-from tests.integration.conftest import Cluster, csv_permissions
-from tests.integration.operator_process import OperatorProcess
+from tests.framework import netperfs, tdsets
+from tests.framework.cluster import Cluster, csv_permissions
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 Triple = tuple[str, str, str]
 
@@ -147,19 +147,19 @@ STRANGER_SERVICE = {
 
 def tdset_tour(cluster: Cluster, namespace: str) -> None:
     core, autoscaling = client.CoreV1Api(cluster.api), client.AutoscalingV2Api(cluster.api)
-    test_tdset.create(cluster, namespace, "tour", test_tdset.steady(2, service={"port": 80}))
-    test_tdset.replicas_become(cluster, namespace, "tour", 2, "Deployment created")
+    tdsets.create(cluster, namespace, "tour", tdsets.steady(2, service={"port": 80}))
+    tdsets.replicas_become(cluster, namespace, "tour", 2, "Deployment created")
     wait_for(lambda: core.read_namespaced_service("tour", namespace), 60, "Service created")
-    test_tdset.patch_spec(cluster, namespace, "tour", {"service": {"port": 8000}})
+    tdsets.patch_spec(cluster, namespace, "tour", {"service": {"port": 8000}})
     wait_for(
         lambda: core.read_namespaced_service("tour", namespace).spec.ports[0].port == 8000, 60, "patched"
     )
-    test_tdset.patch_spec(cluster, namespace, "tour", {"container": {"image": "nginx:1.28", "port": 80}})
-    test_tdset.wait_event(cluster, namespace, "tour", "UpdatedDeployment", "nginx:1.28")
-    autoscaling.create_namespaced_horizontal_pod_autoscaler(namespace, test_tdset.hpa("tour", "tour", 1, 10))
+    tdsets.patch_spec(cluster, namespace, "tour", {"container": {"image": "nginx:1.28", "port": 80}})
+    tdsets.wait_event(cluster, namespace, "tour", "UpdatedDeployment", "nginx:1.28")
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(namespace, tdsets.hpa("tour", "tour", 1, 10))
     floor = lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tour", namespace).spec.min_replicas  # noqa: E731
     wait_for(lambda: floor() == 2, 60, "HPA floor patched")
-    test_tdset.patch_spec(cluster, namespace, "tour", {"service": None})
+    tdsets.patch_spec(cluster, namespace, "tour", {"service": None})
     wait_for(lambda: not core.list_namespaced_service(namespace).items, 60, "Service deleted")
     # A stranger's Deployment with the name a TDSet wants: the operator reads it to tell.
     client.AppsV1Api(cluster.api).create_namespaced_deployment(
@@ -175,38 +175,38 @@ def tdset_tour(cluster: Cluster, namespace: str) -> None:
             },
         },
     )
-    test_tdset.create(cluster, namespace, "taken", test_tdset.steady(1))
-    test_tdset.wait_event(cluster, namespace, "taken", "DeploymentConflict")
+    tdsets.create(cluster, namespace, "taken", tdsets.steady(1))
+    tdsets.wait_event(cluster, namespace, "taken", "DeploymentConflict")
     # And a stranger's Service: read after AlreadyExists, reported, left alone.
     core.create_namespaced_service(namespace, {**STRANGER_SERVICE, "metadata": {"name": "svc-taken"}})
-    test_tdset.create(cluster, namespace, "svc-taken", test_tdset.steady(1, service={"port": 80}))
-    test_tdset.wait_event(cluster, namespace, "svc-taken", "ServiceConflict")
+    tdsets.create(cluster, namespace, "svc-taken", tdsets.steady(1, service={"port": 80}))
+    tdsets.wait_event(cluster, namespace, "svc-taken", "ServiceConflict")
 
 
 def netperf_tour(cluster: Cluster, namespace: str) -> None:
     core = client.CoreV1Api(cluster.api)
-    test_netperf.create(cluster, namespace, "tour", {"samples": 3})
-    s = test_netperf.in_test(cluster, namespace, "tour")
-    test_netperf.finish_client(cluster, namespace, s["clientPod"], test_netperf.fixture("tcp_stream"))
-    test_netperf.phase_is(cluster, namespace, "tour", "Done")
-    test_netperf.no_pods_left(cluster, namespace)
+    netperfs.create(cluster, namespace, "tour", {"samples": 3})
+    s = netperfs.in_test(cluster, namespace, "tour")
+    netperfs.finish_client(cluster, namespace, s["clientPod"], netperfs.fixture("tcp_stream"))
+    netperfs.phase_is(cluster, namespace, "tour", "Done")
+    netperfs.no_pods_left(cluster, namespace)
     # Re-created after an orphaning delete: the old run's pods are adopted (patch), then deleted.
-    co, args = client.CustomObjectsApi(cluster.api), (test_netperf.GROUP, test_netperf.VERSION, namespace)
-    test_netperf.create(cluster, namespace, "orphaned", {"samples": 3})
-    test_netperf.in_test(cluster, namespace, "orphaned")
+    co, args = client.CustomObjectsApi(cluster.api), (netperfs.GROUP, netperfs.VERSION, namespace)
+    netperfs.create(cluster, namespace, "orphaned", {"samples": 3})
+    netperfs.in_test(cluster, namespace, "orphaned")
     co.delete_namespaced_custom_object(
-        *args, test_netperf.PLURAL, "orphaned", body={"propagationPolicy": "Orphan"}
+        *args, netperfs.PLURAL, "orphaned", body={"propagationPolicy": "Orphan"}
     )
     wait_for(
         lambda: all(
             i["metadata"]["name"] != "orphaned"
-            for i in co.list_namespaced_custom_object(*args, test_netperf.PLURAL)["items"]
+            for i in co.list_namespaced_custom_object(*args, netperfs.PLURAL)["items"]
         ),
         60,
         "Netperf deleted",
     )
-    uid = test_netperf.create(cluster, namespace, "orphaned", {"samples": 3})["metadata"]["uid"]
-    s = test_netperf.in_test(cluster, namespace, "orphaned")
+    uid = netperfs.create(cluster, namespace, "orphaned", {"samples": 3})["metadata"]["uid"]
+    s = netperfs.in_test(cluster, namespace, "orphaned")
     refs = core.read_namespaced_pod(s["clientPod"], namespace).metadata.owner_references
     assert refs[0].uid == uid
     # A stranger's pod holding the server pod's name: the operator reads it after AlreadyExists.
@@ -215,8 +215,8 @@ def netperf_tour(cluster: Cluster, namespace: str) -> None:
         "spec": {"containers": [{"name": "c", "image": "busybox"}], "nodeName": "kwok-node-2"},
     }
     core.create_namespaced_pod(namespace, stranger)
-    test_netperf.create(cluster, namespace, "taken", {})
-    assert test_netperf.phase_is(cluster, namespace, "taken", "Error")["reason"] == "PodConflict"
+    netperfs.create(cluster, namespace, "taken", {})
+    assert netperfs.phase_is(cluster, namespace, "taken", "Error")["reason"] == "PodConflict"
 
 
 TOURS: dict[str, Callable[[Cluster, str], None]] = {
@@ -259,7 +259,7 @@ def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, oper
 SCHEMAS = {"netperf": netperf_schema, "tdset": tdset_schema, "webserver": webserver_schema}
 EMPTY_SPECS: dict[str, dict[str, Any]] = {
     "netperf": {},
-    "tdset": test_tdset.steady(1),
+    "tdset": tdsets.steady(1),
     "webserver": {"replicas": 0},
 }
 

@@ -26,7 +26,8 @@ from localcluster import cluster as localcluster
 from localcluster import node as realnode
 from localcluster import ociimage
 from localcluster.binaries import Binaries, k8s_version
-from tests.helpers import delete_namespace, fresh_namespace, wait_for
+from tests.framework.namespaces import delete_namespace, fresh_namespace
+from tests.framework.waits import wait_for
 
 # Straight to pod and Service IPs, whatever proxy the environment names.
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))

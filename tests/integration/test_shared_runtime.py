@@ -10,14 +10,14 @@ from kubernetes import client
 
 from shared import ownership
 from shared.ownership import managed_selector
-from tests.helpers import wait_for
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
 
 
 @pytest.fixture
 def demo(cluster, namespace, tmp_path):
     op = OperatorProcess(
-        "tests.integration.demo_operator", cluster.kubeconfig, tmp_path / "demo.log", namespace
+        "tests.framework.demo_operator", cluster.kubeconfig, tmp_path / "demo.log", namespace
     )
     yield op.start()  # start() waits for /readyz: 200 only after the initial listing
     op.stop()
@@ -73,7 +73,7 @@ def test_no_pass_plans_before_every_listed_child_reached_the_cache(cluster, name
         child = {"metadata": {"name": f"p{i}-child"}}
         core.create_namespaced_secret(namespace, ownership.adopt(child, owner, "listing", "child"))
     op = OperatorProcess(
-        "tests.integration.listing_operator", cluster.kubeconfig, tmp_path / "listing.log", namespace
+        "tests.framework.listing_operator", cluster.kubeconfig, tmp_path / "listing.log", namespace
     )
     op.start()
     try:

@@ -9,7 +9,6 @@ tests check against an oracle, at the instant they are checked.
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,28 @@ from kubernetes.client.exceptions import ApiException
 from operators.tdset import schedule
 from shared.clock import OFFSET_ENV
 from shared.conditions import rfc3339
-from tests.helpers import wait_for
-from tests.integration.conftest import REPO, Cluster
-from tests.integration.operator_process import OperatorProcess
+from tests.framework.cluster import REPO, Cluster
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.tdsets import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    co,
+    condition,
+    create,
+    deployment,
+    events,
+    get,
+    patch_spec,
+    replicas_become,
+    scale_deployment,
+    shifted_now,
+    steady,
+    table,
+    wait_event,
+)
+from tests.framework.waits import wait_for
 
-GROUP, VERSION, PLURAL = "schedule.rs", "v1", "tdsets"
 UTC = datetime.UTC
 Start = Callable[..., OperatorProcess]
 
@@ -51,90 +67,6 @@ def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator
     yield start
     for op in started:
         op.stop()
-
-
-def shifted_now(op: OperatorProcess) -> datetime.datetime:
-    """The instant the operator process believes it is."""
-    return datetime.datetime.now(UTC) + datetime.timedelta(seconds=float(op.extra_env[OFFSET_ENV]))
-
-
-def steady(replicas: int, **extra: Any) -> dict[str, Any]:
-    """A spec without windows: the schedule asks for ``replicas`` at every instant."""
-    return {
-        "container": {"image": "nginx:1.27", "port": 80},
-        "schedulingConfig": [],
-        "defaultReplica": replicas,
-        **extra,
-    }
-
-
-def co(cluster: Cluster) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(cluster.api)
-
-
-def create(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TDSet", "metadata": {"name": name}, "spec": spec}
-    return co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-
-
-def get(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return co(cluster).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-
-
-def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    co(cluster).patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": spec})
-
-
-def deployment(cluster: Cluster, namespace: str, name: str) -> client.V1Deployment:
-    return client.AppsV1Api(cluster.api).read_namespaced_deployment(name, namespace)
-
-
-def scale_deployment(cluster: Cluster, namespace: str, name: str, replicas: int) -> None:
-    """What ``kubectl scale deployment`` does: write the scale subresource."""
-    client.AppsV1Api(cluster.api).patch_namespaced_deployment_scale(
-        name, namespace, {"spec": {"replicas": replicas}}
-    )
-
-
-def condition(tds: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = [c for c in (tds.get("status") or {}).get("conditions") or [] if c["type"] == type_]
-    return found[0] if found else {}
-
-
-def events(cluster: Cluster, namespace: str, name: str) -> list[client.CoreV1Event]:
-    return (
-        client.CoreV1Api(cluster.api)
-        .list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=TDSet"
-        )
-        .items
-    )
-
-
-def wait_event(
-    cluster: Cluster, namespace: str, name: str, reason: str, *fragments: str
-) -> client.CoreV1Event:
-    def found() -> client.CoreV1Event | None:
-        for e in events(cluster, namespace, name):
-            if e.reason == reason and all(f in e.message for f in fragments):
-                return e
-        return None
-
-    return wait_for(found, 60, f"a {reason} Event mentioning {fragments}")
-
-
-def replicas_become(cluster: Cluster, namespace: str, name: str, replicas: int, what: str) -> None:
-    wait_for(lambda: deployment(cluster, namespace, name).spec.replicas == replicas, 60, what)
-
-
-def table(cluster: Cluster, namespace: str) -> dict[str, Any]:
-    """``kubectl get tdsets``: the server-side table with the CRD's printer columns."""
-    url = f"{cluster.api.configuration.host}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
-    headers = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
-    cluster.api.update_params_for_auth(headers, None, ["BearerToken"], "GET", url, None)
-    response = cluster.api.call_api("GET", url, header_params=headers)
-    response.read()
-    return json.loads(response.data)
 
 
 def test_tutorial_example_gets_the_scheduled_replicas_and_is_garbage_collected(

@@ -19,9 +19,10 @@ from shared import kube
 from shared.kube import KubeClient
 from shared.statuses import StatusWriter
 from shared.workqueue import SupersededError
-from tests.helpers import hold_pods_at, wait_for
-from tests.integration import test_netperf, test_tdset, test_webserver
-from tests.integration.conftest import Cluster
+from tests.framework import netperfs, tdsets, webservers
+from tests.framework.cluster import Cluster
+from tests.framework.namespaces import hold_pods_at
+from tests.framework.waits import wait_for
 
 
 def service(cluster: Cluster, namespace: str, name: str) -> client.V1Service | None:
@@ -62,13 +63,13 @@ def test_a_port_change_leaves_the_service_on_the_pods_that_serve(cluster, namesp
     start(kind)
     if kind == "webserver":
         spec = {"replicas": 2, "port": 8080, "rollout": {"maxSurge": 1, "maxUnavailable": 0}}
-        test_webserver.create(cluster, namespace, "web", {**spec, "service": {"enabled": True, "port": 80}})
-        test_webserver.converged(cluster, namespace, "web", 2)
+        webservers.create(cluster, namespace, "web", {**spec, "service": {"enabled": True, "port": 80}})
+        webservers.converged(cluster, namespace, "web", 2)
         selector = "app=web"
     else:
-        spec = test_tdset.steady(2, service={"port": 80})
+        spec = tdsets.steady(2, service={"port": 80})
         spec["container"]["port"] = 8080
-        test_tdset.create(cluster, namespace, "web", spec)
+        tdsets.create(cluster, namespace, "web", spec)
         selector = "app.kubernetes.io/instance=web"
     old = wait_for(
         lambda: (
@@ -83,17 +84,17 @@ def test_a_port_change_leaves_the_service_on_the_pods_that_serve(cluster, namesp
     hold_pods_at(client.CoreV1Api(cluster.api), namespace, 2)
 
     if kind == "webserver":
-        test_webserver.patch_spec(cluster, namespace, "web", {"port": 8081})
+        webservers.patch_spec(cluster, namespace, "web", {"port": 8081})
         wait_for(
-            lambda: "pods" in str(test_webserver.conditions(test_webserver.get(cluster, namespace, "web"))),
+            lambda: "pods" in str(webservers.conditions(webservers.get(cluster, namespace, "web"))),
             120,
             "the new pod refused by the quota (ReplicaFailure)",
         )
     else:
-        test_tdset.patch_spec(cluster, namespace, "web", {"container": {"image": "nginx:1.27", "port": 8081}})
+        tdsets.patch_spec(cluster, namespace, "web", {"container": {"image": "nginx:1.27", "port": 8081}})
         wait_for(
             lambda: (
-                test_tdset.deployment(cluster, namespace, "web")
+                tdsets.deployment(cluster, namespace, "web")
                 .spec.template.spec.containers[0]
                 .ports[0]
                 .container_port
@@ -125,13 +126,13 @@ def test_a_quota_refusing_pods_does_not_hold_back_the_service(cluster, namespace
     core = client.CoreV1Api(cluster.api)
     hold_pods_at(core, namespace, 2)
     start("webserver")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 3, "service": {"enabled": True}})
+    webservers.create(cluster, namespace, "web", {"replicas": 3, "service": {"enabled": True}})
     wait_for(lambda: service(cluster, namespace, "web"), 60, "the Service, despite the quota")
-    ws = test_webserver.get(cluster, namespace, "web")
-    assert test_webserver.conditions(ws)["ReplicaFailure"]["status"] == "True"
-    test_webserver.patch_spec(cluster, namespace, "web", {"service": {"enabled": True, "type": "NodePort"}})
+    ws = webservers.get(cluster, namespace, "web")
+    assert webservers.conditions(ws)["ReplicaFailure"]["status"] == "True"
+    webservers.patch_spec(cluster, namespace, "web", {"service": {"enabled": True, "type": "NodePort"}})
     wait_for(lambda: service(cluster, namespace, "web").spec.type == "NodePort", 60, "type changed")
-    test_webserver.patch_spec(cluster, namespace, "web", {"service": {"enabled": False}})
+    webservers.patch_spec(cluster, namespace, "web", {"service": {"enabled": False}})
     wait_for(lambda: service(cluster, namespace, "web") is None, 60, "the Service deleted, despite the quota")
     assert len(pod_names(cluster, namespace, "app=web")) == 2
 
@@ -161,29 +162,25 @@ def test_a_tdset_reapplied_after_an_orphaning_delete_adopts_its_deployment_and_s
 ):
     """Before: `Degraded=DeploymentConflict` forever, and the schedule no longer moved it."""
     start("tdset")
-    test_tdset.create(cluster, namespace, "shop", test_tdset.steady(2, service={"port": 80}))
-    test_tdset.replicas_become(cluster, namespace, "shop", 2, "Deployment created")
+    tdsets.create(cluster, namespace, "shop", tdsets.steady(2, service={"port": 80}))
+    tdsets.replicas_become(cluster, namespace, "shop", 2, "Deployment created")
     wait_for(lambda: service(cluster, namespace, "shop"), 60, "Service created")
-    dep_uid = test_tdset.deployment(cluster, namespace, "shop").metadata.uid
+    dep_uid = tdsets.deployment(cluster, namespace, "shop").metadata.uid
     svc_uid = service(cluster, namespace, "shop").metadata.uid
-    delete_orphaning(cluster, namespace, test_tdset, "shop")
-    wait_for(
-        lambda: controller_uid(test_tdset.deployment(cluster, namespace, "shop")) is None, 60, "orphaned"
-    )
+    delete_orphaning(cluster, namespace, tdsets, "shop")
+    wait_for(lambda: controller_uid(tdsets.deployment(cluster, namespace, "shop")) is None, 60, "orphaned")
 
-    uid = test_tdset.create(cluster, namespace, "shop", test_tdset.steady(3, service={"port": 80}))[
-        "metadata"
-    ]["uid"]
-    test_tdset.replicas_become(cluster, namespace, "shop", 3, "the adopted Deployment scaled by the schedule")
-    dep = test_tdset.deployment(cluster, namespace, "shop")
+    uid = tdsets.create(cluster, namespace, "shop", tdsets.steady(3, service={"port": 80}))["metadata"]["uid"]
+    tdsets.replicas_become(cluster, namespace, "shop", 3, "the adopted Deployment scaled by the schedule")
+    dep = tdsets.deployment(cluster, namespace, "shop")
     assert (dep.metadata.uid, controller_uid(dep)) == (dep_uid, uid)
     wait_for(lambda: controller_uid(service(cluster, namespace, "shop")) == uid, 60, "the Service adopted")
     assert service(cluster, namespace, "shop").metadata.uid == svc_uid
-    test_tdset.wait_event(cluster, namespace, "shop", "AdoptedDeployment")
+    tdsets.wait_event(cluster, namespace, "shop", "AdoptedDeployment")
     tds = wait_for(
         lambda: (
-            (t := test_tdset.get(cluster, namespace, "shop"))
-            and test_tdset.condition(t, "Degraded").get("status") == "False"
+            (t := tdsets.get(cluster, namespace, "shop"))
+            and tdsets.condition(t, "Degraded").get("status") == "False"
             and t
         ),
         60,
@@ -196,35 +193,35 @@ def test_a_webserver_reapplied_after_an_orphaning_delete_adopts_its_service(clus
     """Before: a permanent `ServiceConflict`."""
     start("webserver")
     spec = {"replicas": 1, "service": {"enabled": True}}
-    test_webserver.create(cluster, namespace, "web", spec)
-    test_webserver.converged(cluster, namespace, "web", 1)
+    webservers.create(cluster, namespace, "web", spec)
+    webservers.converged(cluster, namespace, "web", 1)
     svc_uid = wait_for(lambda: service(cluster, namespace, "web"), 60, "Service").metadata.uid
-    delete_orphaning(cluster, namespace, test_webserver, "web")
-    uid = test_webserver.create(cluster, namespace, "web", spec)["metadata"]["uid"]
+    delete_orphaning(cluster, namespace, webservers, "web")
+    uid = webservers.create(cluster, namespace, "web", spec)["metadata"]["uid"]
     wait_for(lambda: controller_uid(service(cluster, namespace, "web")) == uid, 60, "the Service adopted")
     assert service(cluster, namespace, "web").metadata.uid == svc_uid
-    ws = test_webserver.converged(cluster, namespace, "web", 1)
-    assert test_webserver.conditions(ws)["ReplicaFailure"]["status"] == "False"
+    ws = webservers.converged(cluster, namespace, "web", 1)
+    assert webservers.conditions(ws)["ReplicaFailure"]["status"] == "False"
 
 
 def test_a_netperf_reapplied_after_an_orphaning_delete_runs_with_pods_of_its_own(cluster, namespace, start):
     """Before: `PodConflict` (Error) on the orphaned server pod. Its pods are of the old run, so
     they are adopted and deleted, and the new Netperf runs with its own."""
     start("netperf")
-    test_netperf.create(cluster, namespace, "np", {"samples": 3})
-    s = test_netperf.in_test(cluster, namespace, "np")
+    netperfs.create(cluster, namespace, "np", {"samples": 3})
+    s = netperfs.in_test(cluster, namespace, "np")
     old = pod_names(cluster, namespace, "app.kubernetes.io/instance=np")
     assert s["serverPod"] in old
-    delete_orphaning(cluster, namespace, test_netperf, "np")
-    uid = test_netperf.create(cluster, namespace, "np", {"samples": 3})["metadata"]["uid"]
-    s = test_netperf.in_test(cluster, namespace, "np")
+    delete_orphaning(cluster, namespace, netperfs, "np")
+    uid = netperfs.create(cluster, namespace, "np", {"samples": 3})["metadata"]["uid"]
+    s = netperfs.in_test(cluster, namespace, "np")
     core = client.CoreV1Api(cluster.api)
     client_pod = core.read_namespaced_pod(s["clientPod"], namespace)
     assert controller_uid(client_pod) == uid
     server_pod = core.read_namespaced_pod(s["serverPod"], namespace)
     assert controller_uid(server_pod) == uid
-    test_netperf.finish_client(cluster, namespace, s["clientPod"], test_netperf.fixture("tcp_stream"))
-    done = test_netperf.phase_is(cluster, namespace, "np", "Done")
+    netperfs.finish_client(cluster, namespace, s["clientPod"], netperfs.fixture("tcp_stream"))
+    done = netperfs.phase_is(cluster, namespace, "np", "Done")
     assert done["observedGeneration"] == 1
 
 
@@ -232,8 +229,8 @@ def test_a_selector_key_someone_added_is_removed_once_and_not_patched_again(clus
     """Before: a merge patch could not remove the key; the Service kept it (no endpoints) and
     every pass sent the same PATCH and an `UpdatedService` Event."""
     start("webserver")
-    test_webserver.create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
-    test_webserver.converged(cluster, namespace, "web", 1)
+    webservers.create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
+    webservers.converged(cluster, namespace, "web", 1)
     core = client.CoreV1Api(cluster.api)
     wait_for(lambda: service(cluster, namespace, "web"), 60, "Service")
     core.patch_namespaced_service("web", namespace, {"spec": {"selector": {"tier": "foreign"}}})
@@ -243,8 +240,8 @@ def test_a_selector_key_someone_added_is_removed_once_and_not_patched_again(clus
         "the foreign selector key removed",
     )
     # Passes after the repair (a scale-up, converged) leave the Service as it is.
-    test_webserver.patch_spec(cluster, namespace, "web", {"replicas": 2})
-    test_webserver.converged(cluster, namespace, "web", 2)
+    webservers.patch_spec(cluster, namespace, "web", {"replicas": 2})
+    webservers.converged(cluster, namespace, "web", 2)
     assert service(cluster, namespace, "web").metadata.resource_version == repaired.metadata.resource_version
     updates = [
         e
@@ -258,8 +255,8 @@ def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster
     """`kubectl replace --force` just as a pass writes its result: the write must not land on the
     new object (before, it did: the new Netperf showed the old `Done` and never ran)."""
     co = client.CustomObjectsApi(cluster.api)
-    args = (test_netperf.GROUP, test_netperf.VERSION, namespace, test_netperf.PLURAL)
-    body = {"apiVersion": f"{test_netperf.GROUP}/{test_netperf.VERSION}", "kind": "Netperf"}
+    args = (netperfs.GROUP, netperfs.VERSION, namespace, netperfs.PLURAL)
+    body = {"apiVersion": f"{netperfs.GROUP}/{netperfs.VERSION}", "kind": "Netperf"}
     old = co.create_namespaced_custom_object(*args, {**body, "metadata": {"name": "np"}, "spec": {}})
     co.delete_namespaced_custom_object(*args, "np")
     wait_for(lambda: not co.list_namespaced_custom_object(*args)["items"], 60, "deleted")
@@ -274,7 +271,7 @@ def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster
         config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
         api = KubeClient(cfg)
         try:
-            writer = StatusWriter(api, test_netperf.GROUP, test_netperf.VERSION, test_netperf.PLURAL)
+            writer = StatusWriter(api, netperfs.GROUP, netperfs.VERSION, netperfs.PLURAL)
             await writer.write(old, {"status": "Done", "observedGeneration": 1})
         finally:
             await api.close()

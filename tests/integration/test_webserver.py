@@ -12,12 +12,23 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired
-from tests import kstatus
-from tests.helpers import hold_pods_at, wait_for
-from tests.integration.conftest import Cluster
-from tests.integration.operator_process import OperatorProcess
-
-GROUP, VERSION, PLURAL = "demo.k8s.io", "v1alpha1", "webservers"
+from tests.framework import kstatus
+from tests.framework.cluster import Cluster
+from tests.framework.namespaces import hold_pods_at
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
+from tests.framework.webservers import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    active_pods,
+    conditions,
+    converged,
+    create,
+    get,
+    patch_spec,
+    ready,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,65 +37,6 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     op = OperatorProcess("operators.webserver", cluster.operator_kubeconfig("webserver"), log).start()
     yield op
     op.stop()
-
-
-def create(cluster: Cluster, namespace: str, name: str, spec: dict) -> dict:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "WebServer", "metadata": {"name": name}, "spec": spec}
-    return client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, body
-    )
-
-
-def get(cluster: Cluster, namespace: str, name: str) -> dict:
-    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
-
-
-def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict) -> None:
-    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, {"spec": spec}
-    )
-
-
-def active_pods(cluster: Cluster, namespace: str, name: str) -> list:
-    pods = client.CoreV1Api(cluster.api).list_namespaced_pod(namespace, label_selector=f"app={name}").items
-    return [
-        p
-        for p in pods
-        if p.metadata.deletion_timestamp is None
-        and p.status.phase not in ("Succeeded", "Failed")
-        and any(r.controller for r in p.metadata.owner_references or [])
-    ]
-
-
-def ready(pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-
-
-def converged(cluster: Cluster, namespace: str, name: str, replicas: int, timeout: float = 120) -> dict:
-    """Wait for exactly ``replicas`` Ready pods and a status that says so."""
-
-    def check() -> dict | None:
-        ws = get(cluster, namespace, name)
-        pods = active_pods(cluster, namespace, name)
-        st = ws.get("status") or {}
-        if (
-            len(pods) == replicas
-            and all(ready(p) for p in pods)
-            and st.get("replicas") == replicas
-            and st.get("readyReplicas") == replicas
-            and st.get("updatedReplicas") == replicas
-            and st.get("observedGeneration") == ws["metadata"]["generation"]
-        ):
-            return ws
-        return None
-
-    return wait_for(check, timeout, f"{name}: {replicas} ready pods and matching status")
-
-
-def conditions(ws: dict) -> dict:
-    return {c["type"]: c for c in ws["status"]["conditions"]}
 
 
 def test_original_manifest_scales_up_down_to_zero_and_back(cluster, namespace, operator):

@@ -18,7 +18,7 @@ import yaml
 from operators.netperf import schema as netperf_schema
 from operators.tdset import schema as tdset_schema
 from operators.webserver import schema as webserver_schema
-from tests.unit import readiness_cases
+from tests.framework import readiness_cases
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "health-checks.md"
 SCHEMAS = {"WebServer": webserver_schema, "TDSet": tdset_schema, "Netperf": netperf_schema}

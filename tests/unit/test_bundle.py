@@ -13,7 +13,7 @@ import yaml
 
 from operators import PACKAGES
 from shared.validation import SchemaValidator, openapi_schema
-from tests.integration.conftest import bundle_crds
+from tests.framework.cluster import bundle_crds
 from tools import bundle
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,9 +9,8 @@ done. Before the ``Reconciling``/``Stalled``/``Ready`` conditions, every state w
 
 import pytest
 
-from tests import kstatus
-from tests.unit import readiness_cases
-from tests.unit.readiness_cases import webserver_invalid, ws, ws_pods
+from tests.framework import kstatus, readiness_cases
+from tests.framework.readiness_cases import webserver_invalid, ws, ws_pods
 
 
 @pytest.mark.parametrize("kind", sorted(readiness_cases.ALL))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from localcluster.cluster import free_port
-from tests.helpers import wait_for
+from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

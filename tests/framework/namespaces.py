@@ -1,32 +1,13 @@
-"""Small helpers for integration tests: polling with a deadline instead of sleeping."""
+"""Namespaces a test owns, and quotas that hold a namespace's pods at a count."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-        except Exception as exc:  # the API may answer 404 until an object appears
-            last_exc = exc
-        if time.monotonic() > deadline:
-            detail = f" (last error: {last_exc!r})" if last_exc else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
-        time.sleep(0.2)
+from tests.framework.waits import wait_for
 
 
 def fresh_namespace(core: Any, prefix: str, labels: dict[str, str] | None = None) -> str:
