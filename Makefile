@@ -10,6 +10,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Parallel test workers (pytest-xdist), each with a control plane of its own; the real-node tests
+# keep to one worker (tests/conftest.py). Most of a worker's time is spent waiting on the API
+# server, kwok and the real node, so there are more workers than cores.
+WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 CRDS := bundle/manifests/*.yaml
 # The release and where its images go (bundle, catalog and images are rendered with them).
 VERSION ?= 0.1.0
@@ -104,7 +108,13 @@ unit: venv system-deps ## Unit tests only (no cluster)
 .PHONY: test
 test: lint system-deps testbin catalog validate kstatus node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
-	$(BIN)/pytest -ra --durations=15 tests $(PYTEST_ARGS)
+	$(BIN)/pytest -ra --durations=15 -n $(WORKERS) --dist loadgroup tests $(PYTEST_ARGS)
+
+.PHONY: test-loaded
+test-loaded: ## make test beside a CPU hog (stress-ng on every core): no test may depend on an idle machine
+	@command -v stress-ng >/dev/null || $(MAKE) --no-print-directory system-deps
+	stress-ng --cpu $$(nproc) --timeout 90m --quiet & hog=$$!; \
+	trap 'kill $$hog 2>/dev/null' EXIT; $(MAKE) --no-print-directory test
 
 .PHONY: chaos
 chaos: venv system-deps testbin ## SIGKILL the operators at random points N times (N=100) and check each converges

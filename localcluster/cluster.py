@@ -18,6 +18,7 @@ import base64
 import contextlib
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,6 +26,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
@@ -65,10 +67,36 @@ def log(msg: str) -> None:
     print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
 
 
+# LOCALCLUSTER_PORTS=first-last: take ports from this range only. Several clusters started side
+# by side (parallel test workers) each get a range of their own: a port one process found free
+# and has not bound yet is then never handed to another. Below the kernel's ephemeral range
+# (32768+ by default), no outgoing connection takes one either.
+PORTS_ENV = "LOCALCLUSTER_PORTS"
+_next_port: dict[str, int] = {}
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on now (from ``LOCALCLUSTER_PORTS`` if set)."""
+    spec = os.environ.get(PORTS_ENV)
+    if not spec:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    first, last = (int(p) for p in spec.split("-"))
+    with _port_lock:
+        # Round robin through the range: a port handed out recently is the last to come again.
+        for _ in range(last - first + 1):
+            # A random start: two sessions given one range (by mistake) rarely walk in step.
+            port = _next_port.get(spec) or random.randint(first, last)
+            _next_port[spec] = first if port >= last else port + 1
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError(f"no free port in {PORTS_ENV}={spec}")
 
 
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec

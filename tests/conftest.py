@@ -13,9 +13,12 @@ over all workers, each with a control plane of its own.
 from __future__ import annotations
 
 import collections
+import os
 
 import pytest
 from hypothesis import settings
+
+from localcluster.cluster import PORTS_ENV
 
 pytest_plugins = ["tests.framework.fixtures"]
 
@@ -29,6 +32,19 @@ REAL_NODE_FIXTURES = frozenset({"real_cluster", "images"})
 REAL_NODE_GROUP = "real-node"
 
 
+# pytest-xdist names its workers gw0, gw1, ...: each takes its ports from its own share of
+# 10000-31999 (below the kernel's ephemeral ports), so two workers never race for one port.
+PORTS = (10000, 32000)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and PORTS_ENV not in os.environ:
+        share = (PORTS[1] - PORTS[0]) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        first = PORTS[0] + int(worker[2:]) * share
+        os.environ[PORTS_ENV] = f"{first}-{first + share - 1}"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--reverse", action="store_true", help="run the collected tests in reverse order")
 
@@ -39,7 +55,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--reverse"):
         items.reverse()
     for item in items:
+        if item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.integration)
         if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.real_node)
             item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
 
 

@@ -8,6 +8,7 @@
 #   buildah, debootstrap, busybox-static
 #              (`make images` without a Docker engine; locally made base layers)  main
 #   lua5.1     (runs the Argo CD health checks of docs/health-checks.md)  main
+#   stress-ng  (the CPU hog of `make test-loaded`: the suite must pass on a busy machine)  main
 # Debian ships netperf only in non-free, so that component is added for this one package when
 # the machine's sources lack it.
 set -euo pipefail
@@ -29,6 +30,7 @@ command -v buildah >/dev/null || missing+=(buildah)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)
+command -v stress-ng >/dev/null || missing+=(stress-ng)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 start=$(date +%s)

@@ -1,21 +1,27 @@
 """Waiting without sleeping: poll a condition until it holds or a deadline passes.
 
-Deadlines are sized for a loaded 2-core machine running several control planes at once (the
-suite runs in parallel workers): a wait that times out names what it waited for and the last
-error the probe raised, never a duration the test expected.
+A wait that times out names what it waited for and the last error the probe raised. Its
+deadline is what the test names times :data:`SLACK`: the figures in the tests are what the
+step takes on an idle machine with room to spare, and the suite runs several workers, each
+with a control plane, on two cores, perhaps beside a CPU hog (``make test-loaded``). A
+deadline only bounds how long a failing test takes to say so; a passing one never waits for it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
 
+SLACK = float(os.environ.get("TEST_DEADLINE_SLACK", "3"))
+
 
 def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout × SLACK``."""
+    timeout *= SLACK
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while True:

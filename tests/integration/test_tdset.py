@@ -118,6 +118,7 @@ def test_tutorial_example_gets_the_scheduled_replicas_and_is_garbage_collected(
 
 
 BERLIN = "Europe/Berlin"
+MARGIN = datetime.timedelta(seconds=30)
 
 
 @pytest.mark.parametrize(
@@ -137,14 +138,18 @@ BERLIN = "Europe/Berlin"
 )
 def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_operator, case):
     zone, boundary, window = case
+    # The state before the boundary must be seen before it: the boundary is at least MARGIN after
+    # the operator is up (a busy machine takes seconds to start it and reconcile), at most a
+    # minute more.
     if boundary is None:
-        # Start the operator's clock at hh:mm:35, so the next whole minute is ~20 s after it is up.
-        op = start_operator(datetime.datetime.now(UTC).replace(second=35, microsecond=0))
-        boundary = (shifted_now(op) + datetime.timedelta(seconds=68)).replace(second=0, microsecond=0)
+        # The operator's clock starts at hh:mm:20, so the next whole minute after MARGIN from its
+        # start is near (about 40 s on an idle machine).
+        op = start_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
+        boundary = (shifted_now(op) + MARGIN + datetime.timedelta(minutes=1)).replace(second=0, microsecond=0)
         end = (boundary.hour + 8) % 24
         window = {"startTime": boundary.hour, "startMinute": boundary.minute, "endTime": end, "replica": 4}
     else:
-        op = start_operator(boundary - datetime.timedelta(seconds=25))
+        op = start_operator(boundary - MARGIN - datetime.timedelta(seconds=15))
     spec = {**steady(2, timeZone=zone), "schedulingConfig": [window], "intervalMint": 60}
     created_at = shifted_now(op)
     assert created_at < boundary - datetime.timedelta(seconds=3), "operator took too long to start"
