@@ -20,7 +20,7 @@ SLACK = float(os.environ.get("TEST_DEADLINE_SLACK", "3"))
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout × SLACK``."""
+    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout * SLACK``."""
     timeout *= SLACK
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
