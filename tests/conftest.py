@@ -60,6 +60,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_node)
             item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
+        elif shares_module_setup(item):
+            # One worker runs the module: its set-up (operators, Prometheus, built images) once.
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def shares_module_setup(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture made once per module (or class) of tests."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "class", "package") for defs in definitions for d in defs)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

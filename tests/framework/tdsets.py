@@ -99,3 +99,22 @@ def table(cluster: Cluster, namespace: str) -> dict[str, Any]:
     response = cluster.api.call_api("GET", url, header_params=headers)
     response.read()
     return json.loads(response.data)
+
+
+def hpa(name: str, target: str, min_replicas: int, max_replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+                }
+            ],
+        },
+    }

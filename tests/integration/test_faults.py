@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from operators.webserver import desired as webserver_desired
 from shared.clock import OFFSET_ENV
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import Cluster
@@ -255,7 +256,7 @@ def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, names
     """#15.2: a pod nobody controls with the name slot 0 wants (and not our labels) is not adopted."""
     core = client.CoreV1Api(cluster.api)
     spec = {"replicas": 2}
-    name = webservers.desired.pod_name("web", webservers.desired.template_hash(spec), 0)
+    name = webserver_desired.pod_name("web", webserver_desired.template_hash(spec), 0)
     stranger = core.create_namespaced_pod(
         namespace,
         {

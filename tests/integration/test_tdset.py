@@ -33,6 +33,7 @@ from tests.framework.tdsets import (
     deployment,
     events,
     get,
+    hpa,
     patch_spec,
     replicas_become,
     scale_deployment,
@@ -233,25 +234,6 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_op
         60,
         "Service deleted when spec.service is removed",
     )
-
-
-def hpa(name: str, target: str, min_replicas: int, max_replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-            "minReplicas": min_replicas,
-            "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
-                }
-            ],
-        },
-    }
 
 
 def test_an_autoscaler_gets_the_schedule_as_its_floor_and_is_not_fought(cluster, namespace, start_operator):
