@@ -17,6 +17,27 @@ GROUP, VERSION, PLURAL = "schedule.rs", "v1", "tdsets"
 UTC = datetime.UTC
 
 
+# The state before a boundary must be seen before it: a boundary is at least this far ahead of
+# the operator's clock once it is up (a busy machine takes seconds to start it and reconcile).
+BOUNDARY_MARGIN = datetime.timedelta(seconds=30)
+
+
+def clock_early_in_a_minute() -> dict[str, str]:
+    """The environment that starts an operator's clock at hh:mm:20 of the current minute.
+
+    The next boundary :func:`next_boundary` finds is then about 40 s after it is up, rather
+    than anywhere from 30 to 90 s.
+    """
+    at = datetime.datetime.now(UTC).replace(second=20, microsecond=0)
+    return {OFFSET_ENV: f"{(at - datetime.datetime.now(UTC)).total_seconds():.6f}"}
+
+
+def next_boundary(op: OperatorProcess) -> datetime.datetime:
+    """The first whole minute of ``op``'s clock at least :data:`BOUNDARY_MARGIN` from now."""
+    later = shifted_now(op) + BOUNDARY_MARGIN + datetime.timedelta(minutes=1)
+    return later.replace(second=0, microsecond=0)
+
+
 def shifted_now(op: OperatorProcess) -> datetime.datetime:
     """The instant the operator process believes it is."""
     return datetime.datetime.now(UTC) + datetime.timedelta(seconds=float(op.extra_env[OFFSET_ENV]))

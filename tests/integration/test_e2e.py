@@ -25,7 +25,7 @@ from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
 from localcluster.node import RealNode
-from shared.clock import OFFSET_ENV
+from shared.conditions import rfc3339
 from tests.framework.install import (
     CRDS,
     DIRECT,
@@ -459,43 +459,56 @@ def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(in
 
 
 def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns):
-    """The TDSet operator's clock is shifted to 90 s before a whole hour; its pods really run."""
+    """A TDSet's pods really run; a window set to open at the next whole minute scales them then.
+
+    The window is added once the first pod is Ready, at least ``margin`` ahead, so however long
+    a busy machine takes to start the pod, the state before the boundary is seen before it.
+    """
     ns = baseline_ns
-    now = datetime.datetime.now(datetime.UTC)
-    boundary = (now + datetime.timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
-    lead = datetime.timedelta(seconds=90)
-    offset = (boundary - lead - now).total_seconds()
-    real_boundary = now + lead
-    installed.kubectl(
-        "-n", INSTALL_NAMESPACE, "set", "env", "deployment/tdset-operator", f"{OFFSET_ENV}={offset}"
+    apps = client.AppsV1Api(installed.api)
+    co = installed.co
+    spec = {
+        "container": {"image": installed.images["web"], "port": 8080},
+        "schedulingConfig": [],
+        "defaultReplica": 1,
+    }
+    body = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "flip"}, "spec": spec}
+    co.create_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", body)
+
+    def deployment_ready(n: int) -> bool:
+        d = apps.read_namespaced_deployment("flip", ns)
+        return d.spec.replicas == n and d.status.ready_replicas == n
+
+    wait_for(lambda: deployment_ready(1), 60, "1 Ready pod from defaultReplica")
+    margin = datetime.timedelta(seconds=20)
+    boundary = (datetime.datetime.now(datetime.UTC) + margin + datetime.timedelta(minutes=1)).replace(
+        second=0, microsecond=0
     )
-    try:
-        installed.wait_operators_ready()
-        hour = boundary.hour
-        spec = {
-            "container": {"image": installed.images["web"], "port": 8080},
-            "schedulingConfig": [{"startTime": hour, "endTime": (hour + 1) % 24, "replica": 2}],
-            "defaultReplica": 1,
-        }
-        body = {"apiVersion": "schedule.rs/v1", "kind": "TDSet", "metadata": {"name": "flip"}, "spec": spec}
-        installed.co.create_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", body)
-        apps = client.AppsV1Api(installed.api)
+    window = {
+        "startTime": boundary.hour,
+        "startMinute": boundary.minute,
+        "endTime": (boundary.hour + 8) % 24,
+        "replica": 2,
+    }
+    co.patch_namespaced_custom_object(
+        "schedule.rs", "v1", ns, "tdsets", "flip", {"spec": {"schedulingConfig": [window]}}
+    )
 
-        def deployment_ready(n: int) -> bool:
-            d = apps.read_namespaced_deployment("flip", ns)
-            return d.spec.replicas == n and d.status.ready_replicas == n
-
-        wait_for(lambda: deployment_ready(1), 60, "1 Ready pod before the boundary")
-        assert datetime.datetime.now(datetime.UTC) < real_boundary, "set-up took longer than the lead"
-        wait_for(lambda: deployment_ready(2), 150, "2 Ready pods after the boundary")
-        assert datetime.datetime.now(datetime.UTC) >= real_boundary - datetime.timedelta(seconds=1)
-        pods = installed.core.list_namespaced_pod(ns).items
-        assert all(p.spec.node_name == installed.node.name for p in pods)
-    finally:
-        installed.kubectl(
-            "-n", INSTALL_NAMESPACE, "set", "env", "deployment/tdset-operator", f"{OFFSET_ENV}-"
+    def announced() -> bool:
+        tds = co.get_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", "flip")
+        st = tds.get("status") or {}
+        return (
+            st.get("observedGeneration") == tds["metadata"]["generation"]
+            and st.get("nextTransitionTime") == rfc3339(boundary)
+            and apps.read_namespaced_deployment("flip", ns).spec.replicas == 1
+            and datetime.datetime.now(datetime.UTC) < boundary
         )
-        installed.wait_operators_ready()
+
+    wait_for(announced, 30, "the window announced, 1 replica still, before the boundary")
+    wait_for(lambda: deployment_ready(2), 150, "2 Ready pods after the boundary")
+    assert datetime.datetime.now(datetime.UTC) >= boundary - datetime.timedelta(seconds=1)
+    pods = installed.core.list_namespaced_pod(ns).items
+    assert all(p.spec.node_name == installed.node.name for p in pods)
 
 
 # -- Netperf -------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired as webserver_desired
-from shared.clock import OFFSET_ENV
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
@@ -150,10 +149,8 @@ def test_a_failing_service_does_not_delay_the_schedule(cluster, namespace, start
     with a 100 s backoff. Here the whole operator does it.
     """
     client.CoreV1Api(cluster.api).create_namespaced_service(namespace, user_service("flip"))
-    # The operator's clock at hh:mm:35: the next whole minute is ~20 s after it is up.
-    at = datetime.datetime.now(UTC).replace(second=35, microsecond=0)
-    op = start("tdset", env={OFFSET_ENV: f"{(at - datetime.datetime.now(UTC)).total_seconds():.6f}"})
-    boundary = (tdsets.shifted_now(op) + datetime.timedelta(seconds=68)).replace(second=0, microsecond=0)
+    op = start("tdset", env=tdsets.clock_early_in_a_minute())
+    boundary = tdsets.next_boundary(op)
     window = {"startTime": boundary.hour, "startMinute": boundary.minute, "endTime": (boundary.hour + 8) % 24}
     spec = {**tdsets.steady(2, service={"port": 80}), "schedulingConfig": [{**window, "replica": 4}]}
     tdsets.create(cluster, namespace, "flip", spec)

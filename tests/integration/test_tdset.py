@@ -24,6 +24,7 @@ from shared.conditions import rfc3339
 from tests.framework.cluster import REPO, Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.tdsets import (
+    BOUNDARY_MARGIN,
     GROUP,
     PLURAL,
     VERSION,
@@ -34,6 +35,7 @@ from tests.framework.tdsets import (
     events,
     get,
     hpa,
+    next_boundary,
     patch_spec,
     replicas_become,
     scale_deployment,
@@ -119,7 +121,6 @@ def test_tutorial_example_gets_the_scheduled_replicas_and_is_garbage_collected(
 
 
 BERLIN = "Europe/Berlin"
-MARGIN = datetime.timedelta(seconds=30)
 
 
 @pytest.mark.parametrize(
@@ -139,18 +140,14 @@ MARGIN = datetime.timedelta(seconds=30)
 )
 def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_operator, case):
     zone, boundary, window = case
-    # The state before the boundary must be seen before it: the boundary is at least MARGIN after
-    # the operator is up (a busy machine takes seconds to start it and reconcile), at most a
-    # minute more.
     if boundary is None:
-        # The operator's clock starts at hh:mm:20, so the next whole minute after MARGIN from its
-        # start is near (about 40 s on an idle machine).
         op = start_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
-        boundary = (shifted_now(op) + MARGIN + datetime.timedelta(minutes=1)).replace(second=0, microsecond=0)
+        boundary = next_boundary(op)
         end = (boundary.hour + 8) % 24
         window = {"startTime": boundary.hour, "startMinute": boundary.minute, "endTime": end, "replica": 4}
     else:
-        op = start_operator(boundary - MARGIN - datetime.timedelta(seconds=15))
+        # Up well before the boundary, however busy the machine (see BOUNDARY_MARGIN).
+        op = start_operator(boundary - BOUNDARY_MARGIN - datetime.timedelta(seconds=15))
     spec = {**steady(2, timeZone=zone), "schedulingConfig": [window], "intervalMint": 60}
     created_at = shifted_now(op)
     assert created_at < boundary - datetime.timedelta(seconds=3), "operator took too long to start"
