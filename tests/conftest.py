@@ -33,8 +33,9 @@ REAL_NODE_GROUP = "real-node"
 
 
 # pytest-xdist names its workers gw0, gw1, ...: each takes its ports from its own share of
-# 10000-31999 (below the kernel's ephemeral ports), so two workers never race for one port.
-PORTS = (10000, 32000)
+# 20000-29999, so two workers never race for one port. Below the kernel's ephemeral ports
+# (32768+), the real node's NodePorts (30000+) and the well-known Kubernetes ports (10250...).
+PORTS = (20000, 30000)
 
 
 def pytest_configure(config: pytest.Config) -> None:
