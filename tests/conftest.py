@@ -50,20 +50,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--reverse", action="store_true", help="run the collected tests in reverse order")
 
 
-# tryfirst: pytest-xdist's worker turns xdist_group marks into node ids in its own hook.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--reverse"):
         items.reverse()
-    for item in items:
-        if item.path.parent.name == "integration":
-            item.add_marker(pytest.mark.integration)
-        if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.real_node)
-            item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
-        elif shares_module_setup(item):
-            # One worker runs the module: its set-up (operators, Prometheus, built images) once.
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+# Marks go on as each test is collected: pytest-xdist's worker turns xdist_group marks into node
+# ids in its own pytest_collection_modifyitems, which may run before any of ours.
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.path.parent.name == "integration":
+        item.add_marker(pytest.mark.integration)
+    if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.real_node)
+        item.add_marker(pytest.mark.xdist_group(REAL_NODE_GROUP))
+    elif shares_module_setup(item):
+        # One worker runs the module: its set-up (operators, Prometheus, built images) once.
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail loudly if pytest-xdist did not group the real-node tests on this worker.
+
+    pytest-xdist 3.8 groups by rewriting ``Item._nodeid``; pytest 9.2 no longer reads it, and
+    the tests then spread over all workers and fight for the one real node. constraints.txt
+    pins pytest 9.1 for that; this check keeps an upgrade from breaking it unnoticed.
+    """
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]:
+            raise pytest.UsageError(
+                f"pytest-xdist did not group {item.nodeid}: pytest and pytest-xdist disagree on node "
+                "ids (see constraints.txt); the real-node tests would run side by side"
+            )
 
 
 def shares_module_setup(item: pytest.Item) -> bool:

@@ -128,8 +128,15 @@ def test_a_quota_refusing_pods_does_not_hold_back_the_service(cluster, namespace
     start("webserver")
     webservers.create(cluster, namespace, "web", {"replicas": 3, "service": {"enabled": True}})
     wait_for(lambda: service(cluster, namespace, "web"), 60, "the Service, despite the quota")
-    ws = webservers.get(cluster, namespace, "web")
-    assert webservers.conditions(ws)["ReplicaFailure"]["status"] == "True"
+    # The Service can be there before the first status write: wait for the condition.
+    wait_for(
+        lambda: (
+            webservers.conditions(webservers.get(cluster, namespace, "web"))["ReplicaFailure"]["status"]
+            == "True"
+        ),
+        60,
+        "ReplicaFailure=True",
+    )
     webservers.patch_spec(cluster, namespace, "web", {"service": {"enabled": True, "type": "NodePort"}})
     wait_for(lambda: service(cluster, namespace, "web").spec.type == "NodePort", 60, "type changed")
     webservers.patch_spec(cluster, namespace, "web", {"service": {"enabled": False}})
