@@ -10,6 +10,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# The documentation site (mkdocs.yml, docs/), built with --strict: a broken link or anchor, or a
+# page left out of the nav, fails. The variable hides Material's banner about its successor.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 # Parallel test workers (pytest-xdist), each with a control plane of its own; the real-node tests
 # keep to one worker (tests/conftest.py). Most of a worker's time is spent waiting on the API
 # server, kwok and the real node, so there are more workers than cores.
@@ -88,13 +91,25 @@ node-images: venv
 	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint
-lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles) up to date
+lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles, docs) up to date, strict docs build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m tools.bundle --check
+	$(BIN)/python -m tools.docs --check
 	$(BIN)/python -m tools.crd_compat
 	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
+	$(MKDOCS) build --strict --quiet
+
+.PHONY: docs
+docs: venv ## Regenerate the API reference and metrics table (tools/docs.py), build the site into site/
+	$(BIN)/python -m tools.docs
+	$(MKDOCS) build --strict
+
+.PHONY: docs-serve
+docs-serve: venv ## Serve the documentation at http://127.0.0.1:8000, rebuilt on every edit
+	$(BIN)/python -m tools.docs
+	$(MKDOCS) serve
 
 .PHONY: fmt
 fmt: venv ## Format and auto-fix
@@ -126,4 +141,4 @@ run: venv system-deps testbin node-images ## Local cluster (a real node as root)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and local state (the binary cache stays)
-	rm -rf $(VENV) .localcluster .pytest_cache .ruff_cache
+	rm -rf $(VENV) .localcluster .pytest_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""Alerts, the Grafana dashboard and the README's metrics list, from one place each.
+"""Alerts, the Grafana dashboard and the documentation's metrics table, from one place each.
 
 - :func:`prometheus_rule`: the bundle's ``PrometheusRule`` (alerts with summary, description
   and a ``runbook_url`` into ``docs/runbook.md``);
@@ -9,7 +9,8 @@
 What is the same for every operator (operator down or not scraped, reconcile errors, the
 controller-runtime and client panels) is written here once and repeated for each registered
 operator (``operators.descriptions()``); an operator's own alerts and panels are in its
-description. ``tools/bundle.py`` writes all three (``make bundle``) and ``--check`` catches drift.
+description. ``tools/bundle.py`` writes the alerts and the dashboard (``make bundle``),
+``tools/docs.py`` the metrics table (``make docs``); their ``--check`` catches drift.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Three claims, one test group each:
   watch, and exactly the declared metrics;
 - a fourth operator is one new package plus its name in ``PACKAGES``: a synthetic package,
   written to a temp dir and registered for the test only, shows up in every generated file
-  (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, alerts, dashboard, README metrics
-  table, images) and runs through the shared entry point; the repository is not written to.
+  (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, alerts, dashboard, its API reference
+  page, the metrics table and navigation of the documentation, images) and runs through the
+  shared entry point; the repository is not written to.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from shared import leader
 from shared.description import OperatorDescription
 from shared.metrics import TABLE, Metrics
 from shared.runtime import Runtime
-from tools import bundle, images, manifests, monitoring
+from tools import bundle, docs, images, manifests, monitoring
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC_TYPES = (prometheus_client.Counter, prometheus_client.Gauge, prometheus_client.Histogram)
@@ -216,7 +217,8 @@ def fourth(tmp_path, monkeypatch):
 
 
 def _committed() -> dict[Path, bytes]:
-    roots = [REPO / d for d in ("bundle", "deploy", "docs", "images", "operators")] + [REPO / "README.md"]
+    roots = [REPO / d for d in ("bundle", "deploy", "docs", "images", "operators")]
+    roots += [REPO / "README.md", REPO / "mkdocs.yml"]
     files = [p for r in roots for p in ([r] if r.is_file() else r.rglob("*")) if p.is_file()]
     return {p: p.read_bytes() for p in files if "__pycache__" not in p.parts}
 
@@ -226,6 +228,7 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
     with monkeypatch.context() as unregistered:
         unregistered.setattr(operators, "PACKAGES", PACKAGES)
         three = bundle.render("0.1.0", bundle.DEFAULT_REGISTRY)
+        three_pages = docs.render()
     assert [d.name for d in descriptions()] == [*PACKAGES, "fourth"]
 
     # CRD
@@ -284,10 +287,19 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
     board = monitoring.dashboard()
     assert "Fourth things" in [p["title"] for p in board["panels"]]
     assert board["templating"]["list"][1]["query"].split(",")[-1] == "fourth"
+
+    # the documentation: an API reference page from its schema, its metric, its place in the nav
+    pages = docs.render()
+    assert set(pages) - set(three_pages) == {docs.REFERENCE / "fourth.md"}
+    reference = pages[docs.REFERENCE / "fourth.md"]
+    assert reference.startswith(docs.GENERATED.format(source="operators/fourth/schema.py"))
+    assert "| API version | `fourth.example.com/v1alpha1` (served and stored) |" in reference
+    assert "| `spec.size` | integer |" in reference and "| `status.ready` | boolean |" in reference
     assert (
         "| `fourth_things` | gauge | `namespace`, `name` | fourth | Things a Fourth keeps |"
-        in (files[bundle.README])
+        in pages[docs.MONITORING]
     )
+    assert "      - Fourth: reference/fourth.md\n" in pages[docs.MKDOCS]
 
     # images
     specs = {s.name: s for s in images.image_specs()}
@@ -301,7 +313,10 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
         manifests_dir / f"{bundle.PACKAGE}_monitoring.coreos.com_v1_prometheusrule.yaml",
         REPO / "docs" / "grafana-dashboard.json",
         REPO / "deploy" / "install.yaml",
-        bundle.README,
+    }
+    assert {p for p in set(three_pages) & set(pages) if pages[p] != three_pages[p]} == {
+        docs.MONITORING,
+        docs.MKDOCS,
     }
     assert _committed() == before
 
