@@ -65,7 +65,7 @@ from shared.caches import OwnerCache
 from shared.metrics import Metrics
 from shared.ownership import INSTANCE
 from shared.retry import DEFAULT, Backoff
-from shared.versions import is_later, revision  # noqa: F401  (revision: shared.statuses reads it here)
+from shared.versions import is_later
 
 Reconcile = Callable[[], Awaitable[float | None]]
 
