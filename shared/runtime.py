@@ -397,7 +397,7 @@ class Runtime:
             blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
         )
 
-        async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        async def startup(settings: kopf.OperatorSettings, **_kwargs: Any) -> None:
             configure_settings(settings, self.app, self.child_resources)
             # One watch per watched resource and namespace (one cluster-wide when none given).
             # kopf has no public accessor for the selectors its watchers were registered with.
@@ -412,7 +412,7 @@ class Runtime:
                 await self.campaign()
             await endpoints.start()
 
-        async def cleanup(**_: Any) -> None:
+        async def cleanup(**_kwargs: Any) -> None:
             # Every pass has stopped before the Lease is released: nothing is written after.
             for controller, _, _ in self._managed:
                 await controller.shutdown()
