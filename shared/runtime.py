@@ -311,6 +311,15 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
+def post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+    """``kopf.event`` for the object ``body`` describes, a stored body or kopf's own.
+
+    kopf annotates the object as a ``kopf.Body``, but it only reads the reference fields
+    (apiVersion, kind, metadata name/namespace/uid) with ``.get``: any mapping serves.
+    """
+    kopf.event(body, type=type, reason=reason, message=message)  # type: ignore[arg-type]
+
+
 @dataclass
 class Runtime:
     """What an operator's handlers share within one process."""
