@@ -113,7 +113,9 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
-        _event(body, "TestFinished", conditions.get(new["conditions"], status.COMPLETE)["message"])
+        complete = conditions.get(new["conditions"], status.COMPLETE)
+        assert complete is not None  # status.done sets every condition
+        _event(body, "TestFinished", complete["message"])
     else:
         _event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
         logger.info(f"{meta['namespace']}/{meta['name']}: test failed: {new['reason']}: {new['message']}")
