@@ -91,10 +91,11 @@ node-images: venv
 	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint
-lint: venv ## ruff, import contracts, hadolint, generated files (CRDs, bundle, Dockerfiles, docs) up to date, strict docs build
+lint: venv ## ruff, import contracts, mypy, hadolint, generated files (CRDs, bundle, Dockerfiles, docs) up to date, strict docs build
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m tools.bundle --check
 	$(BIN)/python -m tools.docs --check
 	$(BIN)/python -m tools.crd_compat
@@ -141,4 +142,4 @@ run: venv system-deps testbin node-images ## Local cluster (a real node as root)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and local state (the binary cache stays)
-	rm -rf $(VENV) .localcluster .pytest_cache .ruff_cache site
+	rm -rf $(VENV) .localcluster .pytest_cache .ruff_cache .mypy_cache site

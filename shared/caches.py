@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import kopf
 
@@ -38,7 +38,8 @@ from shared.ownership import INSTANCE, controller_of, managed_selector
 from shared.versions import is_later, revision
 
 OwnerKey = tuple[str, str]
-Summary = Callable[[Mapping[str, Any]], Any]
+# What the cache keeps of each child (a view dataclass, a name).
+S = TypeVar("S")
 # How many deleted UIDs a cache remembers (about 2 MB at most): a write-through comes within a
 # pass's requests of the DELETED it must not undo, not after thousands of other deletions.
 DELETED_UIDS = 10_000
@@ -101,12 +102,12 @@ class Version(NamedTuple):
         }
 
 
-class OwnerCache:
+class OwnerCache(Generic[S]):
     """Children of each owner, kept up to date from watch events; summaries, not full bodies."""
 
-    def __init__(self, summarize: Summary) -> None:
+    def __init__(self, summarize: Callable[[Mapping[str, Any]], S]) -> None:
         self._summarize = summarize
-        self._children: dict[OwnerKey, dict[str, Any]] = {}
+        self._children: dict[OwnerKey, dict[str, S]] = {}
         self._owner: dict[tuple[str, str], OwnerKey] = {}
         # (namespace, instance label) -> name -> Orphan; (namespace, name) -> that key.
         self._orphans: dict[tuple[str, str], dict[str, Orphan]] = {}
@@ -204,7 +205,7 @@ class OwnerCache:
             if not children:
                 del self._children[key]
 
-    def children(self, namespace: str, owner_uid: str) -> list[Any]:
+    def children(self, namespace: str, owner_uid: str) -> list[S]:
         return list(self._children.get((namespace, owner_uid), {}).values())
 
     def __len__(self) -> int:

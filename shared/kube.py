@@ -45,11 +45,14 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import ClientRequest
 from aiohttp.connector import Connection
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -168,14 +171,15 @@ class FencedConnector(aiohttp.TCPConnector):
         return conn
 
 
-def _load_configuration() -> Any:
+def _load_configuration() -> Configuration:
     from kubernetes import client, config
 
     cfg = client.Configuration()
+    # The official loaders are unannotated (kubernetes 37); they fill ``cfg`` in place.
     try:
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=cfg)
+        config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return cfg
 
 
@@ -200,7 +204,7 @@ class KubeClient:
 
     def __init__(
         self,
-        configuration: Any | None = None,
+        configuration: Configuration | None = None,
         observer: Callable[[str, str, int | str, float], None] | None = None,
         *,
         qps: float = DEFAULT_QPS,
@@ -240,17 +244,20 @@ class KubeClient:
             self._cfg = await asyncio.to_thread(_load_configuration)
         self._tls()
 
+    def _configuration(self) -> Configuration:
+        if self._cfg is None:
+            self._cfg = _load_configuration()
+        return self._cfg
+
     def _tls(self) -> ssl.SSLContext:
         """The SSL context, made once: the credential files it reads are deleted right after."""
         if self._ssl is None:
-            if self._cfg is None:
-                self._cfg = _load_configuration()
-            self._ssl = self._ssl_context()
+            self._ssl = self._ssl_context(self._configuration())
             _forget_credential_files()
         return self._ssl
 
-    def _ssl_context(self) -> ssl.SSLContext:
-        cfg = self._cfg
+    @staticmethod
+    def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
         ctx = (
             ssl.create_default_context(cafile=cfg.ssl_ca_cert)
             if cfg.ssl_ca_cert
@@ -269,7 +276,7 @@ class KubeClient:
 
     def _headers(self, content_type: str) -> dict[str, str]:
         headers = {"Accept": JSON, "Content-Type": content_type}
-        token = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+        token = self._configuration().get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:
             headers["Authorization"] = token if token.lower().startswith("bearer ") else f"Bearer {token}"
         return headers
@@ -289,9 +296,10 @@ class KubeClient:
                 connector=FencedConnector(self._fence_write, limit=self._connections),
                 timeout=aiohttp.ClientTimeout(total=60),
             )
-        url = self._cfg.host.rstrip("/") + path
+        cfg = self._configuration()
+        url = cfg.host.rstrip("/") + path
         data = json.dumps(body) if body is not None else None
-        host = urllib.parse.urlsplit(self._cfg.host).netloc
+        host = urllib.parse.urlsplit(cfg.host).netloc
         for attempt in range(self.max_retries + 1):
             waited = await self._limiter.wait()
             if waited > 1:

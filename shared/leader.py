@@ -437,12 +437,12 @@ def fence_kopf_writes(fence: Callable[[str, str], None]) -> Callable[[], None]:
             logger.debug(f"event {kwargs.get('reason')!r} not posted: {exc}")
 
     request = auth.authenticated(fenced)
-    request._fenced = True  # type: ignore[attr-defined]
-    api.request = request  # type: ignore[assignment]
-    events.post_event = post_event  # type: ignore[assignment]
+    request._fenced = True  # type: ignore[attr-defined]  # a marker on the function: fenced once
+    api.request = request
+    events.post_event = post_event
 
     def undo() -> None:
-        api.request = original_request  # type: ignore[assignment]
-        events.post_event = original_post_event  # type: ignore[assignment]
+        api.request = original_request
+        events.post_event = original_post_event
 
     return undo

@@ -75,8 +75,10 @@ def parse(value: str | int) -> decimal.Decimal:
 
 
 def is_quantity(value: object) -> bool:
+    if not isinstance(value, (str, int)):
+        return False
     try:
-        parse(value)  # type: ignore[arg-type]
+        parse(value)
     except QuantityError:
         return False
     return True

@@ -27,7 +27,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kopf
 
@@ -90,7 +90,7 @@ def reconciler(controller: str, metrics: Metrics, backoff: Backoff = DEFAULT) ->
                 outcome.finish("success")
                 return result
 
-            return async_wrapper  # type: ignore[return-value]
+            return cast(F, async_wrapper)
 
         @functools.wraps(fn)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -105,6 +105,6 @@ def reconciler(controller: str, metrics: Metrics, backoff: Backoff = DEFAULT) ->
             outcome.finish("success")
             return result
 
-        return sync_wrapper  # type: ignore[return-value]
+        return cast(F, sync_wrapper)
 
     return decorate

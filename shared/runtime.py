@@ -311,6 +311,15 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
+def post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+    """``kopf.event`` for the object ``body`` describes, a stored body or kopf's own.
+
+    kopf annotates the object as a ``kopf.Body``, but it only reads the reference fields
+    (apiVersion, kind, metadata name/namespace/uid) with ``.get``: any mapping serves.
+    """
+    kopf.event(body, type=type, reason=reason, message=message)  # type: ignore[arg-type]
+
+
 @dataclass
 class Runtime:
     """What an operator's handlers share within one process."""
@@ -397,7 +406,7 @@ class Runtime:
             blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
         )
 
-        async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        async def startup(settings: kopf.OperatorSettings, **_kwargs: Any) -> None:
             configure_settings(settings, self.app, self.child_resources)
             # One watch per watched resource and namespace (one cluster-wide when none given).
             # kopf has no public accessor for the selectors its watchers were registered with.
@@ -412,7 +421,7 @@ class Runtime:
                 await self.campaign()
             await endpoints.start()
 
-        async def cleanup(**_: Any) -> None:
+        async def cleanup(**_kwargs: Any) -> None:
             # Every pass has stopped before the Lease is released: nothing is written after.
             for controller, _, _ in self._managed:
                 await controller.shutdown()

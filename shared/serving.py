@@ -219,13 +219,13 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
 
         await original_watcher(processor=processing, **kwargs)
 
-    continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]
-    watching.continuous_watch = continuous_watch  # type: ignore[assignment]
-    queueing.watcher = watcher  # type: ignore[assignment]
+    continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]  # a marker: wrapped once
+    watching.continuous_watch = continuous_watch
+    queueing.watcher = watcher
 
     def undo() -> None:
-        watching.continuous_watch = original  # type: ignore[assignment]
-        queueing.watcher = original_watcher  # type: ignore[assignment]
+        watching.continuous_watch = original
+        queueing.watcher = original_watcher
 
     return undo
 

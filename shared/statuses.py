@@ -27,7 +27,8 @@ from typing import Any
 
 from shared import conditions
 from shared.kube import ApiError, KubeClient, is_uid_mismatch, merged, namespaced
-from shared.workqueue import SupersededError, revision
+from shared.versions import revision
+from shared.workqueue import SupersededError
 
 
 class StatusWriter:

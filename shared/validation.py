@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from jsonschema.protocols import Validator
 
 from shared import conditions, quantity
 from shared.crd import create_only_rule, ratcheting_rule
@@ -97,7 +98,10 @@ def _run_twins(
             yield jsonschema.ValidationError(message, path=path)
 
 
-_Validator = jsonschema.validators.extend(jsonschema.Draft4Validator, {_TWIN: _run_twins})
+# extend() is unannotated in types-jsonschema; what it returns is a validator class.
+_Validator: type[Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft4Validator, {_TWIN: _run_twins}
+)
 
 
 class SchemaValidator:

@@ -65,7 +65,7 @@ from shared.caches import OwnerCache
 from shared.metrics import Metrics
 from shared.ownership import INSTANCE
 from shared.retry import DEFAULT, Backoff
-from shared.versions import is_later, revision  # noqa: F401  (revision: shared.statuses reads it here)
+from shared.versions import is_later
 
 Reconcile = Callable[[], Awaitable[float | None]]
 
@@ -424,7 +424,7 @@ class Controller:
         successor holds the name now)."""
         return self._requests.get(uid) or self._replaced.get(uid)
 
-    def child_changed(self, cache: OwnerCache, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def child_changed(self, cache: OwnerCache[Any], event_type: str | None, body: Mapping[str, Any]) -> None:
         """Feed a child's watch event to ``cache`` and wake whom it concerns: the name of its
         controller, and the object now holding the name in its instance label (a child's event
         can matter to an owner that is not (yet) its controller: an orphan to adopt; a name held

@@ -93,7 +93,7 @@ def _pod(
         **ownership.standard_labels(APP, meta["name"], component),
         RUN_LABEL: str(meta.get("generation", 0)),
     }
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels},

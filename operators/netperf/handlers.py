@@ -37,6 +37,7 @@ from operators.netperf.schema import APP, CRD, GROUP, KIND, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import KubeClient, reason_of
+from shared.runtime import post_event
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller, SupersededError
 
@@ -88,7 +89,7 @@ async def netperf_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-    kopf.event(body, type=type_, reason=reason, message=message)
+    post_event(body, type=type_, reason=reason, message=message)
 
 
 def _parse_time(value: str | None) -> datetime.datetime | None:
@@ -112,7 +113,9 @@ async def _finish(body: Mapping[str, Any], new: dict[str, Any], views: list[PodV
     if new["status"] == "Done":
         if new.get("speedBitsPerSec") is not None:
             throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
-        _event(body, "TestFinished", conditions.get(new["conditions"], status.COMPLETE)["message"])
+        complete = conditions.get(new["conditions"], status.COMPLETE)
+        assert complete is not None  # status.done sets every condition
+        _event(body, "TestFinished", complete["message"])
     else:
         _event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
         logger.info(f"{meta['namespace']}/{meta['name']}: test failed: {new['reason']}: {new['message']}")

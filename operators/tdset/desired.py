@@ -139,7 +139,7 @@ class DeploymentView:
 def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
     meta, spec, st = body["metadata"], body.get("spec") or {}, body.get("status") or {}
     containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
-    ours = next((c for c in containers if c.get("name") == CONTAINER), {})
+    ours: Mapping[str, Any] = next((c for c in containers if c.get("name") == CONTAINER), {})
     ports = ours.get("ports") or [{}]
     conditions = st.get("conditions") or []
     pod_ctx = ((spec.get("template") or {}).get("spec") or {}).get("securityContext") or {}

@@ -30,6 +30,7 @@ from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, conditions, ownership
 from shared.clock import Clock
 from shared.kube import ApiError, KubeClient, reason_of
+from shared.runtime import post_event
 from shared.services import converge as converge_service
 from shared.services import view as service_view
 from shared.validation import SchemaValidator, name_errors
@@ -165,7 +166,7 @@ async def tdset_changed(type: str | None, body: kopf.Body, **_: Any) -> None:
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-    kopf.event(body, type=type_, reason=reason, message=message)
+    post_event(body, type=type_, reason=reason, message=message)
 
 
 async def ensure_deployment(

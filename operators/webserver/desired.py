@@ -174,7 +174,8 @@ def slow_start_batches(count: int, first: int = 1) -> list[int]:
 def free_slots(taken: Iterable[str], owner: str, thash: str, count: int) -> list[int]:
     prefix = f"{owner}-{thash}-"
     used = {int(n[len(prefix) :]) for n in taken if n.startswith(prefix) and n[len(prefix) :].isdigit()}
-    slots, slot = [], 0
+    slots: list[int] = []
+    slot = 0
     while len(slots) < count:
         if slot not in used:
             slots.append(slot)

@@ -23,6 +23,7 @@ from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
 from shared import caches, ownership
 from shared.kube import ApiError, KubeClient, reason_of
+from shared.runtime import post_event
 from shared.services import converge as converge_service
 from shared.validation import SchemaValidator, name_errors
 from shared.workqueue import Controller
@@ -97,7 +98,7 @@ async def reconcile_service(body: Mapping[str, Any], spec: Mapping[str, Any]) ->
     except Exception as exc:
         return ("FailedService", reason_of(exc))
     for reason, message in done:
-        kopf.event(body, type="Normal", reason=reason, message=message)
+        post_event(body, type="Normal", reason=reason, message=message)
     return None
 
 
@@ -116,7 +117,7 @@ async def adopt_orphans(body: Mapping[str, Any]) -> tuple[str, str] | None:
             return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
         adopted.append(orphan.name)
     if adopted:
-        kopf.event(body, type="Normal", reason="AdoptedPods", message=f"Adopted pods: {', '.join(adopted)}")
+        post_event(body, type="Normal", reason="AdoptedPods", message=f"Adopted pods: {', '.join(adopted)}")
     return None
 
 
@@ -168,7 +169,7 @@ async def create_pods(
             failure = ("FailedCreate", errs[0])
             break
     if created:
-        kopf.event(
+        post_event(
             body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
         )
     return failure
@@ -186,7 +187,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         if await api.status.write(
             body, status.invalid(errors=errors, generation=generation, current=current, now=now)
         ):
-            kopf.event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
+            post_event(body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors)))
         return None
 
     failure = await adopt_orphans(body)
@@ -202,7 +203,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         failed = [(n, r) for n, r in zip(plan.delete, results, strict=True) if isinstance(r, BaseException)]
         deleted = [n for n, r in zip(plan.delete, results, strict=True) if r is True]
         if deleted:
-            kopf.event(
+            post_event(
                 body, type="Normal", reason="SuccessfulDelete", message=f"Deleted pods: {', '.join(deleted)}"
             )
         if failed:
@@ -216,7 +217,7 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
     service_failure = await reconcile_service(body, spec)
     if service_failure is not None and failure is not None:
-        kopf.event(body, type="Warning", reason=service_failure[0], message=service_failure[1])
+        post_event(body, type="Warning", reason=service_failure[0], message=service_failure[1])
     failure = failure or service_failure
 
     new_status = status.compute(
@@ -233,6 +234,6 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
     desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
     ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
     if failure is not None:
-        kopf.event(body, type="Warning", reason=failure[0], message=failure[1])
+        post_event(body, type="Warning", reason=failure[0], message=failure[1])
         raise ReconcileError(f"{failure[0]}: {failure[1]}")
     return None
