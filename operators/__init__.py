@@ -3,8 +3,9 @@
 :data:`PACKAGES` is the one list of them. Each package declares itself in
 ``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.description.OperatorDescription`),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
-README's metrics table) reads :func:`descriptions`; ``operators/<name>/__main__.py`` is the same
-two lines everywhere and calls :func:`main`. A new operator is a new package plus its name here.
+documentation's API reference and metrics table) reads :func:`descriptions`;
+``operators/<name>/__main__.py`` is the same two lines everywhere and calls :func:`main`. A new
+operator is a new package plus its name here.
 
 The packages are imported by name, never statically from here: ``operators.netperf`` imports
 this package, so a static import of the others would make every operator depend on every

@@ -13,8 +13,9 @@ once in ``operators.PACKAGES``, and read by
   :attr:`~OperatorDescription.reconcile`;
 - ``tools/manifests.py`` (the CRD), ``tools/bundle.py`` (CSV: owned CRD text, resources,
   permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
-  Dockerfile, ``deploy/install.yaml``), ``tools/monitoring.py`` (alerts, dashboard panels, the
-  README's metrics table) and ``tools/images.py`` (operator and operand images).
+  Dockerfile, ``deploy/install.yaml``), ``tools/monitoring.py`` (alerts, dashboard panels),
+  ``tools/docs.py`` (API reference pages, the metrics table) and ``tools/images.py`` (operator
+  and operand images).
 
 Before, each of those listed the three operators by hand, so adding one meant editing every
 tool and keeping their copies of its text in step. Logic stays where it was: a description

@@ -20,8 +20,8 @@ Lease ``name``, 0 while it stands by; no series without leader election),
 (:class:`shared.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
 operator's domain metrics. Every metric is declared once (name, type, help, labels): the shared
 ones in :data:`TABLE`, an operator's own in its description
-(:attr:`shared.description.OperatorDescription.metrics`); the registry and the README's metrics
-list are both made from them.
+(:attr:`shared.description.OperatorDescription.metrics`); the registry and the documentation's
+metrics table (``tools/docs.py``) are both made from them.
 
 How kopf outcomes map onto ``result`` is decided in :mod:`shared.workqueue`. Each process uses
 its own :class:`Metrics` (a private ``CollectorRegistry``), never the global default registry,

@@ -393,8 +393,8 @@ async def reconcile(body: Mapping[str, Any]) -> float | None:
         # The schedule's write first, the report after: the status (and the Events compared
         # with it) comes from a pass of its own, queued behind the passes already due. At a
         # boundary shared by 1000 TDSets every Deployment patch then goes out before their
-        # status writes, instead of each waiting behind those of the TDSets before it (README,
-        # "Scale": p99 lag 39 s before).
+        # status writes, instead of each waiting behind those of the TDSets before it (docs/benchmarks.md:
+        # p99 lag 39 s before).
         return 0.0
     _announce(body, previous, warnings, suspended, why)
     new_status = status.compute(

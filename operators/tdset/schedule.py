@@ -1,6 +1,6 @@
 """The TDSet schedule as a pure function of (spec, now): replicas, active window, next change.
 
-Rules (also in the README):
+Rules (also in docs/operators/tdset.md):
 
 - A window is ``[start, end)`` on the wall clock of ``spec.timeZone`` (IANA name, default
   UTC), at minute precision (``startTime``/``startMinute``, ``endTime``/``endMinute``).

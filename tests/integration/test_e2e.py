@@ -2,11 +2,11 @@
 
 The session's ``real_cluster`` (its own control plane with this machine as its one real node:
 containerd, kubelet, kube-proxy) gets every image ``make images`` builds (``images`` fixture),
-then the README's "Install without OLM": the three CRDs and ``deploy/install.yaml`` applied with
-kubectl. From there on everything is what a user's cluster does: the operators run in-cluster
-(service-account token, the ``kubernetes`` Service), WebServer pods serve HTTP through their
-Service, a TDSet's Deployment pods run, Netperf pods run netperf for real, a real Prometheus
-scrapes the operators through their metrics Services.
+then "Install without OLM" (docs/operations/install.md): the three CRDs and
+``deploy/install.yaml`` applied with kubectl. From there on everything is what a user's cluster
+does: the operators run in-cluster (service-account token, the ``kubernetes`` Service),
+WebServer pods serve HTTP through their Service, a TDSet's Deployment pods run, Netperf pods
+run netperf for real, a real Prometheus scrapes the operators through their metrics Services.
 
 Each test makes its own namespace and objects and polls with deadlines; the install is shared by
 the module (and removed at its end).
