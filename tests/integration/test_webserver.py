@@ -429,7 +429,8 @@ def test_failed_creates_surface_in_conditions_and_events_then_recover(cluster, n
         60,
         "a FailedCreate Warning Event",
     )
-    assert len(active_pods(cluster, namespace, "web")) == 2
+    # The refusal can answer before a concurrent create the quota admitted is listed.
+    wait_for(lambda: len(active_pods(cluster, namespace, "web")) == 2, 60, "the 2 pods the quota admits")
     assert operator.metric("controller_runtime_reconcile_errors_total", controller="webserver") > 0
 
     core.delete_namespaced_resource_quota("two-pods", namespace)
