@@ -39,8 +39,10 @@ never fenced (a standby keeps its caches warm).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import ssl
 import time
 import urllib.parse
@@ -183,15 +185,25 @@ def _load_configuration() -> Configuration:
     return cfg
 
 
-def _forget_credential_files() -> None:
-    """Delete the files the official loader wrote a kubeconfig's embedded CA, certificate and
-    key into. It removes them only at a clean exit, so every SIGKILLed process left a client
-    key behind in the temp directory; once the SSL context holds them they are not needed."""
+def _forget_credential_files(cfg: Configuration) -> None:
+    """Delete the files the official loader wrote ``cfg``'s embedded CA, certificate and key into.
+
+    It removes them only at a clean exit, so every SIGKILLed process left a client key behind in
+    the temp directory; once the SSL context holds them they are not needed. Only ``cfg``'s: the
+    loader keeps one registry for the process, and another client (a test's, a second cluster's)
+    may still need files of its own.
+    """
     from kubernetes.config import kube_config
 
-    cleanup = getattr(kube_config, "_cleanup_temp_files", None)
-    if cleanup is not None:
-        cleanup()
+    registry = getattr(kube_config, "_temp_files", None)
+    if not isinstance(registry, dict):
+        return
+    mine = {cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file} - {None}
+    for key, path in list(registry.items()):
+        if path in mine:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            del registry[key]
 
 
 class KubeClient:
@@ -253,7 +265,7 @@ class KubeClient:
         """The SSL context, made once: the credential files it reads are deleted right after."""
         if self._ssl is None:
             self._ssl = self._ssl_context(self._configuration())
-            _forget_credential_files()
+            _forget_credential_files(self._configuration())
         return self._ssl
 
     @staticmethod

@@ -271,7 +271,7 @@ def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster
 
     # The client deletes the credential files of the kubernetes package's loader once it has read
     # them (they would outlive a SIGKILLed operator); in this process they are the tests' own.
-    monkeypatch.setattr(kube, "_forget_credential_files", lambda: None)
+    monkeypatch.setattr(kube, "_forget_credential_files", lambda cfg: None)
 
     async def write() -> None:
         cfg = client.Configuration()

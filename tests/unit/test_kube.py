@@ -10,6 +10,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -377,3 +378,21 @@ async def test_a_write_that_waited_for_a_connection_is_fenced_once_it_has_one():
         await server.close()
     assert hits == [("GET", held), ("GET", pod)]  # the server never saw the POST
     assert asked == ["POST", "POST"]  # before the wait (allowed), then with the connection (refused)
+
+
+def test_forgetting_credentials_deletes_only_the_clients_own_files(tmp_path):
+    """A KubeClient deletes the temp files the loader wrote for its own configuration, and no
+    other: wiping the loader's whole registry broke every other client of the process (found
+    with the suite reversed: the session's test client lost its CA file to a unit test)."""
+    from kubernetes.config import kube_config
+
+    from shared import kube
+
+    ours = kube_config._create_temp_file_with_content("our CA", temp_file_path=str(tmp_path))
+    theirs = kube_config._create_temp_file_with_content("another client's CA", temp_file_path=str(tmp_path))
+    cfg = k8s.Configuration()
+    cfg.ssl_ca_cert = ours
+    kube._forget_credential_files(cfg)
+    assert not Path(ours).exists()
+    assert Path(theirs).exists()
+    assert ours not in kube_config._temp_files.values() and theirs in kube_config._temp_files.values()
