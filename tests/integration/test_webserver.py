@@ -116,11 +116,17 @@ def test_a_status_overwritten_by_someone_else_is_put_right(cluster, namespace, o
     echo of its own write does not): put right long before the 600 s resync."""
     create(cluster, namespace, "web", {"replicas": 2})
     converged(cluster, namespace, "web", 2)
-    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object_status(
+    overwritten = client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object_status(
         GROUP, VERSION, namespace, PLURAL, "web", {"status": {"readyReplicas": 7, "replicas": 7}}
     )
-    assert get(cluster, namespace, "web")["status"]["readyReplicas"] == 7
-    converged(cluster, namespace, "web", 2, timeout=60)
+    # The server's answer, not a later read: the operator may put it right before that read.
+    assert overwritten["status"]["readyReplicas"] == 7
+    ws = converged(cluster, namespace, "web", 2, timeout=60)
+    assert revision(ws) > revision(overwritten)  # put right after the overwrite, not before it
+
+
+def revision(obj: dict) -> int:
+    return int(obj["metadata"]["resourceVersion"])
 
 
 def test_terminating_pods_are_not_counted(cluster, namespace, operator):
