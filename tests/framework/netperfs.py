@@ -8,24 +8,18 @@ from typing import Any
 from kubernetes import client
 
 from tests.framework.cluster import REPO, Cluster
+from tests.framework.resources import Kind
 from tests.framework.waits import wait_for
 
 GROUP, VERSION, PLURAL = "app.example.com", "v1alpha1", "netperfs"
+KIND = Kind(GROUP, VERSION, PLURAL, "Netperf")
+create, get, patch_spec = KIND.create, KIND.get, KIND.patch_spec
 # Client output captured from real netperf runs (the parser's unit tests use the same files).
 FIXTURES = REPO / "tests" / "unit" / "netperf" / "fixtures"
 
 
 def co(cluster: Cluster) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(cluster.api)
-
-
-def create(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Netperf", "metadata": {"name": name}, "spec": spec}
-    return co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-
-
-def get(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return co(cluster).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
 
 def st(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

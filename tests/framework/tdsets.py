@@ -11,9 +11,12 @@ from kubernetes import client
 from shared.clock import OFFSET_ENV
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
+from tests.framework.resources import Kind
 from tests.framework.waits import wait_for
 
 GROUP, VERSION, PLURAL = "schedule.rs", "v1", "tdsets"
+KIND = Kind(GROUP, VERSION, PLURAL, "TDSet")
+create, get, patch_spec = KIND.create, KIND.get, KIND.patch_spec
 UTC = datetime.UTC
 
 
@@ -55,19 +58,6 @@ def steady(replicas: int, **extra: Any) -> dict[str, Any]:
 
 def co(cluster: Cluster) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(cluster.api)
-
-
-def create(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TDSet", "metadata": {"name": name}, "spec": spec}
-    return co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-
-
-def get(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return co(cluster).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-
-
-def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    co(cluster).patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": spec})
 
 
 def deployment(cluster: Cluster, namespace: str, name: str) -> client.V1Deployment:

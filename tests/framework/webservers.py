@@ -5,28 +5,12 @@ from __future__ import annotations
 from kubernetes import client
 
 from tests.framework.cluster import Cluster
+from tests.framework.resources import Kind
 from tests.framework.waits import wait_for
 
 GROUP, VERSION, PLURAL = "demo.k8s.io", "v1alpha1", "webservers"
-
-
-def create(cluster: Cluster, namespace: str, name: str, spec: dict) -> dict:
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "WebServer", "metadata": {"name": name}, "spec": spec}
-    return client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, body
-    )
-
-
-def get(cluster: Cluster, namespace: str, name: str) -> dict:
-    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
-
-
-def patch_spec(cluster: Cluster, namespace: str, name: str, spec: dict) -> None:
-    client.CustomObjectsApi(cluster.api).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, {"spec": spec}
-    )
+KIND = Kind(GROUP, VERSION, PLURAL, "WebServer")
+create, get, patch_spec = KIND.create, KIND.get, KIND.patch_spec
 
 
 def active_pods(cluster: Cluster, namespace: str, name: str) -> list:
