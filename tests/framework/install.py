@@ -75,6 +75,15 @@ class Install:
             and st.updated_replicas == OPERATOR_REPLICAS
             and st.ready_replicas == OPERATOR_REPLICAS
             and (st.replicas or 0) == OPERATOR_REPLICAS
+            # The Deployment's status lags its pods: right after a pod is deleted it still counts
+            # it as ready. The pods themselves say whether the replacement is up.
+            and self.pods_ready(op)
+        )
+
+    def pods_ready(self, op: str) -> bool:
+        pods = self.operator_pods(op)
+        return len(pods) == OPERATOR_REPLICAS and all(
+            any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []) for p in pods
         )
 
     def diagnose(self) -> str:
