@@ -43,20 +43,21 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 from kubernetes import client
 from kubernetes import config as kconfig
 
 from localcluster import ociimage
-from localcluster.cluster import SERVICE_CIDR, Component, ComponentError, free_port, log
+from localcluster.process import Component, ComponentError, free_port, log
 
 if TYPE_CHECKING:
-    from localcluster.cluster import LocalCluster
+    from localcluster.binaries import Binaries
+    from localcluster.pki import CertificateAuthority
 
 NODE_NAME = "localcluster-node"
 NODE_IP = "10.99.0.1"
@@ -510,6 +511,33 @@ def _http_ok(url: str) -> bool:
         return bool(resp.status == 200)
 
 
+class ControlPlane(Protocol):
+    """What a node needs of the control plane it joins: :class:`localcluster.cluster.LocalCluster`.
+
+    A protocol rather than an import: the cluster starts its node, so this module must not
+    import :mod:`localcluster.cluster` back.
+    """
+
+    workdir: Path
+    binaries: Binaries
+    ca: CertificateAuthority
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    @property
+    def pki_dir(self) -> Path: ...
+
+    @property
+    def service_cidr(self) -> str: ...
+
+    def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path: ...
+
+    def wait_component(
+        self, comp: Component, what: str, check: Callable[[], bool], timeout: float
+    ) -> None: ...
+
+
 @dataclass
 class RealNode:
     """This machine as a real worker node of ``cluster``; :meth:`start` / :meth:`stop` it.
@@ -518,7 +546,7 @@ class RealNode:
     ``LocalCluster(real_node=True)`` arranges.
     """
 
-    cluster: LocalCluster
+    cluster: ControlPlane
     name: str = NODE_NAME
     ip: str = NODE_IP
     pod_cidr: str = POD_CIDR
@@ -803,14 +831,15 @@ class RealNode:
 
     def _setup_network(self) -> None:
         t0 = time.monotonic()
+        services = self.cluster.service_cidr
         _run(["ip", "link", "add", NODE_BRIDGE, "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.ip}/32", "dev", NODE_BRIDGE])
         _run(["ip", "link", "set", NODE_BRIDGE, "up"])
         # The host reaches ClusterIPs even without a default route; kube-proxy DNATs them
         # (and masquerades, the source being outside the pod range) before they leave.
-        route = _run(["ip", "route", "add", SERVICE_CIDR, "dev", NODE_BRIDGE, "src", self.ip], check=False)
+        route = _run(["ip", "route", "add", services, "dev", NODE_BRIDGE, "src", self.ip], check=False)
         if route.returncode != 0:  # the host routes that range already: leave its route alone
-            log(f"real node: no route for {SERVICE_CIDR} via {NODE_BRIDGE}: {route.stderr.strip()}")
+            log(f"real node: no route for {services} via {NODE_BRIDGE}: {route.stderr.strip()}")
         net = self.directory / "cni" / "net.d"
         for old in net.glob("*"):
             old.unlink()
@@ -829,7 +858,7 @@ class RealNode:
                         "ranges": [[{"subnet": self.pod_cidr}]],
                         # Only the service range: pods reach Services (and through the
                         # `kubernetes` one the API server) but nothing off the machine.
-                        "routes": [{"dst": SERVICE_CIDR}],
+                        "routes": [{"dst": services}],
                         "dataDir": str(self.directory / "cni" / "ipam"),
                     },
                 }

@@ -44,8 +44,8 @@ from kubernetes import client
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.cluster import Component, log
 from localcluster.kube import kubectl
+from localcluster.process import Component, log
 
 if TYPE_CHECKING:
     from localcluster.cluster import LocalCluster

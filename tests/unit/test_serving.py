@@ -16,7 +16,7 @@ from kopf._core.actions import lifecycles
 from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, orchestration, processing, queueing
 
-from localcluster.cluster import free_port
+from localcluster.process import free_port
 from shared import serving
 from shared.metrics import Metrics
 from shared.serving import Endpoints, Readiness, track_watches
