@@ -60,16 +60,16 @@ bundle: venv ## Render the OLM bundle and the operator Dockerfiles (VERSION, REG
 	$(BIN)/python -m tools.bundle --version $(VERSION) --registry $(REGISTRY)
 
 .PHONY: gotools
-gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go modules in tools/go/
-	$(BIN)/python -m tools.gotools
+gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go modules in localcluster/go/
+	$(BIN)/python -m localcluster.gotools
 
 .PHONY: olm
 olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe for the OLM install tests
-	$(BIN)/python -m tools.gotools olm grpc-health-probe
+	$(BIN)/python -m localcluster.gotools olm grpc-health-probe
 
 .PHONY: kstatus
 kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests judge our objects with
-	$(BIN)/python -m tools.gotools kstatus
+	$(BIN)/python -m localcluster.gotools kstatus
 
 .PHONY: catalog
 catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
@@ -81,7 +81,7 @@ validate: gotools ## operator-sdk bundle validate (operatorframework suite) and 
 
 .PHONY: images
 images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
-	$(BIN)/python -m tools.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
+	$(BIN)/python -m localcluster.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
 
 # The end-to-end and OLM suites and `make run`'s real node need root; without it there is
 # nothing to run the images (or OLM) on, so they are not built (the tests say why they skip).

@@ -120,7 +120,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         kubeconfig = local.kubeconfig
         archives = [Path(a) for a in args.image_archive]
         if real and args.command == "run":
-            from tools.images import ensure_images
+            from localcluster.images import ensure_images
 
             log("building (or reusing) every image of the project for the real node (make images)")
             archives += ensure_images().values()

@@ -2,9 +2,9 @@
 
 :class:`OLM` installs, on a :class:`~localcluster.cluster.LocalCluster` with a real node:
 
-- OLM's CRDs from the pinned module (``tools/go/olm``, :mod:`tools.gotools` copies them next to
-  the binaries), applied server-side, plus the ``OLMConfig`` CRD and its ``cluster`` object,
-  which the quickstart file lacks;
+- OLM's CRDs from the pinned module (``localcluster/go/olm``, :mod:`localcluster.gotools`
+  copies them next to the binaries), applied server-side, plus the ``OLMConfig`` CRD and its
+  ``cluster`` object, which the quickstart file lacks;
 - prometheus-operator's ``ServiceMonitor`` and ``PrometheusRule`` CRDs (module
   :data:`PROMETHEUS_OPERATOR_MODULE`): an InstallPlan fails on any kind a bundle ships whose CRD
   is missing, and this project's bundle ships both;
@@ -25,7 +25,7 @@ Two stand-ins, because this machine has no cluster DNS and no container registry
 - **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
   so kubelet must really pull them: :class:`localcluster.registry.ImageRegistry` serves the
   images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
-  to it. OLM's util image and opm image are the local stand-ins of :mod:`tools.images`.
+  to it. OLM's util image and opm image are the local stand-ins of :mod:`localcluster.images`.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ OLM_NAMESPACE = "olm"
 OPERATORS_NAMESPACE = "operators"
 GLOBAL_OPERATOR_GROUP = "global-operators"
 # Images OLM's pods run, as upstream's manifests name them, where this install differs: the
-# quickstart pins the util image by digest, which no local build can have (tools.images makes a
-# stand-in of the release tag instead). opm is catalog-operator's default (`:latest`).
+# quickstart pins the util image by digest, which no local build can have (localcluster.images
+# makes a stand-in of the release tag instead). opm is catalog-operator's default (`:latest`).
 UTIL_IMAGE = "quay.io/operator-framework/olm:v0.46.0"
 OPM_IMAGE = "quay.io/operator-framework/opm:latest"
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
@@ -159,7 +159,7 @@ class OLM:
             raise
 
     def _install(self, timeout: float) -> OLM:
-        from tools import gotools
+        from localcluster import gotools
 
         t0 = time.monotonic()
         binaries = gotools.ensure("olm").parent

@@ -21,8 +21,8 @@ from pathlib import Path
 from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
+from localcluster.images import ensure_images
 from tests.framework.operator_process import OperatorProcess
-from tools.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION, PLURAL = "app.example.com", "v1alpha1", "netperfs"

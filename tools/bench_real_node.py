@@ -25,7 +25,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from localcluster import cluster as localcluster
-from tools.images import ensure_images
+from localcluster.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = [

@@ -498,7 +498,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
 
 # Debian's own python3 on debian:bookworm-slim (bookworm ships 3.11): every image of the project
 # then starts from one public base, the one a machine without a registry can make locally
-# (tools/images.py), so the images tested here are the images users build.
+# (localcluster/images.py), so the images tested here are the images users build.
 BASE_IMAGE = "debian:bookworm-slim"
 # bookworm's python3/python3-venv (unchanged since its release); the interpreter they depend on,
 # python3.11, follows bookworm-security.

@@ -20,8 +20,8 @@ from kubernetes import client, config
 
 from localcluster import cluster as localcluster
 from localcluster import node as realnode
+from localcluster.images import ensure_images
 from operators.netperf import desired
-from tools.images import ensure_images
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "capture"

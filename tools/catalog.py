@@ -25,12 +25,12 @@ from typing import Any
 import yaml
 
 import shared
+from localcluster.gotools import ensure
 from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, PACKAGE, RELEASED, csv_description
-from tools.gotools import ensure
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO / "catalog"
-OPM_IMAGE = "quay.io/operator-framework/opm:v1.55.0"  # the opm we build (tools/go/opm)
+OPM_IMAGE = "quay.io/operator-framework/opm:v1.55.0"  # the opm we build (localcluster/go/opm)
 
 
 def opm(*args: str) -> str:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.gotools import ensure
+from localcluster.gotools import ensure
 
 REPO = Path(__file__).resolve().parents[1]
 

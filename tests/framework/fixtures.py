@@ -73,10 +73,10 @@ def real_cluster() -> Iterator[localcluster.LocalCluster]:
 def images(real_cluster: localcluster.LocalCluster) -> dict[str, str]:
     """Every image ``make images`` builds, imported into the real node: short name -> reference.
 
-    Built from the Dockerfiles users build (``tools.images``: buildah, locally made stand-ins
+    Built from the Dockerfiles users build (``localcluster.images``: buildah, locally made stand-ins
     for public bases that cannot be pulled here), rebuilt only when their inputs changed.
     """
-    from tools import images as image_tools
+    from localcluster import images as image_tools
 
     assert real_cluster.node is not None
     archives = image_tools.ensure_images()

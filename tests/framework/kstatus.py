@@ -1,7 +1,7 @@
 """Judge objects the way Flux health checks, Helm 4 ``--wait``, kpt and Config Sync do.
 
 Runs the real kstatus library (sigs.k8s.io/cli-utils ``status.Compute``) through our small
-command ``tools/go/kstatus``, built from its pinned module on first use (:mod:`tools.gotools`).
+command ``localcluster/go/kstatus``, built from its pinned module on first use (:mod:`localcluster.gotools`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tools import gotools
+from localcluster import gotools
 
 
 @functools.cache

@@ -76,7 +76,7 @@ class Olm(Install):
 
 @pytest.fixture(scope="module")
 def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iterator[Olm]:
-    from tools import images as image_tools
+    from localcluster import images as image_tools
 
     node = real_cluster.node
     assert node is not None
@@ -478,8 +478,8 @@ def assert_uninstall_keeps_data_all(env: Olm, inst: Installed, work: str) -> Non
 def publish_release(env: Olm, version: str, root: Path) -> None:
     """Render and build release ``version`` (bundle replacing 0.1.0, operator images, a catalog
     holding both bundles), as a release would, into ``root``; serve its images."""
+    from localcluster import images as image_tools
     from tools import bundle, catalog
-    from tools import images as image_tools
 
     bundle_dir = bundle.render_into(root / "release", version, REGISTRY)
     specs = [

@@ -1,6 +1,6 @@
 """The file-based catalog: a release keeps every published bundle and adds an upgrade edge.
 
-Uses opm built from the pinned module (``tools.gotools``), offline.
+Uses opm built from the pinned module (``localcluster.gotools``), offline.
 """
 
 from pathlib import Path

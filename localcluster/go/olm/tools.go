@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins OLM v0 (olm and catalog operators) for the OLM install tests; built by
-// tools/gotools.py. Its CRDs are read from the same module version (tools/olm.py).
+// localcluster/gotools.py. Its CRDs are read from the same module version (localcluster/olm.py).
 package tools
 
 import (

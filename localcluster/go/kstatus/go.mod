@@ -1,4 +1,4 @@
-module k8s-operators-py/tools/go/kstatus
+module k8s-operators-py/localcluster/go/kstatus
 
 go 1.26.8
 

@@ -1,6 +1,6 @@
 // Command kstatus prints what sigs.k8s.io/cli-utils' kstatus (the readiness rules of Flux health
 // checks, Helm 4 --wait, kpt and Config Sync) computes for Kubernetes objects; built by
-// tools/gotools.py for the tests of our status conditions.
+// localcluster/gotools.py for the tests of our status conditions.
 //
 //	kstatus [FILE]    (stdin without FILE, or with "-")
 //

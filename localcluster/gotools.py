@@ -1,19 +1,24 @@
 """Build (or reuse) the OLM tools from pinned Go modules: ``opm``, ``operator-sdk`` and OLM v0.
 
-    python -m tools.gotools                 build opm and operator-sdk, print their paths
-    python -m tools.gotools olm grpc-health-probe
-    python -m tools.gotools kstatus
-    python -m tools.gotools --which opm     print only that path
+    python -m localcluster.gotools                 build opm and operator-sdk, print their paths
+    python -m localcluster.gotools olm grpc-health-probe
+    python -m localcluster.gotools kstatus
+    python -m localcluster.gotools --which opm     print only that path
 
 ``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
 bundle-unpack Jobs run), built into one cache entry together with the CRDs of the same module
 version (``crds/``). ``grpc-health-probe`` is what upstream's opm image carries for OLM's
-registry-pod probes. Only the OLM install tests need those two (``make olm``). ``kstatus`` is our
-own small command (``tools/go/kstatus/main.go``) around ``sigs.k8s.io/cli-utils``' kstatus, the
-readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our status
-conditions run it (``make kstatus``).
+registry-pod probes. Only the OLM install tests need those two (``make olm``). ``kstatus`` is
+our own small command (``localcluster/go/kstatus/main.go``) around ``sigs.k8s.io/cli-utils``'
+kstatus, the readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our
+status conditions run it (``make kstatus``).
 
-Each tool has a small wrapper module in ``tools/go/<tool>/`` (``go.mod``, ``go.sum``,
+They are built here, next to the local cluster, because the cluster runs some of them: OLM
+(:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
+``make catalog`` and ``make validate`` (:mod:`tools.catalog`,
+:mod:`tools.olm_validate`) use the same builds.
+
+Each tool has a small wrapper module in ``localcluster/go/<tool>/`` (``go.mod``, ``go.sum``,
 ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
 every module against that ``go.sum``. The binaries are cached under
 ``~/.cache/k8s-operators-py/tools/<tool>-<hash>/`` (``$GOTOOLS_CACHE`` overrides), the hash of
@@ -36,7 +41,7 @@ from pathlib import Path
 from localcluster.binaries import _go_env, log, run_go
 
 REPO = Path(__file__).resolve().parents[1]
-MODULES = REPO / "tools" / "go"
+MODULES = REPO / "localcluster" / "go"
 _OLM = "github.com/operator-framework/operator-lifecycle-manager"
 # tool -> {binary: package}; a tool is one wrapper module and one cache entry.
 TOOLS: dict[str, dict[str, str]] = {
@@ -77,7 +82,7 @@ def module_dir(tool: str) -> Path:
 
 
 def ensure(tool: str) -> Path:
-    """The path of ``tool``'s main binary, built from ``tools/go/<tool>`` when the cache lacks it.
+    """The path of ``tool``'s main binary, built from ``localcluster/go/<tool>`` when the cache lacks it.
 
     Other binaries of the same tool (OLM's ``catalog``) sit in the same directory.
     """

@@ -1,7 +1,7 @@
 """``make images``: build every image of the project, with Docker or offline with buildah.
 
-    python -m tools.images [--tool docker|buildah|podman] [--version 0.1.0]
-                           [--registry ghcr.io/k8s-operators-py] [--only NAME ...] [--no-archives]
+    python -m localcluster.images [--tool docker|buildah|podman] [--version 0.1.0]
+                                  [--registry ghcr.io/k8s-operators-py] [--only NAME ...] [--no-archives]
 
 Builds, from the Dockerfiles in the repository and unchanged, one image per registered operator
 (``images/<op>-operator``), the images the operators' descriptions say their workloads run (the
@@ -18,7 +18,7 @@ the Dockerfiles start from are replaced by *local stand-ins of the same name*:
   and configured like the official slim image (dpkg excludes for docs/man/locales, apt settings,
   ``debian.sources`` with bookworm, -updates and -security), upgraded, committed with buildah.
 - ``quay.io/operator-framework/opm:v1.55.0``: that Debian base plus ``/bin/opm`` built from the
-  pinned Go module (``python -m tools.gotools``, the same version), USER 1001 like upstream.
+  pinned Go module (``python -m localcluster.gotools``, the same version), USER 1001 like upstream.
 
 Stand-ins carry ``LABEL dev.k8s-operators-py.stand-in="true"`` (and ``…stand-in.for``); images
 built on them inherit the labels, so an image made offline says so. With a registry the real
@@ -36,6 +36,11 @@ After building, each image is saved as an OCI archive under
 (``$IMAGES_CACHE`` moves the cache). :func:`ensure_images` rebuilds only images whose inputs
 changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its bases are
 hashed, and buildah's ``--layers`` cache covers partial changes.
+
+This lives with the local cluster because the cluster runs what it builds: ``python -m
+localcluster run`` imports every image into its real node, and the OLM tests serve the images
+and the opm and OLM stand-ins from :mod:`localcluster.registry`. Which images there are comes
+from the operators' descriptions (``operators.descriptions()``).
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ import shared
 from operators import descriptions
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"  # the same as tools.bundle (not imported: heavy)
+DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"  # the same as tools.bundle (localcluster never imports tools)
 Tool = Literal["docker", "buildah", "podman"]
 TOOLS: tuple[Tool, ...] = ("docker", "buildah", "podman")
 
@@ -73,10 +78,12 @@ SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 DEBIAN_BASE = f"docker.io/library/debian:{SUITE}-slim"
-OPM_VERSION = "v1.55.0"  # tools/go/opm/go.mod pins github.com/operator-framework/operator-registry
+# localcluster/go/opm/go.mod pins github.com/operator-framework/operator-registry at this version.
+OPM_VERSION = "v1.55.0"
 OPM_BASE = f"quay.io/operator-framework/opm:{OPM_VERSION}"
 OPM_UID = 1001  # upstream's release/goreleaser.opm.Dockerfile: USER 1001
-OLM_VERSION = "v0.46.0"  # tools/go/olm/go.mod pins github.com/operator-framework/operator-lifecycle-manager
+# localcluster/go/olm/go.mod pins github.com/operator-framework/operator-lifecycle-manager at this one.
+OLM_VERSION = "v0.46.0"
 OLM_IMAGE = f"quay.io/operator-framework/olm:{OLM_VERSION}"
 OLM_UID = 1001  # upstream's Dockerfile: USER 1001
 
@@ -794,15 +801,15 @@ def opm_stand_in(
     Upstream's image carries ``/bin/grpc_health_probe`` because OLM's catalog registry pods
     probe with it (exec ``grpc_health_probe -addr=:50051``); so does this one.
     """
-    from tools import gotools  # builds Go code: only when this stand-in is needed
+    from localcluster import gotools  # builds Go code: only when this stand-in is needed
 
     return _binaries_stand_in(
         tool,
         current,
         OPM_BASE,
         {"/bin/opm": gotools.ensure("opm"), "/bin/grpc_health_probe": gotools.ensure("grpc-health-probe")},
-        what=f"/bin/opm from github.com/operator-framework/operator-registry {OPM_VERSION} (tools/go/opm) "
-        "and /bin/grpc_health_probe (tools/go/grpc-health-probe)",
+        what=f"/bin/opm from github.com/operator-framework/operator-registry {OPM_VERSION} "
+        "(localcluster/go/opm) and /bin/grpc_health_probe (localcluster/go/grpc-health-probe)",
         config=["--user", str(OPM_UID), "--entrypoint", '["/bin/opm"]', "--cmd", "[]"],
         pull=pull,
         resolved=resolved,
@@ -821,7 +828,7 @@ def olm_stand_in(
     OLM's bundle-unpack Jobs use this image (catalog-operator's ``-util-image``) only to copy
     ``/bin/cpb`` out with ``/bin/cp``; upstream's image is distroless with busybox's cp, USER 1001.
     """
-    from tools import gotools
+    from localcluster import gotools
 
     olm = gotools.ensure("olm").parent
     return _binaries_stand_in(
@@ -830,7 +837,7 @@ def olm_stand_in(
         OLM_IMAGE,
         {f"/bin/{name}": olm / name for name in ("olm", "catalog", "cpb")},
         what=f"/bin/olm, /bin/catalog and /bin/cpb from operator-lifecycle-manager {OLM_VERSION} "
-        "(tools/go/olm)",
+        "(localcluster/go/olm)",
         config=["--user", str(OLM_UID), "--entrypoint", '["/bin/olm"]', "--cmd", "[]"],
         pull=pull,
         resolved=resolved,

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins operator-sdk for make validate; built by tools/gotools.py.
+// Package tools pins operator-sdk for make validate; built by localcluster/gotools.py.
 //
 // v1.33.0: newer tags tried here (v1.42.0) are served by the module proxy but have no entry in
 // the checksum database reachable from our machines, and neither do a few of v1.33.0's own

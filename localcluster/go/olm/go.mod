@@ -1,4 +1,4 @@
-module k8s-operators-py/tools/go/olm
+module k8s-operators-py/localcluster/go/olm
 
 go 1.26.8
 

@@ -1,4 +1,4 @@
-module k8s-operators-py/tools/go/operator-sdk
+module k8s-operators-py/localcluster/go/operator-sdk
 
 go 1.26.8
 

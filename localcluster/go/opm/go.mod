@@ -1,4 +1,4 @@
-module k8s-operators-py/tools/go/opm
+module k8s-operators-py/localcluster/go/opm
 
 go 1.26.8
 

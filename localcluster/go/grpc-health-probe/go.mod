@@ -1,4 +1,4 @@
-module k8s-operators-py/tools/go/grpc-health-probe
+module k8s-operators-py/localcluster/go/grpc-health-probe
 
 go 1.26.8
 
