@@ -53,11 +53,11 @@ testbin: venv ## Build (or reuse) kube-apiserver, controller-manager, scheduler,
 
 .PHONY: manifests
 manifests: venv ## Generate the CRDs in bundle/manifests/ from each operator's schema.py
-	$(BIN)/python -m tools.manifests
+	$(BIN)/python -m tools.generate.manifests
 
 .PHONY: bundle
 bundle: venv ## Render the OLM bundle and the operator Dockerfiles (VERSION, REGISTRY)
-	$(BIN)/python -m tools.bundle --version $(VERSION) --registry $(REGISTRY)
+	$(BIN)/python -m tools.generate.bundle --version $(VERSION) --registry $(REGISTRY)
 
 .PHONY: gotools
 gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go modules in localcluster/go/
@@ -73,11 +73,11 @@ kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests
 
 .PHONY: catalog
 catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
-	$(BIN)/python -m tools.catalog --version $(VERSION) --registry $(REGISTRY)
+	$(BIN)/python -m tools.generate.catalog --version $(VERSION) --registry $(REGISTRY)
 
 .PHONY: validate
 validate: gotools ## operator-sdk bundle validate (operatorframework suite) and opm validate
-	$(BIN)/python -m tools.olm_validate
+	$(BIN)/python -m tools.check.olm_validate
 
 .PHONY: images
 images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
@@ -96,20 +96,20 @@ lint: venv ## ruff, import contracts, mypy, hadolint, generated files (CRDs, bun
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m tools.bundle --check
-	$(BIN)/python -m tools.docs --check
-	$(BIN)/python -m tools.crd_compat
+	$(BIN)/python -m tools.generate.bundle --check
+	$(BIN)/python -m tools.generate.docs --check
+	$(BIN)/python -m tools.check.crd_compat
 	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
 	$(MKDOCS) build --strict --quiet
 
 .PHONY: docs
-docs: venv ## Regenerate the API reference and metrics table (tools/docs.py), build the site into site/
-	$(BIN)/python -m tools.docs
+docs: venv ## Regenerate the API reference and metrics table (tools/generate/docs.py), build the site into site/
+	$(BIN)/python -m tools.generate.docs
 	$(MKDOCS) build --strict
 
 .PHONY: docs-serve
 docs-serve: venv ## Serve the documentation at http://127.0.0.1:8000, rebuilt on every edit
-	$(BIN)/python -m tools.docs
+	$(BIN)/python -m tools.generate.docs
 	$(MKDOCS) serve
 
 .PHONY: fmt
@@ -134,7 +134,7 @@ test-loaded: ## make test beside a CPU hog (stress-ng on every core): no test ma
 
 .PHONY: chaos
 chaos: venv system-deps testbin ## SIGKILL the operators at random points N times (N=100) and check each converges
-	$(BIN)/python -m tools.chaos --trials $(N)
+	$(BIN)/python -m tools.bench.chaos --trials $(N)
 
 .PHONY: run
 run: venv system-deps testbin node-images ## Local cluster (a real node as root) + CRDs + the operators; Ctrl-C stops all

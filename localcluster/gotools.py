@@ -15,8 +15,8 @@ status conditions run it (``make kstatus``).
 
 They are built here, next to the local cluster, because the cluster runs some of them: OLM
 (:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
-``make catalog`` and ``make validate`` (:mod:`tools.catalog`,
-:mod:`tools.olm_validate`) use the same builds.
+``make catalog`` and ``make validate`` (:mod:`tools.generate.catalog`,
+:mod:`tools.check.olm_validate`) use the same builds.
 
 Each tool has a small wrapper module in ``localcluster/go/<tool>/`` (``go.mod``, ``go.sum``,
 ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks

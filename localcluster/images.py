@@ -68,7 +68,8 @@ import shared
 from operators import descriptions
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"  # the same as tools.bundle (localcluster never imports tools)
+# The same as tools.generate.bundle.DEFAULT_REGISTRY (not imported: localcluster never imports tools).
+DEFAULT_REGISTRY = "ghcr.io/k8s-operators-py"
 Tool = Literal["docker", "buildah", "podman"]
 TOOLS: tuple[Tool, ...] = ("docker", "buildah", "podman")
 

@@ -18,7 +18,7 @@ from localcluster.kube import kubectl
 from localcluster.node import RealNode
 from tests.framework.cluster import REPO
 from tests.framework.waits import wait_for
-from tools.bundle import OPERATOR_REPLICAS
+from tools.generate.bundle import OPERATOR_REPLICAS
 
 INSTALL_NAMESPACE = "k8s-operators-py"
 OPERATORS = ("netperf", "tdset", "webserver")

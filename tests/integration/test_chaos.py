@@ -1,6 +1,6 @@
 """A few seeds of ``make chaos`` in ``make test``: the operator SIGKILLed at random points of a
 WebServer scale-up, scale-down and rollout, a TDSet boundary and a Netperf run, each one
-converging to exactly the right children (``tools/chaos.py`` has the checks; ``make chaos
+converging to exactly the right children (``tools/bench/chaos.py`` has the checks; ``make chaos
 N=100`` runs many)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.framework.cluster import Cluster
-from tools import chaos
+from tools.bench import chaos
 
 # One seed per scenario (seed % 5 picks it), the kill points drawn from them.
 SEEDS = [1, 2, 3, 4, 5, 6, 7]

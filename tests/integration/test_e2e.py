@@ -43,7 +43,7 @@ from tests.framework.install import (
 from tests.framework.namespaces import delete_namespace, fresh_namespace, hold_pods_at
 from tests.framework.prometheus import Prometheus
 from tests.framework.waits import wait_for
-from tools.bundle import OPERATOR_REPLICAS
+from tools.generate.bundle import OPERATOR_REPLICAS
 
 
 @pytest.fixture(scope="module")

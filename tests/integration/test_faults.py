@@ -170,7 +170,7 @@ def test_a_failing_service_does_not_delay_the_schedule(cluster, namespace, start
     assert tdsets.condition(tdsets.get(cluster, namespace, "flip"), "Degraded")["reason"] == (
         "ServiceConflict"
     )
-    # Informational (boundary lag is measured by tools/bench_tdset_boundary.py, not asserted).
+    # Informational (boundary lag is measured by tools/bench/tdset_boundary.py, not asserted).
     print(f"flipped {flipped_at - boundary} after the boundary while the Service kept failing")
 
 

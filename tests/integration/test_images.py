@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from localcluster import images
-from tools.bundle import OPERATOR_UID, OPERATOR_USER
+from tools.generate.bundle import OPERATOR_UID, OPERATOR_USER
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATORS = ("netperf", "tdset", "webserver")
@@ -135,7 +135,7 @@ def test_dockerfile_parsing_finds_bases_stages_and_copy_sources() -> None:
 
 
 def test_stand_in_names_match_what_the_dockerfiles_and_tools_use() -> None:
-    from tools import bundle, catalog
+    from tools.generate import bundle, catalog
 
     gomod = (REPO / "tools" / "go" / "opm" / "go.mod").read_text()
     assert f"github.com/operator-framework/operator-registry {images.OPM_VERSION}\n" in gomod

@@ -16,7 +16,7 @@ as deployed.
 - the leader stopped cleanly (SIGTERM): it releases the Lease (seen in the Lease's own history)
   and the standby takes it without waiting for it to expire (every operator).
 
-Failover times are printed (``pytest -s``); ``tools/bench_failover.py`` measures them over many
+Failover times are printed (``pytest -s``); ``tools/bench/failover.py`` measures them over many
 trials. Nothing here asserts how fast anything is.
 """
 

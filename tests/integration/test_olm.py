@@ -40,7 +40,7 @@ from localcluster.registry import ImageRegistry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.waits import wait_for
-from tools.bundle import OPERATOR_REPLICAS
+from tools.generate.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "k8s-operators-py"
@@ -479,7 +479,7 @@ def publish_release(env: Olm, version: str, root: Path) -> None:
     """Render and build release ``version`` (bundle replacing 0.1.0, operator images, a catalog
     holding both bundles), as a release would, into ``root``; serve its images."""
     from localcluster import images as image_tools
-    from tools import bundle, catalog
+    from tools.generate import bundle, catalog
 
     bundle_dir = bundle.render_into(root / "release", version, REGISTRY)
     specs = [

@@ -177,7 +177,7 @@ def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_o
     assert tds["status"]["nextTransitionTime"] == rfc3339(after.next_transition)
     event = wait_event(cluster, namespace, "flip", "ScaledDeployment", "from 2 to 4", "window 0")
     assert event.type == "Normal"
-    # Informational (timing is measured by tools/bench_tdset_boundary.py, not asserted here).
+    # Informational (timing is measured by tools/bench/tdset_boundary.py, not asserted here).
     print(f"{zone}: boundary {boundary.isoformat()}, Deployment seen at 4 after {flipped_at - boundary}")
 
 

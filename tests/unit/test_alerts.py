@@ -15,7 +15,7 @@ import yaml
 
 from operators import PACKAGES, descriptions
 from shared.metrics import TABLE
-from tools import monitoring
+from tools.generate import monitoring
 
 REPO = Path(__file__).resolve().parents[2]
 RULE = REPO / "bundle" / "manifests" / "k8s-operators-py_monitoring.coreos.com_v1_prometheusrule.yaml"

@@ -14,7 +14,7 @@ import yaml
 from operators import PACKAGES
 from shared.validation import SchemaValidator, openapi_schema
 from tests.framework.cluster import bundle_crds
-from tools import bundle
+from tools.generate import bundle
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "bundle" / "manifests"

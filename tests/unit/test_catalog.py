@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tools import bundle, catalog
+from tools.generate import bundle, catalog
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "catalog" / bundle.PACKAGE / "catalog.yaml"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from shared.crd import create_only_rule
-from tools import crd_compat
+from tools.check import crd_compat
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = yaml.safe_load((REPO / "api-history" / "0.1.0" / "demo.k8s.io_webservers.yaml").read_text())

@@ -34,7 +34,7 @@ from shared import leader
 from shared.description import OperatorDescription
 from shared.metrics import TABLE, Metrics
 from shared.runtime import Runtime
-from tools import bundle, docs, manifests, monitoring
+from tools.generate import bundle, docs, manifests, monitoring
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC_TYPES = (prometheus_client.Counter, prometheus_client.Gauge, prometheus_client.Histogram)

@@ -1,4 +1,4 @@
-"""The generated parts of the documentation site (``tools/docs.py``): up to date, complete, guarded."""
+"""The generated parts of the documentation site (``tools/generate/docs.py``): current, complete, guarded."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operators import descriptions
-from tools import docs
+from tools.generate import docs
 
 
 def test_committed_docs_are_what_make_docs_renders():

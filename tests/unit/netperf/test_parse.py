@@ -1,4 +1,4 @@
-"""The parser on real termination messages captured with ``python -m tools.capture_netperf``.
+"""The parser on real termination messages captured with ``python -m tools.bench.capture_netperf``.
 
 The fixtures are what the operator's client command wrote over a veth pair on this machine
 (netperf 2.7.0 from Debian). Cases that cannot be provoked on demand (throughput 0 from

@@ -1,12 +1,12 @@
 """WebServer operator at scale, against the ReplicaSet controller on the same control plane, same run.
 
-    python -m tools.bench_scale [--replicas 100] [--rounds 3]             # one owner of N pods
-    python -m tools.bench_scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
-    python -m tools.bench_scale --webservers 3000 --rounds 1               # N owners x 1 pod
-    python -m tools.bench_scale --memory 1000,2000,3000                    # RSS and CPU per step
+    python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
+    python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
+    python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
+    python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
-Starts the local control plane (:func:`tools.benchlib.control_plane`: kwok nodes that take
+Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
 thousands of pods) and the WebServer operator as deployed (no debug log; its CSV's rules, as a
 user whose requests the API server audits), then per round, each in a fresh namespace and
 timed from the first POST until every pod is Ready and every owner's status says so:
@@ -41,8 +41,8 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.framework.operator_process import OperatorProcess
-from tools import benchlib
-from tools.benchlib import (
+from tools.bench import lib
+from tools.bench.lib import (
     Api,
     AuditLog,
     ProcStats,
@@ -212,20 +212,20 @@ async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
             )
         )
         print(
-            f"limits: {benchlib.operator_limits(args)}; "
+            f"limits: {lib.operator_limits(args)}; "
             f"kube-controller-manager {kcm_limits(bench.cl)}; kube-scheduler QPS 50, burst 100; {load()}"
         )
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = lib.parser(__doc__)
     parser.add_argument("--replicas", type=int, default=100, help="pods of the one owner")
     parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    env = benchlib.operator_env(args)
+    env = lib.operator_env(args)
     with control_plane(args.nodes, args.pods_per_node) as cl:
         kubeconfig, user = operator_kubeconfig(cl, "webserver")
         log = Path(tempfile.mkdtemp()) / "webserver.log"

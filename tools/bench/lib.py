@@ -1,4 +1,4 @@
-"""Shared parts of the scale benchmarks (``tools/bench_*.py``); not run on its own.
+"""Shared parts of the scale benchmarks (the other modules of ``tools/bench/``); not run on its own.
 
 - :func:`control_plane`: the local control plane with the bundle's CRDs and kwok nodes that
   each take ``pods_per_node`` pods (kwok's node stage gives 110), so thousands of pods schedule;
@@ -35,7 +35,7 @@ from localcluster import cluster as localcluster
 from shared.kube import DEFAULT_BURST, DEFAULT_QPS
 from shared.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CRDS = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

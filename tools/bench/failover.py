@@ -1,6 +1,6 @@
 """Failover time: the leading WebServer operator SIGKILLed mid-scale-up, until the standby acts.
 
-    python -m tools.bench_failover [--trials 10] [--replicas 30]
+    python -m tools.bench.failover [--trials 10] [--replicas 30]
 
 Starts the local control plane, then per trial, in a fresh namespace: two instances of the
 WebServer operator with leader election at controller-runtime's default durations (15/10/2 s,
@@ -36,7 +36,7 @@ from tests.framework.namespaces import hold_pods_at
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 UTC = datetime.UTC
 
 

@@ -1,8 +1,8 @@
 """Lag from a TDSet window boundary to the Deployment's new replica count, for many TDSets at once.
 
-    python -m tools.bench_tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
+    python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
 
-Starts the local control plane (:func:`tools.benchlib.control_plane`: kwok nodes that take
+Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
 thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
 user the API server audits) whose clock is shifted (``OPERATOR_CLOCK_OFFSET``) to hh:mm:15.
 It creates ``--tdsets`` TDSets whose windows alternate between ``--high`` and ``--low``
@@ -30,8 +30,8 @@ from typing import Any
 from localcluster import cluster as localcluster
 from shared.clock import OFFSET_ENV
 from tests.framework.operator_process import OperatorProcess
-from tools import benchlib
-from tools.benchlib import (
+from tools.bench import lib
+from tools.bench.lib import (
     Api,
     AuditLog,
     ProcStats,
@@ -129,7 +129,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
         offset = (now.replace(second=15, microsecond=0) - now).total_seconds()
         log = Path(tempfile.mkdtemp()) / "tdset.log"
         say(f"starting the TDSet operator (clock offset {offset:+.1f}s)")
-        env = {OFFSET_ENV: f"{offset:.6f}", **benchlib.operator_env(args)}
+        env = {OFFSET_ENV: f"{offset:.6f}", **lib.operator_env(args)}
         op = OperatorProcess("operators.tdset", kubeconfig, log, namespaces=ns, env=env, verbose=False)
         op.start()
         assert op.proc is not None
@@ -170,7 +170,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                 f"p99 {percentile(lags, 99):.3f}s max {max(lags):.3f}s; early flips: {len(early)}\n"
                 f"operator over the boundaries: API writes {describe_writes(audit.writes(user, mark))}; "
                 f"CPU {cpu1.cpu_s - cpu0.cpu_s:.1f}s; RSS {cpu1.rss_mib:.0f} MiB (peak {cpu1.hwm_mib:.0f})\n"
-                f"limits: {benchlib.operator_limits(args)}; kube-controller-manager {kcm_limits(cl)}; "
+                f"limits: {lib.operator_limits(args)}; kube-controller-manager {kcm_limits(cl)}; "
                 f"{load()}"
             )
         finally:
@@ -179,7 +179,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = lib.parser(__doc__)
     parser.add_argument("--tdsets", type=int, default=10, help="TDSets flipping at the same instant")
     parser.add_argument("--boundaries", type=int, default=3, help="consecutive minute boundaries")
     parser.add_argument("--high", type=int, default=4, help="replicas inside the windows")

@@ -1,8 +1,8 @@
 """Restart of the WebServer operator with N converged WebServers: time to ready, and API writes.
 
-    python -m tools.bench_restart [--webservers 3000] [--idle 60]
+    python -m tools.bench.restart [--webservers 3000] [--idle 60]
 
-Starts the local control plane (:func:`tools.benchlib.control_plane`) and the WebServer
+Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer
 operator as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
 ``--webservers`` WebServers of one replica in one namespace and waits until every pod is Ready
 and every status says so, and the operator is quiet. Then, from the audit log:
@@ -26,9 +26,8 @@ from pathlib import Path
 
 from localcluster import cluster as localcluster
 from tests.framework.operator_process import OperatorProcess
-from tools import benchlib
-from tools.bench_scale import WEBSERVERS, webserver
-from tools.benchlib import (
+from tools.bench import lib
+from tools.bench.lib import (
     Api,
     AuditLog,
     ProcStats,
@@ -39,6 +38,7 @@ from tools.benchlib import (
     operator_kubeconfig,
     say,
 )
+from tools.bench.scale import WEBSERVERS, webserver
 
 RESULTS = ("success", "error", "requeue", "requeue_after")
 
@@ -110,7 +110,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = lib.parser(__doc__)
     parser.add_argument("--webservers", type=int, default=3000)
     parser.add_argument("--idle", type=float, default=60, help="seconds of steady state to count writes in")
     args = parser.parse_args()

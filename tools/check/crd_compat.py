@@ -1,6 +1,6 @@
 """CRD upgrade compatibility: the generated CRDs against every released snapshot in ``api-history/``.
 
-    python -m tools.crd_compat          findings, exit 1 if any (``make lint`` runs it)
+    python -m tools.check.crd_compat          findings, exit 1 if any (``make lint`` runs it)
 
 OLM updates CRDs in place when a new bundle ``replaces`` the old one, and objects written under
 the old release stay in etcd. So a release keeps every released version served and the storage
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HISTORY = REPO / "api-history"
 CURRENT = REPO / "bundle" / "manifests"
 

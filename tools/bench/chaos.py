@@ -1,6 +1,6 @@
 """``make chaos``: SIGKILL an operator at random points of its work and check it converges.
 
-    python -m tools.chaos [--trials 100] [--seed 1]
+    python -m tools.bench.chaos [--trials 100] [--seed 1]
 
 Each trial draws a scenario and a kill delay from a seeded RNG: a WebServer scale-up,
 scale-down or rollout, a TDSet crossing a window boundary, or a Netperf run (killed in any of
@@ -37,7 +37,7 @@ from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("scale-up", "scale-down", "rollout", "tdset-boundary", "netperf-run")
 UTC = datetime.UTC
 

@@ -1,6 +1,6 @@
 """Overhead of a Netperf run: time from CR creation to ``Done`` minus the test's own duration.
 
-    sudo python -m tools.bench_netperf_overhead [--runs 5] [--duration 2] [--samples 1]
+    sudo python -m tools.bench.netperf_overhead [--runs 5] [--duration 2] [--samples 1]
 
 Starts the local control plane with the bundle's CRDs and this machine as its real node
 (``localcluster.node``: root), imports the netperf image (``make images``), runs the Netperf
@@ -24,7 +24,7 @@ from localcluster import cluster as localcluster
 from localcluster.images import ensure_images
 from tests.framework.operator_process import OperatorProcess
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GROUP, VERSION, PLURAL = "app.example.com", "v1alpha1", "netperfs"
 
 

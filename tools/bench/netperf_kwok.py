@@ -1,8 +1,8 @@
 """Many Netperfs at once on kwok nodes: creation -> ``Done`` for each, and what it costs the operator.
 
-    python -m tools.bench_netperf_kwok [--netperfs 200]
+    python -m tools.bench.netperf_kwok [--netperfs 200]
 
-Starts the local control plane (:func:`tools.benchlib.control_plane`) and the Netperf operator
+Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the Netperf operator
 as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
 ``--netperfs`` Netperfs (TCP_STREAM, 3 samples) in one namespace at once, and acts as the
 kubelet for their client pods: as soon as kwok reports one Running, it is ended with exit code
@@ -26,8 +26,8 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.framework.operator_process import OperatorProcess
-from tools import benchlib
-from tools.benchlib import (
+from tools.bench import lib
+from tools.bench.lib import (
     MERGE_PATCH,
     REPO,
     Api,
@@ -93,7 +93,7 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
     audit = AuditLog(cl.audit_log)
     log = Path(tempfile.mkdtemp()) / "netperf.log"
     op = OperatorProcess(
-        "operators.netperf", kubeconfig, log, env=benchlib.operator_env(args), verbose=False
+        "operators.netperf", kubeconfig, log, env=lib.operator_env(args), verbose=False
     ).start()
     assert op.proc is not None
     stats = ProcStats(op.proc.pid)
@@ -139,14 +139,14 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                 f"Done after {max(times):.2f}s, last pod gone after {clean:.2f}s; {len(errors)} ended in "
                 f"Error\noperator: API writes {describe_writes(audit.writes(user, mark))}; CPU "
                 f"{after.cpu_s - base.cpu_s:.1f}s; RSS {after.rss_mib:.0f} MiB (peak {after.hwm_mib:.0f}, "
-                f"{base.rss_mib:.0f} before); limits: {benchlib.operator_limits(args)}; {load()}"
+                f"{base.rss_mib:.0f} before); limits: {lib.operator_limits(args)}; {load()}"
             )
     finally:
         op.stop()
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = lib.parser(__doc__)
     parser.add_argument("--netperfs", type=int, default=200)
     args = parser.parse_args()
     with control_plane(args.nodes, args.pods_per_node) as cl:

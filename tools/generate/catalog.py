@@ -1,11 +1,11 @@
 """``make catalog``: a file-based catalog (FBC) for the bundle, rendered with opm, offline.
 
-    python -m tools.catalog [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
+    python -m tools.generate.catalog [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
 
 Writes ``catalog/k8s-operators-py/catalog.yaml`` (``olm.package`` from ``opm init``,
 ``olm.channel`` ``stable`` with the bundle as its head, ``olm.bundle`` from
 ``opm render bundle`` with the bundle image's name filled in; the bundles of earlier
-releases (``tools.bundle.RELEASED``) are kept from the existing file as published, and the new
+releases (``tools.generate.bundle.RELEASED``) are kept from the existing file as published, and the new
 one's channel entry ``replaces`` the one its CSV replaces) and ``catalog.Dockerfile``
 (what ``opm generate dockerfile`` writes, with opm's image pinned), then runs
 ``opm validate`` on the catalog. Nothing is pulled: the bundle is rendered from ``bundle/``.
@@ -26,9 +26,16 @@ import yaml
 
 import shared
 from localcluster.gotools import ensure
-from tools.bundle import CHANNELS, DEFAULT_CHANNEL, DEFAULT_REGISTRY, PACKAGE, RELEASED, csv_description
+from tools.generate.bundle import (
+    CHANNELS,
+    DEFAULT_CHANNEL,
+    DEFAULT_REGISTRY,
+    PACKAGE,
+    RELEASED,
+    csv_description,
+)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "catalog"
 OPM_IMAGE = "quay.io/operator-framework/opm:v1.55.0"  # the opm we build (localcluster/go/opm)
 

@@ -9,8 +9,8 @@
 What is the same for every operator (operator down or not scraped, reconcile errors, the
 controller-runtime and client panels) is written here once and repeated for each registered
 operator (``operators.descriptions()``); an operator's own alerts and panels are in its
-description. ``tools/bundle.py`` writes the alerts and the dashboard (``make bundle``),
-``tools/docs.py`` the metrics table (``make docs``); their ``--check`` catches drift.
+description. ``tools/generate/bundle.py`` writes the alerts and the dashboard (``make bundle``),
+``tools/generate/docs.py`` the metrics table (``make docs``); their ``--check`` catches drift.
 """
 
 from __future__ import annotations

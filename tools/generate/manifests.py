@@ -15,7 +15,7 @@ from pathlib import Path
 from operators import descriptions
 from shared.crd import CRDSpec, to_yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "bundle" / "manifests"
 
 

@@ -1,6 +1,6 @@
 """Capture real client termination messages for the parser's unit tests.
 
-    sudo python -m tools.capture_netperf [--out tests/unit/netperf/fixtures]
+    sudo python -m tools.bench.capture_netperf [--out tests/unit/netperf/fixtures]
 
 Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
 imports the netperf image (``make images``), and runs exactly the pods the operator creates:
@@ -23,7 +23,7 @@ from localcluster import node as realnode
 from localcluster.images import ensure_images
 from operators.netperf import desired
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "capture"
 CASES: dict[str, tuple[dict[str, Any], str | None]] = {
     # target None: the server pod's IP.

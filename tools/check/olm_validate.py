@@ -16,7 +16,7 @@ from pathlib import Path
 
 from localcluster.gotools import ensure
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(argv: list[str]) -> tuple[int, str]:

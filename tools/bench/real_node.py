@@ -1,6 +1,6 @@
 """Benchmarks on the real node: pod start latency, and 0 -> N real pods, WebServer vs Deployment.
 
-    sudo python -m tools.bench_real_node [--replicas 20] [--rounds 3] [--pods 10]
+    sudo python -m tools.bench.real_node [--replicas 20] [--rounds 3] [--pods 10]
 
 Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
 imports every image ``make images`` builds, installs the operators from ``deploy/install.yaml``
@@ -27,7 +27,7 @@ from kubernetes import client, config
 from localcluster import cluster as localcluster
 from localcluster.images import ensure_images
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CRDS = [
     REPO / "bundle" / "manifests" / f
     for f in ("app.example.com_netperfs.yaml", "schedule.rs_tdsets.yaml", "demo.k8s.io_webservers.yaml")

@@ -1,0 +1,1 @@
+"""Checks of the generated artefacts: CRD upgrade compatibility, OLM's own validation."""
