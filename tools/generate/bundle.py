@@ -41,6 +41,7 @@ from shared.description import OperatorDescription
 from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools.generate import monitoring
 from tools.generate.manifests import render as manifests_render
+from tools.generate.sync import sync
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "bundle"
@@ -616,22 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
     files = render(args.version, args.registry)
-    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     extra = [p for p in (BUNDLE / "manifests").glob("*.yaml") if p not in files]
-    if args.check:
-        if stale or extra:
-            names = ", ".join(str(p.relative_to(REPO)) for p in [*stale, *extra])
-            print(f"bundle out of date (run `make bundle`): {names}", file=sys.stderr)
-            return 1
-        return 0
-    for path in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(files[path])
-        print(f"wrote {path.relative_to(REPO)}")
-    for path in extra:
-        path.unlink()
-        print(f"removed {path.relative_to(REPO)}")
-    return 0
+    return sync(files, check=args.check, what="bundle out of date (run `make bundle`)", extra=extra)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from operators import descriptions
 from shared.crd import RATCHET_PREFIX
 from shared.description import OperatorDescription
 from tools.generate import monitoring
+from tools.generate.sync import sync
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -264,31 +265,13 @@ def render() -> dict[Path, str]:
     return files
 
 
-def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
     files = render()
-    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     extra = [p for p in REFERENCE.glob("*.md") if p not in files]
-    if args.check:
-        if stale or extra:
-            names = ", ".join(_shown(p) for p in [*stale, *extra])
-            print(f"docs out of date (run `make docs`): {names}", file=sys.stderr)
-            return 1
-        return 0
-    for path in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(files[path])
-        print(f"wrote {_shown(path)}")
-    for path in extra:
-        path.unlink()
-        print(f"removed {_shown(path)}")
-    return 0
+    return sync(files, check=args.check, what="docs out of date (run `make docs`)", extra=extra)
 
 
 if __name__ == "__main__":

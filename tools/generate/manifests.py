@@ -14,6 +14,7 @@ from pathlib import Path
 
 from operators import descriptions
 from shared.crd import CRDSpec, to_yaml
+from tools.generate.sync import sync
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "bundle" / "manifests"
@@ -33,21 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
-    stale = []
-    for path, text in render().items():
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(path)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path.relative_to(REPO)}")
-    if stale:
-        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
-        print(f"out of date (run `make manifests`): {names}", file=sys.stderr)
-        return 1
-    return 0
+    return sync(render(), check=args.check, what="out of date (run `make manifests`)")
 
 
 if __name__ == "__main__":
