@@ -32,7 +32,8 @@ from pathlib import Path
 from types import FrameType
 
 from localcluster.binaries import ensure_binaries
-from localcluster.cluster import DEFAULT_NODES, LocalCluster, free_port, in_use_kubeconfig, log, start
+from localcluster.cluster import DEFAULT_NODES, LocalCluster, in_use_kubeconfig, start
+from localcluster.components import free_port, log
 
 
 def _operators(directory: Path) -> list[str]:

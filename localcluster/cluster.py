@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import os
-import random
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +31,7 @@ import yaml
 
 from localcluster import pki
 from localcluster.binaries import Binaries, ensure_binaries
+from localcluster.components import NODE_IP, SERVICE_CIDR, Component, ComponentError, free_port, log
 
 if TYPE_CHECKING:
     from localcluster.node import RealNode
@@ -48,7 +42,6 @@ STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 NODE_LABEL = "localcluster.dev/node"
 NODE_POOL_LABEL = "localcluster.dev/pool"
 DEFAULT_NODES = 3
-SERVICE_CIDR = "10.96.0.0/16"
 # The operators under test run as ServiceAccounts of this namespace; the API server records
 # what they call (verb, resource, outcome) so tests can compare it with what RBAC grants them.
 AUDITED_NAMESPACE = "k8s-operators-py"
@@ -61,95 +54,6 @@ rules:
   userGroups: ["system:serviceaccounts:{AUDITED_NAMESPACE}"]
 - level: None
 """
-
-
-def log(msg: str) -> None:
-    print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
-
-
-# LOCALCLUSTER_PORTS=first-last: take ports from this range only. Several clusters started side
-# by side (parallel test workers) each get a range of their own: a port one process found free
-# and has not bound yet is then never handed to another. Below the kernel's ephemeral range
-# (32768+ by default), no outgoing connection takes one either.
-PORTS_ENV = "LOCALCLUSTER_PORTS"
-_next_port: dict[str, int] = {}
-_port_lock = threading.Lock()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (from ``LOCALCLUSTER_PORTS`` if set)."""
-    spec = os.environ.get(PORTS_ENV)
-    if not spec:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
-    first, last = (int(p) for p in spec.split("-"))
-    with _port_lock:
-        # Round robin through the range: a port handed out recently is the last to come again.
-        for _ in range(last - first + 1):
-            # A random start: two sessions given one range (by mistake) rarely walk in step.
-            port = _next_port.get(spec) or random.randint(first, last)
-            _next_port[spec] = first if port >= last else port + 1
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS_ENV}={spec}")
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-class ComponentError(RuntimeError):
-    """A component failed to start; the message carries its log tail."""
-
-
-@dataclass
-class Component:
-    name: str
-    argv: list[str]
-    log_path: Path
-    env: dict[str, str] | None = None
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        out = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            self.argv,
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # Own session: a Ctrl-C aimed at `make run` reaches us, and we stop the children
-            # in order instead of them all dying at once.
-            start_new_session=True,
-            preexec_fn=_set_pdeathsig if sys.platform == "linux" else None,  # noqa: PLW1509
-        )
-        out.close()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            return "(no log)"
-        return "\n".join(text[-lines:])
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
 
 
 @dataclass
@@ -249,8 +153,6 @@ class LocalCluster:
     # -- pieces ----------------------------------------------------------------------------
 
     def _write_pki(self) -> None:
-        from localcluster.node import NODE_IP
-
         d = self.pki_dir
         pki.write(self.ca.pair, d, "ca")
         pki.write(
@@ -376,8 +278,6 @@ class LocalCluster:
         policy.write_text(AUDIT_POLICY)
         node_flags: list[str] = []
         if self.real_node:
-            from localcluster.node import NODE_IP
-
             # Pods reach the API server through the `kubernetes` Service, whose endpoint is the
             # advertised address: the node's IP (on its bridge), so bind all addresses.
             bind, advertise = "0.0.0.0", NODE_IP

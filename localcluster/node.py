@@ -53,13 +53,12 @@ from kubernetes import client
 from kubernetes import config as kconfig
 
 from localcluster import ociimage
-from localcluster.cluster import SERVICE_CIDR, Component, ComponentError, free_port, log
+from localcluster.components import NODE_IP, SERVICE_CIDR, Component, ComponentError, free_port, log
 
 if TYPE_CHECKING:
     from localcluster.cluster import LocalCluster
 
 NODE_NAME = "localcluster-node"
-NODE_IP = "10.99.0.1"
 NODE_BRIDGE = "lcnode0"
 # Not podman/netavark's default 10.88.0.0/16 (buildah runs may create that bridge on the same
 # host) and not kwok's fake 10.244.0.0/16.

@@ -44,7 +44,7 @@ from kubernetes import client
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.cluster import Component, log
+from localcluster.components import Component, log
 from localcluster.kube import kubectl
 
 if TYPE_CHECKING:

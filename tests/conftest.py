@@ -18,7 +18,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from localcluster.cluster import PORTS_ENV
+from localcluster.components import PORTS_ENV
 
 pytest_plugins = ["tests.framework.fixtures"]
 

@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from localcluster.cluster import free_port
+from localcluster.components import free_port
 from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from localcluster.cluster import free_port
+from localcluster.components import free_port
 from tests.framework.waits import wait_for
 
 

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from localcluster.binaries import ensure_binaries
-from localcluster.cluster import ComponentError, LocalCluster
+from localcluster.cluster import LocalCluster
+from localcluster.components import ComponentError
 
 
 def test_failing_component_reports_its_log_tail(tmp_path):
