@@ -16,10 +16,10 @@ from kopf._core.actions import lifecycles
 from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, orchestration, processing, queueing
 
-from localcluster.cluster import free_port
-from shared import serving
-from shared.metrics import Metrics
-from shared.serving import Endpoints, Readiness, track_watches
+from localcluster.components import free_port
+from shared.controller import serving
+from shared.controller.metrics import Metrics
+from shared.controller.serving import Endpoints, Readiness, track_watches
 
 PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True)
 
