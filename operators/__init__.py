@@ -1,7 +1,7 @@
 """The operators: one package each, same module layout, independent of one another.
 
 :data:`PACKAGES` is the one list of them. Each package declares itself in
-``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.description.OperatorDescription`),
+``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.api.description.OperatorDescription`),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
 documentation's API reference and metrics table) reads :func:`descriptions`;
 ``operators/<name>/__main__.py`` is the same two lines everywhere and calls :func:`main`. A new
@@ -18,7 +18,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from shared.description import OperatorDescription
+from shared.api.description import OperatorDescription
 
 PACKAGES: tuple[str, ...] = ("netperf", "tdset", "webserver")
 
@@ -41,7 +41,7 @@ def main(package: str | None, argv: Sequence[str] | None = None) -> None:
 
     ``package`` is the ``__package__`` of the calling ``__main__`` (``operators.<name>``).
     """
-    from shared.runtime import parse_options  # kopf: only for a process that runs an operator
+    from shared.controller.runtime import parse_options  # kopf: only for a process that runs an operator
 
     if not package or not package.startswith(f"{__name__}."):
         raise SystemExit(f"run an operator as `python -m {__name__}.<name>`, not from {package!r}")

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.netperf.schema import GROUP, PLURAL, VERSION
-from shared import ownership
-from shared.kube import ApiError, KubeClient, namespaced
-from shared.statuses import StatusWriter
+from shared.api import ownership
+from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.statuses import StatusWriter
 
 
 class NetperfAPI:

@@ -1,13 +1,13 @@
 """The Netperf operator as data: what the tools, the entry point and the handlers read.
 
-See :mod:`shared.description`; the API and the rules themselves stay in :mod:`.schema` and
+See :mod:`shared.api.description`; the API and the rules themselves stay in :mod:`.schema` and
 :mod:`.rbac`.
 """
 
 from __future__ import annotations
 
 from operators.netperf import rbac, schema
-from shared.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
+from shared.api.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
 

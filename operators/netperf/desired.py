@@ -23,7 +23,7 @@ from typing import Any
 
 from operators.netperf.parse import KEYS
 from operators.netperf.schema import APP, DEFAULTS
-from shared import ownership, podsecurity
+from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
 RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to

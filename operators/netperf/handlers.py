@@ -1,6 +1,6 @@
 """kopf wiring of the Netperf operator: thin handlers around one reconcile pass.
 
-Every Netperf gets one reconcile loop (:class:`shared.workqueue.Controller`), woken by changes
+Every Netperf gets one reconcile loop (:class:`shared.controller.workqueue.Controller`), woken by changes
 of the Netperf and of its pods (server-side label selector, indexed by owner) and by time: a
 running test's pass returns the delay to its deadline, so a timeout fires when it is due.
 
@@ -34,16 +34,17 @@ from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView
 from operators.netperf.parse import ParseError, parse, truncate
 from operators.netperf.schema import APP, CRD, GROUP, KIND, PLURAL, VERSION
-from shared import caches, conditions, ownership
-from shared.clock import Clock
-from shared.kube import KubeClient, reason_of
-from shared.runtime import post_event
-from shared.validation import SchemaValidator, name_errors
-from shared.workqueue import Controller, SupersededError
+from shared.api import conditions, ownership
+from shared.api.clock import Clock
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import KubeClient, SupersededError, reason_of
+from shared.controller import caches
+from shared.controller.runtime import Runtime, post_event
+from shared.controller.workqueue import Controller
 
 # Controller name, app label, watched children and metrics: all from the description.
 CONTROLLER = DESCRIPTION.controller
-runtime = DESCRIPTION.make_runtime()
+runtime = Runtime.for_operator(DESCRIPTION)
 clock = Clock.from_env()
 validator = SchemaValidator(CRD.openapi_schema())
 api = NetperfAPI(KubeClient(observer=runtime.metrics.observe_request))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.netperf.schema import APP, GROUP, PLURAL
-from shared import leader
+from shared.api import leases
 
 RULES: list[dict[str, Any]] = [
     # kopf watches Netperfs (handlers.netperf_changed): list + watch.
@@ -29,7 +29,7 @@ RULES: list[dict[str, Any]] = [
     },
     # kopf.event: Events about each Netperf.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
     # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
-    *leader.rules(APP),
+    *leases.rules(APP),
 ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import shared
-from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import IMAGE, NODE_NAME, name_rules
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.validation import IMAGE, NODE_NAME, name_rules
 
 GROUP = "app.example.com"
 VERSION = "v1alpha1"

@@ -10,7 +10,7 @@ results. Conditions:
 - ``Complete``: True once results are recorded;
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
   the field paths for a spec the schema rejects), False otherwise;
-- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
   ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
   only a changed spec starts another).
@@ -24,7 +24,7 @@ from typing import Any
 
 from operators.netperf.desired import PodNames
 from operators.netperf.parse import Result
-from shared import conditions
+from shared.api import conditions
 
 COMPLETE = "Complete"
 RESULT_FIELDS = (

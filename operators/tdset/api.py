@@ -16,8 +16,8 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
-from shared.kube import ApiError, KubeClient, namespaced
-from shared.statuses import StatusWriter
+from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.statuses import StatusWriter
 
 EXPECTATION_TTL = 30.0
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.tdset.schema import APP
-from shared import ownership, podsecurity, services
+from shared.api import ownership, podsecurity, services
 
 CONTAINER = "app"
 PORT_NAME = "http"

@@ -1,6 +1,6 @@
 """kopf wiring of the TDSet operator: thin handlers around one reconcile pass.
 
-Every TDSet gets one reconcile loop (:class:`shared.workqueue.Controller`), woken by changes of
+Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`), woken by changes of
 the TDSet, of the Deployment and Service it controls (server-side label selectors, indexed by
 owner), of any HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not
 ours, so it is indexed by the Deployment it targets) and by time: each pass returns the delay
@@ -8,7 +8,7 @@ to the schedule's next transition (capped by ``intervalMint``), so a boundary is
 it is reached, not at the next poll.
 
 Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
-process clock (:class:`shared.clock.Clock`); children from the watch caches; the status is
+process clock (:class:`shared.api.clock.Clock`); children from the watch caches; the status is
 written whole and only when it changed.
 """
 
@@ -27,19 +27,20 @@ from operators.tdset.api import PatchExpectations, StoredTemplates, TDSetAPI
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD, GROUP, PLURAL, VERSION
-from shared import caches, conditions, ownership
-from shared.clock import Clock
-from shared.kube import ApiError, KubeClient, reason_of
-from shared.runtime import post_event
-from shared.services import converge as converge_service
-from shared.services import view as service_view
-from shared.validation import SchemaValidator, name_errors
-from shared.workqueue import Controller, RetryError, SupersededError
+from shared.api import conditions, ownership
+from shared.api.clock import Clock
+from shared.api.services import view as service_view
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import ApiError, KubeClient, SupersededError, reason_of
+from shared.client.services import converge as converge_service
+from shared.controller import caches
+from shared.controller.runtime import Runtime, post_event
+from shared.controller.workqueue import Controller, RetryError
 
 logger = logging.getLogger("operators.tdset")
 # Controller name, app label, watched children and metrics: all from the description.
 CONTROLLER = DESCRIPTION.controller
-runtime = DESCRIPTION.make_runtime()
+runtime = Runtime.for_operator(DESCRIPTION)
 desired_gauge = runtime.metrics.gauge("tdset_desired_replicas")
 scheduled_gauge = runtime.metrics.gauge("tdset_scheduled_replicas")
 degraded_gauge = runtime.metrics.gauge("tdset_degraded")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.tdset.schema import APP, GROUP, PLURAL
-from shared import leader
+from shared.api import leases
 
 RULES: list[dict[str, Any]] = [
     # kopf watches TDSets (handlers.tdset_changed): list + watch.
@@ -29,7 +29,7 @@ RULES: list[dict[str, Any]] = [
         "resources": ["deployments"],
         "verbs": ["create", "delete", "get", "list", "patch", "watch"],
     },
-    # kopf watches Services (handlers.service_changed); shared.services.converge; get after
+    # kopf watches Services (handlers.service_changed); shared.client.services.converge; get after
     # AlreadyExists (to tell ours from a stranger's).
     {
         "apiGroups": [""],
@@ -44,7 +44,7 @@ RULES: list[dict[str, Any]] = [
     },
     # kopf.event: Events about each TDSet.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
     # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
-    *leader.rules(APP),
+    *leases.rules(APP),
 ]

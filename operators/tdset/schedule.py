@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.validation import FieldError
+from shared.api.validation import FieldError
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 MINUTES_PER_DAY = 24 * 60

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
-from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import IMAGE, name_rules
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.validation import IMAGE, name_rules
 
 GROUP = "schedule.rs"
 VERSION = "v1"

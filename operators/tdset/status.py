@@ -11,7 +11,7 @@ Conditions:
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
   schema or the checks the schema cannot express (time zone, empty window); True with the
   failure's reason when a child could not be written; False otherwise.
-- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
   ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
   not have the replicas it should have (the schedule's, the autoscaler's, or its own while
@@ -28,8 +28,8 @@ from typing import Any
 
 from operators.tdset.desired import DeploymentView
 from operators.tdset.schedule import Decision
-from shared import conditions
-from shared.validation import FieldError, degraded
+from shared.api import conditions
+from shared.api.validation import FieldError, degraded
 
 
 @dataclass(frozen=True)

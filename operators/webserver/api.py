@@ -15,10 +15,10 @@ from typing import Any
 
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
-from shared import ownership
-from shared.caches import Orphan
-from shared.kube import ApiError, KubeClient, namespaced
-from shared.statuses import StatusWriter
+from shared.api import ownership
+from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.statuses import StatusWriter
+from shared.controller.caches import Orphan
 
 EXPECTATION_TTL = 300.0
 

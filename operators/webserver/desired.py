@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
-from shared import ownership, podsecurity, services
+from shared.api import ownership, podsecurity, services
 
 CONTAINER = "web"
 # A pod being deleted leaves the Service's endpoints at once, but kube-proxy on every node needs

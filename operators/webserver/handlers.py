@@ -1,6 +1,6 @@
 """kopf wiring of the WebServer operator: thin handlers around one reconcile pass.
 
-Every WebServer gets one reconcile loop (:class:`shared.workqueue.Controller`). It is woken
+Every WebServer gets one reconcile loop (:class:`shared.controller.workqueue.Controller`). It is woken
 by changes of the WebServer itself and by events of the pods it controls (watched through a
 server-side label selector, indexed by owner), so a pod deleted by someone else is replaced at
 once, not at a resync. Each pass is level-based: it reads the WebServer and its pods from the
@@ -21,16 +21,17 @@ from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, GROUP, PLURAL, VERSION
-from shared import caches, ownership
-from shared.kube import ApiError, KubeClient, reason_of
-from shared.runtime import post_event
-from shared.services import converge as converge_service
-from shared.validation import SchemaValidator, name_errors
-from shared.workqueue import Controller
+from shared.api import ownership
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import ApiError, KubeClient, reason_of
+from shared.client.services import converge as converge_service
+from shared.controller import caches
+from shared.controller.runtime import Runtime, post_event
+from shared.controller.workqueue import Controller
 
 # Controller name, app label, watched children and metrics: all from the description.
 CONTROLLER = DESCRIPTION.controller
-runtime = DESCRIPTION.make_runtime()
+runtime = Runtime.for_operator(DESCRIPTION)
 desired_gauge = runtime.metrics.gauge("webserver_desired_replicas")
 ready_gauge = runtime.metrics.gauge("webserver_ready_replicas")
 expectations = DeleteExpectations()

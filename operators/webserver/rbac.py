@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.webserver.schema import APP, GROUP, PLURAL
-from shared import leader
+from shared.api import leases
 
 RULES: list[dict[str, Any]] = [
     # kopf watches WebServers (handlers.webserver_changed): list + watch.
@@ -27,7 +27,7 @@ RULES: list[dict[str, Any]] = [
         "resources": ["pods"],
         "verbs": ["create", "delete", "get", "list", "patch", "watch"],
     },
-    # kopf watches Services (handlers.service_changed); shared.services.converge; get after
+    # kopf watches Services (handlers.service_changed); shared.client.services.converge; get after
     # AlreadyExists (to tell ours from a stranger's).
     {
         "apiGroups": [""],
@@ -36,7 +36,7 @@ RULES: list[dict[str, Any]] = [
     },
     # kopf.event: Events about each WebServer.
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # shared.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
+    # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by name,
     # created when missing. The CSV grants it where OLM puts the operator (and where it watches).
-    *leader.rules(APP),
+    *leases.rules(APP),
 ]

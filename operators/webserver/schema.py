@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.validation import IMAGE, QUANTITIES, REQUESTS_WITHIN_LIMITS, RESOURCE_NAMES_RULE, name_rules
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.validation import IMAGE, QUANTITIES, REQUESTS_WITHIN_LIMITS, RESOURCE_NAMES_RULE, name_rules
 
 GROUP = "demo.k8s.io"
 VERSION = "v1alpha1"

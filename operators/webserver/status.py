@@ -10,10 +10,10 @@ Conditions:
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
-  else (left untouched, see :mod:`shared.services`).
+  else (left untouched, see :mod:`shared.client.services`).
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
-  CRD schema (:mod:`shared.validation`); then nothing else is touched.
-- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.conditions.readiness`, what kstatus and
+  CRD schema (:mod:`shared.api.validation`); then nothing else is touched.
+- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
   a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
   failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.webserver.desired import Plan, PodView, rollout_limits, selector_string, template_hash
-from shared import conditions
-from shared.validation import FieldError, degraded
+from shared.api import conditions
+from shared.api.validation import FieldError, degraded
 
 REPLICA_FAILURE = "ReplicaFailure"
 

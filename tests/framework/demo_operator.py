@@ -13,9 +13,10 @@ from typing import Any
 import kopf
 from kubernetes import client, config
 
-from shared import caches, ownership
-from shared.reconcile import reconciler
-from shared.runtime import Runtime, parse_options
+from shared.api import ownership
+from shared.controller import caches
+from shared.controller.reconcile import reconciler
+from shared.controller.runtime import Runtime, parse_options
 
 APP = "demo"
 runtime = Runtime(

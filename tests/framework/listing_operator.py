@@ -20,10 +20,11 @@ from typing import Any
 
 import kopf
 
-from shared import caches, ownership
-from shared.kube import KubeClient
-from shared.runtime import Runtime, parse_options
-from shared.workqueue import Controller
+from shared.api import ownership
+from shared.client.kube import KubeClient
+from shared.controller import caches
+from shared.controller.runtime import Runtime, parse_options
+from shared.controller.workqueue import Controller
 
 APP = "listing"
 runtime = Runtime(

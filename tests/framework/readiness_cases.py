@@ -20,7 +20,7 @@ from operators.webserver import desired as webserver_desired
 from operators.webserver import schema as webserver_schema
 from operators.webserver import status as webserver
 from operators.webserver.desired import Plan, PodView
-from shared.validation import FieldError
+from shared.api.validation import FieldError
 
 NOW = datetime.datetime(2026, 3, 2, 10, 30, tzinfo=datetime.UTC)
 LATER = NOW + datetime.timedelta(minutes=1)

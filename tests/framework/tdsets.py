@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from shared.clock import OFFSET_ENV
+from shared.api.clock import OFFSET_ENV
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.resources import Kind

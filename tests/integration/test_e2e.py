@@ -25,7 +25,7 @@ from kubernetes import client, config, watch
 
 from localcluster import cluster as localcluster
 from localcluster.node import RealNode
-from shared.conditions import rfc3339
+from shared.api.conditions import rfc3339
 from tests.framework.install import (
     CRDS,
     DIRECT,
@@ -143,7 +143,7 @@ def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
 def test_an_operator_image_runs_under_a_uid_it_has_never_heard_of(installed, ns):
     """OpenShift's restricted-v2 runs images under an arbitrary UID with no passwd entry."""
     image = installed.images["webserver-operator"]
-    probe = "from shared.runtime import operator_identity; print('identity', operator_identity())"
+    probe = "from shared.controller.runtime import operator_identity; print('identity', operator_identity())"
     pod = {
         "metadata": {"name": "random-uid"},
         "spec": {

@@ -145,7 +145,7 @@ def test_a_failing_service_does_not_delay_the_schedule(cluster, namespace, start
     """#15.7: the Service keeps failing (a conflict); the Deployment still flips at the boundary.
 
     The failing passes back off exponentially; each also names the next boundary as the latest
-    time to run again (``shared.workqueue.RetryError``), which the unit test of the loop proves
+    time to run again (``shared.controller.workqueue.RetryError``), which the unit test of the loop proves
     with a 100 s backoff. Here the whole operator does it.
     """
     client.CoreV1Api(cluster.api).create_namespaced_service(namespace, user_service("flip"))
@@ -282,7 +282,7 @@ def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, name
     """#15.3: a pod and a WebServer deleted while the operator is cut off, then an API-server
     restart, so the resumed watches get 410 Gone and kopf lists again. The listing only has
     what exists: the lost pod must still be replaced (not counted forever) and the deleted
-    WebServer's loop must end (no zombie), which shared.informer does by reporting what the
+    WebServer's loop must end (no zombie), which shared.controller.informer does by reporting what the
     listing lacked as DELETED."""
     local = cluster.need_local()
     core = client.CoreV1Api(cluster.api)

@@ -38,7 +38,8 @@ from kubernetes import client, watch
 
 from localcluster.cluster import AUDITED_NAMESPACE
 from operators.webserver import desired as webserver_desired
-from shared import leader
+from shared.api import leases
+from shared.client import leader
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import Cluster
 from tests.framework.namespaces import hold_pods_at
@@ -83,7 +84,7 @@ def instances(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Star
                 namespaces=namespace,
                 env={"LEADER_ELECT": "true", "POD_NAME": name},
             )
-            made.append(Instance(name, account, process, leader.lease_name(operator)))
+            made.append(Instance(name, account, process, leases.lease_name(operator)))
             started.append(made[-1])
             process.launch()
             if not together:
@@ -98,7 +99,7 @@ def instances(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Star
 
 
 def lease(cluster: Cluster, namespace: str, operator: str) -> client.V1Lease:
-    return client.CoordinationV1Api(cluster.api).read_namespaced_lease(leader.lease_name(operator), namespace)
+    return client.CoordinationV1Api(cluster.api).read_namespaced_lease(leases.lease_name(operator), namespace)
 
 
 def holder(cluster: Cluster, namespace: str, operator: str) -> str:
@@ -277,7 +278,7 @@ def test_a_leader_frozen_past_its_lease_writes_nothing_when_resumed_and_exits(cl
     assert allowed, "no fence decision in a's log"
     assert [w for w in allowed if w[2] >= frozen_at] == []
     # ...so what reached the API server after b took over (a request the freeze caught between
-    # a's fence and its bytes leaving: the case shared.leader leaves to the margin, as
+    # a's fence and its bytes leaving: the case shared.client.leader leaves to the margin, as
     # controller-runtime does) had passed the fence before the freeze.
     takeover = min(when(e) for e in writes(cluster, b) if code(e) < 400)
     late = [e for e in writes(cluster, a) if when(e) >= takeover]
@@ -313,7 +314,7 @@ def test_a_clean_shutdown_releases_the_lease_and_the_standby_takes_it_at_once(
         for event in stream.stream(
             client.CoordinationV1Api(cluster.api).list_namespaced_lease,
             namespace,
-            field_selector=f"metadata.name={leader.lease_name(operator)}",
+            field_selector=f"metadata.name={leases.lease_name(operator)}",
             resource_version=start.metadata.resource_version,
             timeout_seconds=120,
         ):

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from operators import PACKAGES, description
-from shared.metrics import TABLE
+from shared.controller.metrics import TABLE
 from tests.framework import netperfs
 from tests.framework.cluster import Cluster
 from tests.framework.namespaces import delete_namespace, fresh_namespace

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from kubernetes import client
 
-from shared import ownership
-from shared.ownership import managed_selector
+from shared.api import ownership
+from shared.api.ownership import managed_selector
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
 

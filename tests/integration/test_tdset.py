@@ -19,8 +19,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.tdset import schedule
-from shared.clock import OFFSET_ENV
-from shared.conditions import rfc3339
+from shared.api.clock import OFFSET_ENV
+from shared.api.conditions import rfc3339
 from tests.framework.cluster import REPO, Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.tdsets import (

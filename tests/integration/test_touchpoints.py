@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from shared import kube
-from shared.kube import KubeClient
-from shared.statuses import StatusWriter
-from shared.workqueue import SupersededError
+from shared.client import kube
+from shared.client.kube import KubeClient, SupersededError
+from shared.client.statuses import StatusWriter
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import Cluster
 from tests.framework.namespaces import hold_pods_at

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from operators import PACKAGES, descriptions
-from shared.metrics import TABLE
+from shared.controller.metrics import TABLE
 from tools.generate import monitoring
 
 REPO = Path(__file__).resolve().parents[2]

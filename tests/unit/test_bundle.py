@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from operators import PACKAGES
-from shared.validation import SchemaValidator, openapi_schema
+from shared.api.validation import SchemaValidator, openapi_schema
 from tests.framework.cluster import bundle_crds
 from tools.generate import bundle
 

@@ -1,6 +1,7 @@
 import kopf
 
-from shared import caches, ownership
+from shared.api import ownership
+from shared.controller import caches
 
 OWNER = {"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "o", "namespace": "ns", "uid": "u1"}}
 OTHER = {"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "p", "namespace": "ns", "uid": "u2"}}

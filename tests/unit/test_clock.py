@@ -2,7 +2,7 @@ import datetime
 
 import pytest
 
-from shared.clock import OFFSET_ENV, Clock
+from shared.api.clock import OFFSET_ENV, Clock
 
 
 def test_unset_means_no_offset():

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import conditions
+from shared.api import conditions
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(minutes=5)
@@ -147,8 +147,8 @@ def test_readiness_needs_a_state():
 def test_every_conflict_reason_stalls_and_transient_failures_do_not():
     # Where the ConflictError subclasses are defined (WebServer has none of its own).
     import operators.tdset.handlers
-    import shared.services
-    from shared.ownership import ConflictError
+    import shared.api.services
+    from shared.api.ownership import ConflictError
 
     def subclasses(cls):
         return {cls} | {s for c in cls.__subclasses__() for s in subclasses(c)}
@@ -156,7 +156,7 @@ def test_every_conflict_reason_stalls_and_transient_failures_do_not():
     reasons = {c.reason for c in subclasses(ConflictError)}
     assert {"Conflict", "ServiceConflict", "DeploymentConflict"} <= reasons
     assert operators.tdset.handlers.DeploymentConflictError.reason in reasons
-    assert shared.services.ServiceConflictError.reason in reasons
+    assert shared.api.services.ServiceConflictError.reason in reasons
     assert all(conditions.needs_a_human(r) for r in reasons)
     for transient in ("FailedCreate", "FailedDelete", "FailedAdopt", "FailedService", "FailedUpdate"):
         assert not conditions.needs_a_human(transient)

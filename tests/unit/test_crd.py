@@ -1,6 +1,6 @@
 from operators.webserver.schema import CRD
-from shared.crd import CRDSpec, to_yaml
-from shared.validation import SchemaValidator
+from shared.api.crd import CRDSpec, to_yaml
+from shared.api.validation import SchemaValidator
 
 
 def test_manifest_from_spec():

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.crd import create_only_rule
+from shared.api.crd import create_only_rule
 from tools.check import crd_compat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ def test_a_create_only_rule_on_the_whole_object_breaks_no_upgrade():
 
 def test_a_ratcheting_rule_on_an_existing_field_breaks_no_upgrade():
     """A stored object keeps every update that leaves the field alone; a plain rule does not."""
-    from shared.crd import ratcheting_rule
+    from shared.api.crd import ratcheting_rule
 
     def add(rule: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
         return lambda crd: spec(crd)["properties"]["replicas"].update({"x-kubernetes-validations": [rule]})

@@ -1,4 +1,4 @@
-"""The operator descriptions (``shared.description``): complete, true to the handlers, and enough.
+"""The operator descriptions (``shared.api.description``): complete, true to the handlers, and enough.
 
 Three claims, one test group each:
 
@@ -30,10 +30,10 @@ import yaml
 import operators
 from localcluster import images
 from operators import PACKAGES, description, descriptions
-from shared import leader
-from shared.description import OperatorDescription
-from shared.metrics import TABLE, Metrics
-from shared.runtime import Runtime
+from shared.api import leases
+from shared.api.description import OperatorDescription
+from shared.controller.metrics import TABLE, Metrics
+from shared.controller.runtime import Runtime
 from tools.generate import bundle, docs, manifests, monitoring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_the_handlers_use_what_the_description_declares(name):
     for resource in op.resources:
         assert _granted(op, _group_of(op, resource.plural), resource.plural), resource
     # The bundle runs it with --leader-elect: its own Lease, and no other, is granted.
-    assert all(rule in op.rules for rule in leader.rules(op.app))
+    assert all(rule in op.rules for rule in leases.rules(op.app))
 
     # Exactly the declared metrics: the handlers hold each one, and none other exists.
     assert set(_metric_objects(handlers)) == _declared(runtime, op)
@@ -144,8 +144,8 @@ def _families(metrics: Metrics) -> set[str]:
 FOURTH_DESCRIPTION = '''
 """A synthetic fourth operator, registered by tests/unit/test_descriptions.py only."""
 
-from shared.crd import CRDSpec
-from shared.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
+from shared.api.crd import CRDSpec
+from shared.api.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
 
 CRD = CRDSpec(
     group="fourth.example.com",
@@ -185,8 +185,9 @@ FOURTH_HANDLERS = '''
 """The synthetic fourth operator's handlers: a runtime from its description, one gauge."""
 
 from operators.fourth.description import DESCRIPTION
+from shared.controller.runtime import Runtime
 
-runtime = DESCRIPTION.make_runtime()
+runtime = Runtime.for_operator(DESCRIPTION)
 things = runtime.metrics.gauge("fourth_things")
 
 

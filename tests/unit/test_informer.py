@@ -1,8 +1,8 @@
-"""shared.informer: a relist replaces the store, and what vanished is reported as DELETED."""
+"""shared.controller.informer: a relist replaces the store, and what vanished is reported as DELETED."""
 
 import asyncio
 
-from shared import informer
+from shared.controller import informer
 
 LISTED = object()
 

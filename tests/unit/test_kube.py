@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
-from shared.kube import MAX_RETRY_AFTER, ApiError, KubeClient, retry_after
+from shared.client.kube import MAX_RETRY_AFTER, ApiError, KubeClient, retry_after
 
 TOO_MANY = {"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "message": "slow down"}
 POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
@@ -283,7 +283,7 @@ async def test_get_if_exists_is_none_for_404_and_raises_other_errors():
 
 
 async def test_the_fence_is_asked_before_every_attempt_of_a_write_and_never_for_a_read():
-    """Leader election (shared.leader): a refused attempt sends nothing, a retry included."""
+    """Leader election (shared.client.leader): a refused attempt sends nothing, a retry included."""
     hits: list[str] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -386,7 +386,7 @@ def test_forgetting_credentials_deletes_only_the_clients_own_files(tmp_path):
     with the suite reversed: the session's test client lost its CA file to a unit test)."""
     from kubernetes.config import kube_config
 
-    from shared import kube
+    from shared.client import kube
 
     ours = kube_config._create_temp_file_with_content("our CA", temp_file_path=str(tmp_path))
     theirs = kube_config._create_temp_file_with_content("another client's CA", temp_file_path=str(tmp_path))

@@ -12,9 +12,9 @@ import re
 import aiohttp
 import pytest
 
-from shared import leader
-from shared.kube import ApiError
-from shared.leader import ElectionConfig, LeaderElector, NotLeaderError
+from shared.client import leader
+from shared.client.kube import ApiError
+from shared.client.leader import ElectionConfig, LeaderElector, NotLeaderError
 
 T0 = datetime.datetime(2025, 3, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -322,18 +322,6 @@ def test_identity_is_the_pod_and_unique_per_process():
 def test_micro_time_is_utc_with_microseconds():
     when = datetime.datetime(2025, 3, 1, 13, 0, 0, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
     assert leader.micro_time(when) == "2025-03-01T12:00:00.000005Z"
-
-
-def test_rules_limit_reads_and_updates_to_the_operators_own_lease():
-    assert leader.rules("webserver") == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": ["webserver-leader"],
-            "verbs": ["get", "update"],
-        },
-    ]
 
 
 # -- kopf's writes -------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 from operators import PACKAGES, description
-from shared.metrics import NAMESPACED, RECONCILE_BUCKETS, RESULTS, TABLE, Metrics, MetricSpec
+from shared.controller.metrics import NAMESPACED, RECONCILE_BUCKETS, RESULTS, TABLE, Metrics, MetricSpec
 
 
 def test_all_results_initialised_to_zero():

@@ -1,4 +1,4 @@
-from shared import ownership
+from shared.api import ownership
 
 OWNER = {
     "apiVersion": "demo.k8s.io/v1alpha1",

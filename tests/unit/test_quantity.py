@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from shared import quantity
+from shared.api import quantity
 
 # Each answer was taken from the Go parser (a small program calling resource.ParseQuantity).
 GO = {

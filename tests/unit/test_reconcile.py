@@ -3,9 +3,9 @@ import asyncio
 import kopf
 import pytest
 
-from shared.metrics import Metrics
-from shared.reconcile import reconciler
-from shared.retry import Backoff
+from shared.controller.metrics import Metrics
+from shared.controller.reconcile import reconciler
+from shared.controller.retry import Backoff
 
 
 def value(metrics, name, **labels):

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.retry import DEFAULT, Backoff
+from shared.controller.retry import DEFAULT, Backoff
 
 
 def test_default_follows_client_go_rate_limiter():

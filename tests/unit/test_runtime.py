@@ -10,8 +10,8 @@ from pathlib import Path
 import kopf
 import pytest
 
-from shared.ownership import managed_selector
-from shared.runtime import (
+from shared.api.ownership import managed_selector
+from shared.controller.runtime import (
     PROGRESS_PREFIX,
     Options,
     configure_settings,
@@ -61,7 +61,7 @@ def test_configure_settings():
     assert selectors == {managed_selector("webserver")}
 
 
-IDENTITY_PROBE = "from shared.runtime import operator_identity; print(operator_identity())"
+IDENTITY_PROBE = "from shared.controller.runtime import operator_identity; print(operator_identity())"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to switch UID")
@@ -112,9 +112,9 @@ def test_max_concurrent_reconciles_option():
 def test_the_metric_reports_the_limit_the_controllers_run_with():
     """controller_runtime_max_concurrent_reconciles is the option's value, applied to every
     managed controller, not the size of kopf's thread pool."""
-    from shared.kube import KubeClient
-    from shared.runtime import Runtime
-    from shared.workqueue import Controller
+    from shared.client.kube import KubeClient
+    from shared.controller.runtime import Runtime
+    from shared.controller.workqueue import Controller
 
     async def reconcile(body):
         return None
@@ -145,9 +145,9 @@ def test_kube_api_rate_limit_options():
 
 
 def test_the_managed_clients_get_the_rate_limit_options():
-    from shared.kube import KubeClient
-    from shared.runtime import Runtime
-    from shared.workqueue import Controller
+    from shared.client.kube import KubeClient
+    from shared.controller.runtime import Runtime
+    from shared.controller.workqueue import Controller
 
     async def reconcile(body):
         return None
@@ -233,7 +233,7 @@ def test_bad_leader_election_settings_are_refused(argv):
 
 
 def test_without_leader_election_the_gate_is_readiness_alone():
-    from shared.runtime import Runtime
+    from shared.controller.runtime import Runtime
 
     runtime = Runtime(app="demo", controllers=("demo",))
     runtime.readiness.expect(1)

@@ -2,8 +2,9 @@ import asyncio
 
 import pytest
 
-from shared import ownership, services
-from shared.kube import ApiError
+from shared.api import ownership, services
+from shared.client import services as service_writes
+from shared.client.kube import ApiError
 
 OWNER = {"apiVersion": "v1x", "kind": "Thing", "metadata": {"name": "web", "namespace": "ns", "uid": "u9"}}
 
@@ -76,14 +77,14 @@ def foreign_service(owner_uid: str | None) -> dict:
 def test_a_service_someone_else_controls_is_never_patched(controller_uid):
     kube = FakeKube(foreign_service(controller_uid))
     with pytest.raises(services.ServiceConflictError, match="not controlled by this Thing"):
-        asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+        asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
     assert kube.writes == [("POST", "/api/v1/namespaces/ns/services")]
 
 
 def test_our_own_service_missing_from_a_stale_cache_is_updated():
     ours = {**manifest(), "spec": {"type": "ClusterIP", "selector": {}, "ports": [{"port": 1}]}}
     kube = FakeKube(ours)
-    done = asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    done = asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
     assert [r for r, _ in done] == ["UpdatedService"]
     assert kube.writes[-1] == ("PATCH", "/api/v1/namespaces/ns/services/web")
 
@@ -97,7 +98,7 @@ def test_delete_is_preconditioned_on_the_uid_we_saw():
             raise ApiError(409, "Conflict", "Precondition failed: UID in precondition: s1")
 
     observed = [services.view({**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}})]
-    done = asyncio.run(services.converge(Kube({}), "ns", observed, None, owner=OWNER))
+    done = asyncio.run(service_writes.converge(Kube({}), "ns", observed, None, owner=OWNER))
     assert seen == [{"preconditions": {"uid": "s1"}}]
     assert done == []  # the name now holds someone else's Service: nothing deleted, nothing claimed
 
@@ -107,7 +108,7 @@ def test_an_update_sets_exactly_the_desired_fields_with_the_uid_as_precondition(
     ours = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}}
     ours["spec"] = {**ours["spec"], "selector": {"app": "web", "tier": "foreign"}}
     kube = FakeKube(ours)
-    done = asyncio.run(services.converge(kube, "ns", [services.view(ours)], manifest(), owner=OWNER))
+    done = asyncio.run(service_writes.converge(kube, "ns", [services.view(ours)], manifest(), owner=OWNER))
     assert [r for r, _ in done] == ["UpdatedService"]
     uid, ops = kube.patches[-1]
     assert uid == "s1"
@@ -121,7 +122,7 @@ def test_an_update_sets_exactly_the_desired_fields_with_the_uid_as_precondition(
 def test_an_orphan_of_ours_holding_the_name_is_adopted_with_a_uid_precondition():
     orphan = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1", "ownerReferences": []}}
     kube = FakeKube(orphan)
-    done = asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+    done = asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
     assert [r for r, _ in done] == ["AdoptedService"]  # and nothing else differed
     assert kube.patches == [
         {"metadata": {"uid": "s1", "ownerReferences": [ownership.owner_reference(OWNER)]}}
@@ -133,7 +134,7 @@ def test_a_service_of_ours_labelled_for_another_owner_name_is_not_adopted():
     orphan["metadata"]["labels"] = {**orphan["metadata"]["labels"], ownership.INSTANCE: "other"}
     kube = FakeKube(orphan)
     with pytest.raises(services.ServiceConflictError):
-        asyncio.run(services.converge(kube, "ns", [], manifest(), owner=OWNER))
+        asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
     assert kube.patches == []
 
 

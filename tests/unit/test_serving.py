@@ -17,9 +17,9 @@ from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, orchestration, processing, queueing
 
 from localcluster.process import free_port
-from shared import serving
-from shared.metrics import Metrics
-from shared.serving import Endpoints, Readiness, track_watches
+from shared.controller import serving
+from shared.controller.metrics import Metrics
+from shared.controller.serving import Endpoints, Readiness, track_watches
 
 PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True)
 

@@ -3,9 +3,8 @@ from typing import Any
 
 import pytest
 
-from shared.kube import ApiError
-from shared.statuses import StatusWriter
-from shared.workqueue import SupersededError
+from shared.client.kube import ApiError, SupersededError
+from shared.client.statuses import StatusWriter
 
 BODY = {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}, "status": {"phase": "A"}}
 

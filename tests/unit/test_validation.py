@@ -2,8 +2,8 @@ import datetime
 
 import pytest
 
-from shared import validation
-from shared.validation import FieldError, SchemaValidator, degraded, openapi_schema
+from shared.api import validation
+from shared.api.validation import FieldError, SchemaValidator, degraded, openapi_schema
 
 CRD = {
     "metadata": {"name": "things.example.com"},
@@ -143,7 +143,7 @@ def webserver_errors(resources):
     ],
 )
 def test_the_controller_runs_the_cel_rules_twins(resources, expected):
-    """#22: jsonschema runs no CEL; the rules built in shared.validation carry a Python twin the
+    """#22: jsonschema runs no CEL; the rules built in shared.api.validation carry a Python twin the
     SchemaValidator runs where the schema uses them, so stored objects that predate the rules
     are reported as Degraded with the same field."""
     errors = webserver_errors(resources)

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from shared.caches import OwnerCache
-from shared.retry import Backoff
-from shared.workqueue import Controller, RetryError, Triggers, reconcile_loop
+from shared.controller.caches import OwnerCache
+from shared.controller.retry import Backoff
+from shared.controller.workqueue import Controller, RetryError, Triggers, reconcile_loop
 
 
 async def _until(predicate, timeout=10):
@@ -90,7 +90,7 @@ async def test_max_idle_bounds_sleep():
 
 
 async def test_passes_are_recorded_as_reconciles():
-    from shared.metrics import Metrics
+    from shared.controller.metrics import Metrics
 
     m = Metrics()
     m.init_controllers(["c"], 1)
@@ -126,7 +126,7 @@ async def test_passes_are_recorded_as_reconciles():
 
 
 async def test_controller_runs_one_task_per_object_and_stops_on_delete():
-    from shared.workqueue import Controller
+    from shared.controller.workqueue import Controller
 
     seen: list[tuple[str, str]] = []
 
@@ -152,7 +152,7 @@ async def test_controller_runs_one_task_per_object_and_stops_on_delete():
 
 
 async def test_controller_waits_for_its_gate():
-    from shared.workqueue import Controller
+    from shared.controller.workqueue import Controller
 
     open_gate, seen = False, []
 
@@ -254,7 +254,7 @@ async def test_an_object_being_deleted_is_not_reconciled():
 async def test_no_more_than_max_concurrent_reconciles_passes_run_at_once():
     """20 objects, a limit of 3: at most 3 passes run (and are counted as active workers) at a
     time, the others wait their turn, and all 20 finish once the first ones are released."""
-    from shared.metrics import Metrics
+    from shared.controller.metrics import Metrics
 
     limit, objects = 3, 20
     metrics = Metrics()
@@ -463,7 +463,7 @@ async def test_per_uid_state_is_forgotten_when_the_uid_leaves_its_name():
 
 
 async def test_a_pass_cut_short_counts_as_requeue():
-    from shared.metrics import Metrics
+    from shared.controller.metrics import Metrics
 
     metrics = Metrics()
     metrics.init_controllers(["c"], 1)
@@ -516,7 +516,7 @@ async def test_an_earlier_object_first_seen_after_its_successor_is_not_stored():
 
 
 def test_which_of_two_objects_of_one_name_is_later():
-    from shared.workqueue import is_later
+    from shared.controller.workqueue import is_later
 
     def meta(**m: str) -> dict[str, Any]:
         return {"metadata": m}
@@ -533,7 +533,7 @@ def test_which_of_two_objects_of_one_name_is_later():
 async def test_the_echo_of_our_own_status_write_updates_the_store_but_wakes_no_pass():
     """The echo of a pass's own status write is not a reason for another pass; any other
     status change is (someone else's write, or an older write of ours arriving late)."""
-    from shared.workqueue import Controller
+    from shared.controller.workqueue import Controller
 
     seen: list[dict] = []
 
@@ -575,7 +575,7 @@ async def test_the_echo_of_our_own_status_write_updates_the_store_but_wakes_no_p
 
 
 async def test_without_an_echo_test_every_status_change_wakes_a_pass():
-    from shared.workqueue import Controller
+    from shared.controller.workqueue import Controller
 
     seen: list[dict] = []
 

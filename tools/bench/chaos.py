@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes import client, config
 
 from localcluster import cluster as localcluster
-from shared.clock import OFFSET_ENV
+from shared.api.clock import OFFSET_ENV
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.operator_process import OperatorProcess

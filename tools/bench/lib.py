@@ -32,8 +32,8 @@ from typing import Any
 import aiohttp
 
 from localcluster import cluster as localcluster
-from shared.kube import DEFAULT_BURST, DEFAULT_QPS
-from shared.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
+from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS
+from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))

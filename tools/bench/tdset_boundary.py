@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import cluster as localcluster
-from shared.clock import OFFSET_ENV
+from shared.api.clock import OFFSET_ENV
 from tests.framework.operator_process import OperatorProcess
 from tools.bench import lib
 from tools.bench.lib import (

@@ -34,13 +34,13 @@ RATCHET_PREFIX = "(oldSelf.hasValue() && oldSelf.value() == self) || "
 
 
 def create_only(rule: dict[str, Any]) -> bool:
-    """A rule that holds on every update (``shared.crd.create_only_rule``): it can reject a
+    """A rule that holds on every update (``shared.api.crd.create_only_rule``): it can reject a
     new object but never one already stored, so adding it breaks no upgrade."""
     return bool(rule.get("optionalOldSelf")) and str(rule["rule"]).startswith(CREATE_ONLY_PREFIX)
 
 
 def ratcheting(rule: dict[str, Any]) -> bool:
-    """A rule that holds while its field keeps its value (``shared.crd.ratcheting_rule``): a
+    """A rule that holds while its field keeps its value (``shared.api.crd.ratcheting_rule``): a
     stored object stays writable as long as that field is left alone, so adding it breaks no
     upgrade; only setting the field to a new invalid value is refused."""
     return bool(rule.get("optionalOldSelf")) and str(rule["rule"]).startswith(RATCHET_PREFIX)

@@ -4,7 +4,7 @@
 
 Sources: each registered operator's description (``operators/<name>/description.py``: its
 CRD and descriptors from ``schema.py``, permissions from ``rbac.py``, display text, resources,
-example file in ``examples/``, images); ``shared.serving`` (ports). Output:
+example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
 
     bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
                         PodDisruptionBudget per operator
@@ -35,10 +35,10 @@ import yaml
 
 import shared
 from operators import descriptions
-from shared import leader
-from shared.crd import to_yaml
-from shared.description import OperatorDescription
-from shared.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
+from shared.api import leases
+from shared.api.crd import to_yaml
+from shared.api.description import OperatorDescription
+from shared.controller.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools.generate import monitoring
 from tools.generate.manifests import render as manifests_render
 from tools.generate.sync import sync
@@ -55,7 +55,7 @@ ICON = REPO / "bundle" / "icon.svg"
 # Versions published to users, oldest first. The CSV of a newer version `replaces` the newest of
 # these below it, which is the edge OLM follows to upgrade a running install in place.
 RELEASED = ("0.1.0",)
-# Pods per operator: a leader and a warm standby (leader election, shared/leader.py).
+# Pods per operator: a leader and a warm standby (leader election, shared/client/leader.py).
 OPERATOR_REPLICAS = 2
 
 
@@ -279,11 +279,11 @@ def disruption_budget(op: OperatorDescription) -> dict[str, Any]:
 
 def own_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rules about the operator's own namespace: the leader-election Lease."""
-    return [dict(r) for r in rules if leader.GROUP in r["apiGroups"]]
+    return [dict(r) for r in rules if leases.GROUP in r["apiGroups"]]
 
 
 def watched_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(r) for r in rules if leader.GROUP not in r["apiGroups"]]
+    return [dict(r) for r in rules if leases.GROUP not in r["apiGroups"]]
 
 
 def alm_examples() -> list[dict[str, Any]]:

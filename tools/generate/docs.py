@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from operators import descriptions
-from shared.crd import RATCHET_PREFIX
-from shared.description import OperatorDescription
+from shared.api.crd import RATCHET_PREFIX
+from shared.api.description import OperatorDescription
 from tools.generate import monitoring
 from tools.generate.sync import sync
 
@@ -83,7 +83,7 @@ def _type(schema: Mapping[str, Any]) -> str:
 
 
 def _when(rule: Mapping[str, Any]) -> str:
-    """When the API server checks a rule: create-only and ratcheting rules (shared.crd)."""
+    """When the API server checks a rule: create-only and ratcheting rules (shared.api.crd)."""
     if rule["rule"].startswith(RATCHET_PREFIX):
         return "checked when set or changed"
     if rule.get("optionalOldSelf") and rule["rule"].startswith(CREATE_ONLY_PREFIX):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from operators import descriptions
-from shared.crd import CRDSpec, to_yaml
+from shared.api.crd import CRDSpec, to_yaml
 from tools.generate.sync import sync
 
 REPO = Path(__file__).resolve().parents[2]

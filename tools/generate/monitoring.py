@@ -3,7 +3,7 @@
 - :func:`prometheus_rule`: the bundle's ``PrometheusRule`` (alerts with summary, description
   and a ``runbook_url`` into ``docs/runbook.md``);
 - :func:`dashboard`: ``docs/grafana-dashboard.json`` (reconcile, client and domain metrics);
-- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.metrics.TABLE``
+- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.controller.metrics.TABLE``
   and each operator's declared metrics.
 
 What is the same for every operator (operator down or not scraped, reconcile errors, the
@@ -19,8 +19,8 @@ import json
 from typing import Any
 
 from operators import descriptions
-from shared.description import Alert, Panel
-from shared.metrics import TABLE
+from shared.api.description import Alert, Panel
+from shared.controller.metrics import TABLE
 
 RUNBOOK = "https://github.com/k8s-operators-py/k8s-operators-py/blob/main/docs/runbook.md"
 JOB = "{op}-operator-metrics"  # the ServiceMonitor's job label: the metrics Service's name

@@ -8,8 +8,8 @@ import pytest
 from operators.netperf import desired, status
 from operators.netperf.parse import parse
 from operators.netperf.schema import CRD, DEFAULT_IMAGE
-from shared import conditions, ownership
-from shared.validation import SchemaValidator
+from shared.api import conditions, ownership
+from shared.api.validation import SchemaValidator
 
 OWNER = {
     "apiVersion": "app.example.com/v1alpha1",

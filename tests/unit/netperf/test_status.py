@@ -4,7 +4,7 @@ import datetime
 
 from operators.netperf import parse, status
 from operators.netperf.desired import pod_names
-from shared import conditions
+from shared.api import conditions
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 

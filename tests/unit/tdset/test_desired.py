@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from operators.tdset import desired
 from operators.tdset.desired import AutoscalerView
-from shared import ownership
+from shared.api import ownership
 
 OWNER = {
     "apiVersion": "schedule.rs/v1",

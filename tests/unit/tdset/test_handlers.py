@@ -14,7 +14,7 @@ import pytest
 
 from operators.tdset import desired, handlers
 from operators.tdset.desired import AutoscalerView
-from shared.clock import Clock
+from shared.api.clock import Clock
 
 UTC = datetime.UTC
 

@@ -4,8 +4,8 @@ import datetime
 
 from operators.tdset import schedule, status
 from operators.tdset.desired import DeploymentView
-from shared import conditions
-from shared.validation import FieldError
+from shared.api import conditions
+from shared.api.validation import FieldError
 
 NOW = datetime.datetime(2026, 3, 2, 10, 30, tzinfo=datetime.UTC)  # a Monday
 SPEC = {

@@ -2,8 +2,8 @@ import datetime
 
 from operators.webserver import desired, status
 from operators.webserver.desired import Plan, PodView
-from shared import conditions
-from shared.validation import FieldError
+from shared.api import conditions
+from shared.api.validation import FieldError
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 SPEC = {"replicas": 3, "image": "nginx:1"}

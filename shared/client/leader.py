@@ -26,7 +26,7 @@ tools only.
 **Fencing.** A Lease is a promise between well-behaved processes: the API server does not stop
 a deposed leader from writing. So every write this process makes checks, just before it is
 sent, that its last successful renewal is less than the renew deadline old
-(:meth:`LeaderElector.fence`, installed in :class:`shared.kube.KubeClient` and, by
+(:meth:`LeaderElector.fence`, installed in :class:`shared.client.kube.KubeClient` and, by
 :func:`fence_kopf_writes`, in kopf's client, which posts the Events). A standby can take the
 Lease only a full lease duration after it saw the last renewal, and it saw it after the leader
 sent it, so a leader that keeps the rule stops writing at least ``lease - renew`` (5 s) before
@@ -61,43 +61,19 @@ from typing import Any, NoReturn, Protocol
 
 import aiohttp
 
-from shared.kube import ApiError, KubeClient, namespaced
+from shared.api.leases import COORDINATION
+from shared.client.kube import ApiError, KubeClient, namespaced
 
 LEASE_DURATION = 15.0  # seconds; controller-runtime's defaults
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
 JITTER_FACTOR = 1.2  # client-go's, for standbys' retries
-GROUP = "coordination.k8s.io"
-COORDINATION = f"{GROUP}/v1"
 EXIT_CODE = 1
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 logger = logging.getLogger("shared.leader")
 
 Clock = Callable[[], float]
 WallClock = Callable[[], datetime.datetime]
-
-
-def lease_name(app: str) -> str:
-    """The default name of ``app``'s Lease (``--leader-election-id``)."""
-    return f"{app}-leader"
-
-
-def rules(app: str) -> list[dict[str, Any]]:
-    """The RBAC rules the elector needs, for the Lease's namespace.
-
-    ``get`` and ``update`` are limited to the default Lease's name, so the operator cannot
-    touch any other Lease (kube-controller-manager's, say) even where OLM grants its rules
-    cluster-wide; ``create`` cannot be limited by name (RBAC has none before the object exists).
-    """
-    return [
-        {"apiGroups": [GROUP], "resources": ["leases"], "verbs": ["create"]},
-        {
-            "apiGroups": [GROUP],
-            "resources": ["leases"],
-            "resourceNames": [lease_name(app)],
-            "verbs": ["get", "update"],
-        },
-    ]
 
 
 def new_identity(env: Mapping[str, str] | None = None) -> str:

@@ -3,8 +3,8 @@
 kopf 1.45 lists, then watches from the list's resourceVersion. When the watch answers 410 Gone
 (an API-server restart, etcd compaction, a long partition) it lists again and replays the
 objects that exist as events of type ``None``, but it never reports the objects that vanished
-during the gap. Every cache fed by watch events (:class:`shared.caches.OwnerCache`, the
-reconcile loops of :class:`shared.workqueue.Controller`) then keeps them forever: a pod deleted
+during the gap. Every cache fed by watch events (:class:`shared.controller.caches.OwnerCache`, the
+reconcile loops of :class:`shared.controller.workqueue.Controller`) then keeps them forever: a pod deleted
 in the gap stays counted and is never replaced, a custom resource deleted in the gap keeps a
 zombie loop. client-go answers a relist with ``Replace``: whatever the store held that the new
 list lacks is deleted.

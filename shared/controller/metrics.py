@@ -17,13 +17,13 @@ plus client-go's ``leader_election_master_status{name}`` (1 while this process h
 Lease ``name``, 0 while it stands by; no series without leader election),
 ``rest_client_requests_total{code,method,host}`` and
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
-(:class:`shared.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
+(:class:`shared.client.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
 operator's domain metrics. Every metric is declared once (name, type, help, labels): the shared
 ones in :data:`TABLE`, an operator's own in its description
-(:attr:`shared.description.OperatorDescription.metrics`); the registry and the documentation's
-metrics table (``tools/docs.py``) are both made from them.
+(:attr:`shared.api.description.OperatorDescription.metrics`); the registry and the documentation's
+metrics table (``tools/generate/docs.py``) are both made from them.
 
-How kopf outcomes map onto ``result`` is decided in :mod:`shared.workqueue`. Each process uses
+How kopf outcomes map onto ``result`` is decided in :mod:`shared.controller.workqueue`. Each process uses
 its own :class:`Metrics` (a private ``CollectorRegistry``), never the global default registry,
 and ``_created`` series are disabled to match Go's output.
 """
@@ -44,7 +44,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from shared.description import NAMESPACED, MetricSpec
+from shared.api.description import NAMESPACED, MetricSpec
 
 # Go's client has no *_created series; dashboards built for controller-runtime don't expect them.
 # (Unannotated in prometheus_client 0.26.)

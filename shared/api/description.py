@@ -6,15 +6,15 @@ children it owns, its reconcile function and everything generated around it. Her
 :class:`OperatorDescription` per operator package (``operators/<name>/description.py``), listed
 once in ``operators.PACKAGES``, and read by
 
-- the operator's own handlers: :meth:`OperatorDescription.make_runtime` builds its
-  :class:`shared.runtime.Runtime` (app label, controller, watched children, metrics registry
-  with exactly the declared metrics);
+- the operator's own handlers: :meth:`shared.controller.runtime.Runtime.for_operator` builds
+  their runtime from it (app label, controller, watched children, metrics registry with exactly
+  the declared metrics);
 - ``python -m operators.<name>`` (``operators.main``): the handlers module named by
   :attr:`~OperatorDescription.reconcile`;
-- ``tools/manifests.py`` (the CRD), ``tools/bundle.py`` (CSV: owned CRD text, resources,
+- ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
   permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
-  Dockerfile, ``deploy/install.yaml``), ``tools/monitoring.py`` (alerts, dashboard panels),
-  ``tools/docs.py`` (API reference pages, the metrics table) and ``tools/images.py`` (operator
+  Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts, dashboard panels),
+  ``tools/generate/docs.py`` (API reference pages, the metrics table) and ``localcluster/images.py`` (operator
   and operand images).
 
 Before, each of those listed the three operators by hand, so adding one meant editing every
@@ -22,19 +22,17 @@ tool and keeping their copies of its text in step. Logic stays where it was: a d
 points at the operator's ``schema.CRD`` and ``rbac.RULES``, it does not restate them.
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it depends on :mod:`shared.crd` only.
+manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`
+only; the controller layer reads it, never the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from shared.crd import CRDSpec
-
-if TYPE_CHECKING:
-    from shared.runtime import Runtime
+from shared.api.crd import CRDSpec
 
 NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
 METRIC_KINDS = ("counter", "gauge", "histogram")
@@ -56,7 +54,7 @@ class Resource:
     """A kind the operator creates or changes besides its primary one (the CSV's ``resources``).
 
     ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
-    are watched through a server-side label selector (:func:`shared.caches.watch_only_managed`).
+    are watched through a server-side label selector (:func:`shared.controller.caches.watch_only_managed`).
     Objects it only adjusts (an HPA it gives a floor) are not children.
     """
 
@@ -150,15 +148,3 @@ class OperatorDescription:
     @property
     def child_resources(self) -> tuple[str, ...]:
         return tuple(r.plural for r in self.resources if r.child)
-
-    def make_runtime(self) -> Runtime:
-        """The operator process's :class:`~shared.runtime.Runtime`, its metrics those declared."""
-        from shared.metrics import Metrics
-        from shared.runtime import Runtime
-
-        return Runtime(
-            app=self.app,
-            controllers=(self.controller,),
-            child_resources=self.child_resources,
-            metrics=Metrics(domain=self.metrics),
-        )

@@ -3,7 +3,7 @@
 Each operator keeps its API in one Python module (``operators/<op>/schema.py``): the
 OpenAPI schema of ``spec`` and ``status``, printer columns, subresources. From it,
 ``make manifests`` writes the CRD YAML into ``bundle/manifests/`` and the controller validates
-specs with the same schema (:mod:`shared.validation`), so the two can never drift.
+specs with the same schema (:mod:`shared.api.validation`), so the two can never drift.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def create_only_rule(rule: str, message: str) -> dict[str, Any]:
 
     For what cannot change after creation (the name): a stored object that predates the rule
     keeps accepting status and spec updates, so adding such a rule breaks no upgrade
-    (``tools.crd_compat`` accepts it). Needs Kubernetes >= 1.30 (``optionalOldSelf``).
+    (``tools.check.crd_compat`` accepts it). Needs Kubernetes >= 1.30 (``optionalOldSelf``).
     """
     return {"rule": f"oldSelf.hasValue() || ({rule})", "optionalOldSelf": True, "message": message}
 
@@ -54,7 +54,7 @@ def ratcheting_rule(rule: str, message: str, **extra: str) -> dict[str, Any]:
     For tightening the validation of an existing field: a stored object that predates the rule
     keeps accepting every update that leaves the field as it is (the API server's own
     validation ratcheting, spelled out so it holds whatever its feature gate), while a new or
-    changed value must pass. ``tools.crd_compat`` accepts it. ``extra``: ``messageExpression``,
+    changed value must pass. ``tools.check.crd_compat`` accepts it. ``extra``: ``messageExpression``,
     ``fieldPath``, ``reason``.
     """
     return {"rule": f"{RATCHET_PREFIX}({rule})", "optionalOldSelf": True, "message": message, **extra}

@@ -24,7 +24,7 @@ Throttling, as client-go does it:
   and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
   Every attempt goes through the rate limiter and is reported to ``observer``.
 
-Fencing: with leader election (:mod:`shared.leader`), ``fence`` is asked before every attempt
+Fencing: with leader election (:mod:`shared.client.leader`), ``fence`` is asked before every attempt
 of a write (POST, PUT, PATCH, DELETE) and refuses it by raising: a leader whose lease may have
 passed to another process must not send anything, also not a retry it had already begun. It is
 asked twice: after the rate limiter's wait, so a refused write never queues for a connection,
@@ -388,6 +388,16 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class SupersededError(Exception):
+    """The pass was cut short: the object it worked for was deleted or replaced under its name.
+
+    Not a failure: the loop (:class:`shared.controller.workqueue.Controller`) runs again at once
+    (and ends if the name is free) without backoff; counted as controller-runtime's ``requeue``.
+    Raised by the writes that find it out (:class:`shared.client.statuses.StatusWriter`) and by
+    the loop itself, so it lives below both.
+    """
 
 
 def is_uid_mismatch(exc: BaseException) -> bool:

@@ -1,7 +1,7 @@
 """Which of two states of one name is the more recent, from their resourceVersions.
 
-Apart from :mod:`shared.workqueue` (which re-exports these) so that :mod:`shared.caches`, which
-the work queue imports, can use them too.
+Pure data, in :mod:`shared.api`, so the work queue, the caches and the status writer all use
+them.
 """
 
 from __future__ import annotations

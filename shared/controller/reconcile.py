@@ -16,7 +16,7 @@ raises anything else                         error         errors_total; panics_
 ==========================================  ============  ==========================================
 
 Unexpected exceptions are re-raised as ``kopf.TemporaryError`` with the delay from the shared
-:class:`~shared.retry.Backoff` for the object's retry count (kopf's ``retry`` argument) and a
+:class:`~shared.controller.retry.Backoff` for the object's retry count (kopf's ``retry`` argument) and a
 message that names the attempt, so logs and the Event kopf posts say "attempt N, retrying in
 X s" instead of kopf's fixed 60 s default.
 """
@@ -31,8 +31,8 @@ from typing import Any, TypeVar, cast
 
 import kopf
 
-from shared.metrics import Metrics
-from shared.retry import DEFAULT, Backoff
+from shared.controller.metrics import Metrics
+from shared.controller.retry import DEFAULT, Backoff
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -8,7 +8,7 @@ request gets one long-lived task running :func:`reconcile_loop` (see :class:`Con
 A request is a namespace and a name (:class:`Request`, controller-runtime's
 ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
 reading the latest body stored for that name, which is what the watch last said (relists
-included, see :mod:`shared.informer`). Why the name and not the UID:
+included, see :mod:`shared.controller.informer`). Why the name and not the UID:
 
 - a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
   request whose next pass simply sees the new object, instead of two loops (the old object's,
@@ -20,7 +20,7 @@ included, see :mod:`shared.informer`). Why the name and not the UID:
   watch has delivered.
 
 The UID still tells objects apart where it must: children are indexed by their controller's
-UID (:class:`~shared.caches.OwnerCache`), so a predecessor's children are never counted as the
+UID (:class:`~shared.controller.caches.OwnerCache`), so a predecessor's children are never counted as the
 new object's; a child's event wakes the request of its controller's name; and state an
 operator keeps per UID is dropped (:meth:`Controller.on_forget`) when the UID leaves its name,
 deleted or replaced. A DELETED event of the object under the name ends its loop (after the
@@ -32,7 +32,7 @@ Within a loop:
   kicks that arrive while a reconcile runs coalesce into exactly one more pass;
 - the reconcile function returns when to look again (``None`` = only on a kick), so a
   schedule boundary is hit exactly instead of at a polling interval;
-- a failing pass is retried after the shared :class:`~shared.retry.Backoff` for the number of
+- a failing pass is retried after the shared :class:`~shared.controller.retry.Backoff` for the number of
   consecutive failures; a success resets it. A pass that failed in part but has a deadline of
   its own (a schedule boundary) raises :class:`RetryError` with ``not_after``: it is retried
   no later than that, however long the backoff has grown, so an optional part that keeps
@@ -61,11 +61,12 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from shared.caches import OwnerCache
-from shared.metrics import Metrics
-from shared.ownership import INSTANCE
-from shared.retry import DEFAULT, Backoff
-from shared.versions import is_later
+from shared.api.ownership import INSTANCE
+from shared.api.versions import is_later
+from shared.client.kube import SupersededError
+from shared.controller.caches import OwnerCache
+from shared.controller.metrics import Metrics
+from shared.controller.retry import DEFAULT, Backoff
 
 Reconcile = Callable[[], Awaitable[float | None]]
 
@@ -74,7 +75,7 @@ Reconcile = Callable[[], Awaitable[float | None]]
 # overlap on one thread for free, and one slow object (a 60 s request timeout, a big rollout)
 # must not stall every other object behind it. 8 keeps that while bounding how many objects
 # are worked on at once after a restart; how fast their requests go out is the business of the
-# client's rate limiter (shared.kube), which a WebServer's batch of pod creates goes through too.
+# client's rate limiter (shared.client.kube), which a WebServer's batch of pod creates goes through too.
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 GATE_POLL = 0.1  # seconds between looks at a closed gate
 
@@ -132,14 +133,6 @@ class RetryError(Exception):
     def __init__(self, message: str, not_after: float | None = None) -> None:
         super().__init__(message)
         self.not_after = not_after
-
-
-class SupersededError(Exception):
-    """The pass was cut short: the object it worked for was deleted or replaced under its name.
-
-    Not a failure: the loop runs again at once (and ends if the name is free) without backoff;
-    counted as controller-runtime's ``requeue``.
-    """
 
 
 class Triggers:

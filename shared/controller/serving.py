@@ -5,10 +5,10 @@
 than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
 ``/readyz`` answers 200 only once every watch kopf started has *synced*: its initial LIST is
 over and every listed object has been through kopf's handlers, so the caches they fill
-(:class:`shared.caches.OwnerCache`, a controller's store, an operator's own dicts) hold the
+(:class:`shared.controller.caches.OwnerCache`, a controller's store, an operator's own dicts) hold the
 current state, and the operator will react to changes from here on. That is client-go's
 ``HasSynced``, true only once the initial list's items were delivered to the handlers; the
-controllers' gate (:meth:`shared.runtime.Runtime.active`) opens on it too.
+controllers' gate (:meth:`shared.controller.runtime.Runtime.active`) opens on it too.
 
 The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
 and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects (a few
@@ -17,7 +17,7 @@ handler yet. A pass planned then misses children and autoscalers (a TDSet scales
 Deployment down to its schedule, a WebServer creates a surplus pod). kopf has no
 public hook for either moment, so :func:`track_watches` wraps two of its internals: the
 ``continuous_watch`` generator, to see the listing and its end (the same wrapper makes every
-relist converge, :mod:`shared.informer`), and ``queueing.watcher``, to see each listed event
+relist converge, :mod:`shared.controller.informer`), and ``queueing.watcher``, to see each listed event
 leave kopf's processing of it (handlers included, whether they succeeded or not). kopf is
 pinned in ``constraints.txt`` and ``tests/unit/test_serving.py`` fails if those internals
 change shape.
@@ -35,8 +35,8 @@ from typing import Any
 
 from aiohttp import web
 
-from shared import informer
-from shared.metrics import Metrics
+from shared.controller import informer
+from shared.controller.metrics import Metrics
 
 DEFAULT_METRICS_PORT = 8080
 DEFAULT_PROBE_PORT = 8081
@@ -141,19 +141,19 @@ class Listing:
             synced()
 
 
-RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.informer)
+RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
 RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
 
 
 def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
-    """Route kopf's watch streams through ``readiness`` and :func:`shared.informer.converging`.
+    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`.
 
     Returns an undo function. Every event of a listing (the listed objects, and the deletions
     a relist found) is counted in a :class:`Listing`, and kopf's watcher gets a processor that
     reports each back once processed: the watch is ready when its listing has ended and the
     count is back to zero. A relist is counted the same way; readiness, once reached, stays.
 
-    Each watch (resource and namespace) keeps one :class:`~shared.informer.Store` across its
+    Each watch (resource and namespace) keeps one :class:`~shared.controller.informer.Store` across its
     relists; the resync period gets up to 10% jitter so the watches of one process (and of
     many operators) do not relist in step.
 

@@ -15,7 +15,7 @@ pass wants A again: without this, B stays on the server, and the echo of B wakes
 carries the UID of the body as a precondition (a JSON patch opening with a ``test`` of
 ``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
 superseded pass never puts its result on the new object: it ends with
-:class:`shared.workqueue.SupersededError` and the loop runs again for whatever holds the name.
+:class:`shared.client.kube.SupersededError` and the loop runs again for whatever holds the name.
 The status is sent whole — the newest known status with ``new`` merged in as a merge patch
 would merge it (None deletes a key).
 """
@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared import conditions
-from shared.kube import ApiError, KubeClient, is_uid_mismatch, merged, namespaced
-from shared.versions import revision
-from shared.workqueue import SupersededError
+from shared.api import conditions
+from shared.api.versions import revision
+from shared.client.kube import ApiError, KubeClient, SupersededError, is_uid_mismatch, merged, namespaced
 
 
 class StatusWriter:

@@ -26,8 +26,8 @@ from typing import Any
 import jsonschema
 from jsonschema.protocols import Validator
 
-from shared import conditions, quantity
-from shared.crd import create_only_rule, ratcheting_rule
+from shared.api import conditions, quantity
+from shared.api.crd import create_only_rule, ratcheting_rule
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import kopf
 
-from shared.ownership import INSTANCE, controller_of, managed_selector
-from shared.versions import is_later, revision
+from shared.api.ownership import INSTANCE, controller_of, managed_selector
+from shared.api.versions import is_later, revision
 
 OwnerKey = tuple[str, str]
 # What the cache keeps of each child (a view dataclass, a name).

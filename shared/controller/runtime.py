@@ -8,10 +8,10 @@ reports metrics for and the child resources it watches; everything else is the s
   ``KUBE_API_BURST``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means all
   namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
 - throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
-  (:mod:`shared.workqueue`), reported as ``controller_runtime_max_concurrent_reconciles``, and
-  the client's rate limit (:mod:`shared.kube`; QPS 0 = none), both applied at start-up to every
+  (:mod:`shared.controller.workqueue`), reported as ``controller_runtime_max_concurrent_reconciles``, and
+  the client's rate limit (:mod:`shared.client.kube`; QPS 0 = none), both applied at start-up to every
   managed controller and client;
-- leader election (:mod:`shared.leader`), off by default as in kubebuilder's scaffold and
+- leader election (:mod:`shared.client.leader`), off by default as in kubebuilder's scaffold and
   on in the bundle: ``--leader-elect`` (``LEADER_ELECT``), the Lease's namespace
   (``--leader-election-namespace``, ``LEADER_ELECTION_NAMESPACE``; default the pod's
   ``POD_NAMESPACE``, else the first watched namespace) and name (``--leader-election-id``,
@@ -26,8 +26,8 @@ reports metrics for and the child resources it watches; everything else is the s
   schemas);
 - Events only for warnings and errors from kopf itself; operators post their decisions
   explicitly;
-- server-side label selectors on child watches (:mod:`shared.caches`);
-- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.serving`); ``WATCH_FAILURE_TIMEOUT``
+- server-side label selectors on child watches (:mod:`shared.controller.caches`);
+- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.controller.serving`); ``WATCH_FAILURE_TIMEOUT``
   (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
 - watches that reconnect fast after an API outage and notice dead connections (see
   :func:`configure_settings`).
@@ -48,12 +48,14 @@ from typing import Any, TypeVar
 
 import kopf
 
-from shared import leader
-from shared.caches import watch_only_managed
-from shared.clock import OFFSET_ENV, Clock
-from shared.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
-from shared.metrics import Metrics
-from shared.serving import (
+from shared.api import leases
+from shared.api.clock import OFFSET_ENV, Clock
+from shared.api.description import OperatorDescription
+from shared.client import leader
+from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
+from shared.controller.caches import watch_only_managed
+from shared.controller.metrics import Metrics
+from shared.controller.serving import (
     DEFAULT_BLIND_AFTER,
     DEFAULT_METRICS_PORT,
     DEFAULT_PROBE_PORT,
@@ -61,7 +63,7 @@ from shared.serving import (
     Readiness,
     track_watches,
 )
-from shared.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES, Controller
+from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES, Controller
 
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
@@ -100,7 +102,7 @@ class Options:
     kube_api_burst: int = DEFAULT_BURST
     leader_elect: bool = False
     leader_election_namespace: str = ""  # resolved by parse_options when leader_elect
-    leader_election_id: str = ""  # "": leader.lease_name(app)
+    leader_election_id: str = ""  # "": leases.lease_name(app)
     lease_duration: float = leader.LEASE_DURATION
     renew_deadline: float = leader.RENEW_DEADLINE
     retry_period: float = leader.RETRY_PERIOD
@@ -256,7 +258,7 @@ def add_leader_election_options(parser: argparse.ArgumentParser, env: Mapping[st
     parser.add_argument(
         "--leader-election-id",
         default=env.get("LEADER_ELECTION_ID") or "",
-        help=f"name of the Lease (default: $LEADER_ELECTION_ID, else {leader.lease_name(prog or '<app>')})",
+        help=f"name of the Lease (default: $LEADER_ELECTION_ID, else {leases.lease_name(prog or '<app>')})",
     )
     for name, default, what in (
         ("lease-duration", leader.LEASE_DURATION, "how long standbys wait before taking an unrenewed Lease"),
@@ -287,7 +289,7 @@ def configure_settings(settings: kopf.OperatorSettings, app: str, child_resource
     settings.watching.client_timeout = 330
     # API retries at most 2 s apart (kopf's default grows to 21 s between attempts, so an
     # outage of 22 s took 12 s more to recover from); a watch whose retries run out connects
-    # again, and one that fails otherwise starts over (shared.serving.track_watches).
+    # again, and one that fails otherwise starts over (shared.controller.serving.track_watches).
     settings.networking.error_backoffs = (0.5, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2)
     watch_only_managed(settings, child_resources, app)
 
@@ -335,17 +337,28 @@ class Runtime:
     _managed: list[tuple[Controller, KubeClient, Clock]] = field(default_factory=list)
     _election: asyncio.Task[None] | None = None
 
+    @classmethod
+    def for_operator(cls, description: OperatorDescription) -> Runtime:
+        """The operator process's runtime as ``description`` declares it: its app label, its one
+        controller, its watched children, a metrics registry with exactly the declared metrics."""
+        return cls(
+            app=description.app,
+            controllers=(description.controller,),
+            child_resources=description.child_resources,
+            metrics=Metrics(domain=description.metrics),
+        )
+
     def manage(self, controller: Controller, kube: KubeClient, clock: Clock | None = None) -> None:
         """At start-up load ``kube``'s credentials; at exit stop ``controller``'s loops, close ``kube``.
 
         A shifted ``clock`` (``OPERATOR_CLOCK_OFFSET``) is announced in the log at start-up.
-        With leader election, ``kube``'s writes are fenced (:mod:`shared.leader`).
+        With leader election, ``kube``'s writes are fenced (:mod:`shared.client.leader`).
         """
         self._managed.append((controller, kube, clock or Clock()))
 
     def active(self) -> bool:
         """Whether this process may reconcile (the controllers' gate): every watch has synced
-        (listed, and every listed object handled: :mod:`shared.serving`), so no pass plans
+        (listed, and every listed object handled: :mod:`shared.controller.serving`), so no pass plans
         from a half-filled cache, and, with leader election, it leads."""
         return self.readiness.is_ready() and (self.elector is None or self.elector.is_leader())
 
@@ -369,7 +382,7 @@ class Runtime:
         opts = self.options
         config = leader.ElectionConfig(
             namespace=opts.leader_election_namespace,
-            name=opts.leader_election_id or leader.lease_name(self.app),
+            name=opts.leader_election_id or leases.lease_name(self.app),
             identity=leader.new_identity(),
             lease_duration=opts.lease_duration,
             renew_deadline=opts.renew_deadline,

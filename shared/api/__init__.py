@@ -1,0 +1,6 @@
+"""The pure layer: Kubernetes objects and an operator's description as data.
+
+No I/O and no kopf, aiohttp, kubernetes or prometheus_client (import-linter's ``forbidden``
+contract), so tools, generators and an operator's ``schema``/``desired``/``status`` modules use
+it without paying for a client or a controller.
+"""
