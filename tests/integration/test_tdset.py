@@ -271,7 +271,7 @@ def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(
     # The same Deployment, a new template: the Deployment controller rolls it out.
     assert after.metadata.uid == before.metadata.uid
     assert after.metadata.generation > before.metadata.generation
-    wait_event(cluster, namespace, "tok", "UpdatedDeployment")
+    wait_event(cluster, namespace, "tok", "UpdatedDeployment", "ServiceAccount token mounted")
 
     def rolled_out() -> bool:
         d = apps.read_namespaced_deployment("tok", namespace)
