@@ -4,7 +4,10 @@ A TDSet owns one Deployment and, when ``spec.service`` is set, one Service; both
 like the TDSet (deterministic names: a restarted operator finds them instead of creating
 more). The Deployment's selector is fixed at creation (``app.kubernetes.io/name=tdset``,
 ``app.kubernetes.io/instance=<name>``); image and port changes replace the pod template's
-container, replica changes set ``spec.replicas``.
+container, replica changes set ``spec.replicas``. The pods mount no ServiceAccount token
+unless ``container.automountServiceAccountToken`` asks for it (issue #25); the value is part of
+the template, so the release that made this the default rolls every TDSet's Deployment once
+(docs/operations/upgrades.md).
 
 The container's port is named ``http`` and the Service targets that name once every pod has
 it (:func:`service_target_port`), so a port change never sends traffic to a port the old pods
@@ -71,9 +74,19 @@ def pod_security(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if uid is None else podsecurity.restricted_pod(uid)
 
 
+def automount_token(spec: Mapping[str, Any]) -> bool:
+    """Whether the pods get a ServiceAccount token: only when asked (a schema bypassed
+    included: anything but an explicit true mounts none)."""
+    return spec["container"].get("automountServiceAccountToken") is True
+
+
 def template_hash(spec: Mapping[str, Any]) -> str:
-    """What the TDSet asks of the pod template (container and pod security), hashed."""
-    wanted = {"container": container(spec), "securityContext": pod_security(spec)}
+    """What the TDSet asks of the pod template (container, pod security, token), hashed."""
+    wanted = {
+        "container": container(spec),
+        "securityContext": pod_security(spec),
+        "automountServiceAccountToken": automount_token(spec),
+    }
     return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -89,7 +102,11 @@ def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], repli
             "selector": {"matchLabels": selector_labels(name)},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [container(spec)], **pod_security_field(spec)},
+                "spec": {
+                    "containers": [container(spec)],
+                    **pod_security_field(spec),
+                    "automountServiceAccountToken": automount_token(spec),
+                },
             },
         },
     }
@@ -118,17 +135,18 @@ class DeploymentView:
     uid: str = ""
     port_name: str | None = None
     applied: str | None = None  # the APPLIED annotation
+    automount_token: bool | None = None  # None: the template leaves it to the ServiceAccount
 
     def fields(self) -> dict[str, Any]:
+        return {"replicas": self.replicas, **self.template_fields()}
+
+    def template_fields(self) -> dict[str, Any]:
         return {
-            "replicas": self.replicas,
             "image": self.image,
             "port": self.port,
             "runAsUser": self.run_as_user,
+            "automountServiceAccountToken": self.automount_token,
         }
-
-    def template_fields(self) -> dict[str, Any]:
-        return {"image": self.image, "port": self.port, "runAsUser": self.run_as_user}
 
     @property
     def settled(self) -> bool:
@@ -142,7 +160,8 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
     ours: Mapping[str, Any] = next((c for c in containers if c.get("name") == CONTAINER), {})
     ports = ours.get("ports") or [{}]
     conditions = st.get("conditions") or []
-    pod_ctx = ((spec.get("template") or {}).get("spec") or {}).get("securityContext") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    pod_ctx = pod_spec.get("securityContext") or {}
     return DeploymentView(
         name=meta["name"],
         replicas=int(spec.get("replicas", 1)),
@@ -157,13 +176,19 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
         uid=meta.get("uid") or "",
         port_name=ports[0].get("name"),
         applied=(meta.get("annotations") or {}).get(APPLIED),
+        automount_token=pod_spec.get("automountServiceAccountToken"),
     )
 
 
 def template_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The :meth:`DeploymentView.template_fields` the TDSet asks for."""
     want = container(spec)
-    return {"image": want["image"], "port": want["ports"][0]["containerPort"], "runAsUser": run_as_user(spec)}
+    return {
+        "image": want["image"],
+        "port": want["ports"][0]["containerPort"],
+        "runAsUser": run_as_user(spec),
+        "automountServiceAccountToken": automount_token(spec),
+    }
 
 
 def template_current(
@@ -203,7 +228,11 @@ def deployment_patch(
         patch["replicas"] = replicas
     if not template_current(observed, spec, stored):
         # null removes the pod's security context (merge patch) when runAsUser is unset.
-        template: dict[str, Any] = {"containers": [container(spec)], "securityContext": pod_security(spec)}
+        template: dict[str, Any] = {
+            "containers": [container(spec)],
+            "securityContext": pod_security(spec),
+            "automountServiceAccountToken": automount_token(spec),
+        }
         patch["template"] = {"spec": template}
         meta["annotations"] = {APPLIED: template_hash(spec)}
     if not patch:

@@ -234,7 +234,8 @@ async def scale(
         _event(
             body,
             "UpdatedDeployment",
-            f"Updated deployment {dep.name}: image {c['image']}, port {c['ports'][0]['containerPort']}",
+            f"Updated deployment {dep.name}: image {c['image']}, port {c['ports'][0]['containerPort']}, "
+            f"ServiceAccount token {'mounted' if desired.automount_token(spec) else 'not mounted'}",
         )
     if "replicas" in patch["spec"]:
         before, after = dep.replicas, patch["spec"]["replicas"]

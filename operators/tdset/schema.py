@@ -77,7 +77,10 @@ SPEC_SCHEMA: dict[str, Any] = {
     "properties": {
         "container": {
             "type": "object",
-            "description": "The container of the Deployment's pods.",
+            "description": (
+                "The container of the Deployment's pods, with the pod settings it needs "
+                "(runAsUser, automountServiceAccountToken)."
+            ),
             "required": ["image", "port"],
             "properties": {
                 "image": {
@@ -104,6 +107,17 @@ SPEC_SCHEMA: dict[str, Any] = {
                         "RuntimeDefault seccomp), as namespaces enforcing it require. Needs an "
                         "image that runs as non-root on a port >= 1024, e.g. image "
                         "nginxinc/nginx-unprivileged:1.27, port 8080, runAsUser 101."
+                    ),
+                },
+                "automountServiceAccountToken": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "Mount a token of the namespace's default ServiceAccount into the pods "
+                        "(the pod field of the same name). Off by default. Set it for an image "
+                        "that calls the Kubernetes API; true then overrides the ServiceAccount's "
+                        "own automountServiceAccountToken, as on a pod. A change rolls the "
+                        "Deployment."
                     ),
                 },
             },

@@ -11,10 +11,11 @@ created twice. Deletes are the other direction: a stale view still shows a pod w
 the controller remembers its own deletes (expectations, see :mod:`.api`) and this module treats
 those pods as already gone.
 
-**Rollouts.** Changing ``image``, ``port``, ``resources`` or ``runAsUser`` changes the template
-hash, and the old pods are replaced the way a Deployment's RollingUpdate replaces them: never
-more than ``replicas + maxSurge`` active pods, and a ready old pod is deleted only if at least
-``replicas - maxUnavailable`` pods are still ready after the delete. A not-ready old pod serves
+**Rollouts.** Changing ``image``, ``port``, ``resources``, ``runAsUser`` or
+``automountServiceAccountToken`` changes the template hash, and the old pods are replaced the
+way a Deployment's RollingUpdate replaces them: never more than ``replicas + maxSurge`` active
+pods, and a ready old pod is deleted only if at least ``replicas - maxUnavailable`` pods are
+still ready after the delete. A not-ready old pod serves
 nothing, so it always goes. Both bounds come from ``spec.rollout`` and default to the
 Deployment's 25% (maxUnavailable rounded down, maxSurge rounded up), which for 1 to 3 replicas
 means surge one pod and delete an old one only once a new one is ready: keeping ``replicas - 1``
@@ -23,6 +24,13 @@ ready, as this module once did, let a single-replica WebServer drop to no ready 
 come out 0 (an explicit 0 next to an unset field whose default rounds to 0, or a schema
 bypassed), the unset one becomes 1, or maxUnavailable when both were set (the Deployment
 controller's fallback): a rollout can always move.
+
+**No API credentials unless asked.** A web server needs no token of the namespace's
+ServiceAccount, so pods set ``automountServiceAccountToken: false`` unless the spec asks for
+it (issue #25). The value is always part of the template, so the release that made this the
+default rolls the pods of every existing WebServer once: a pod's token mount cannot change
+while it runs, and leaving it in running pods until some later change would leave pods of one
+template hash with and without a token (docs/operations/upgrades.md).
 """
 
 from __future__ import annotations
@@ -86,6 +94,8 @@ def template(spec: Mapping[str, Any]) -> dict[str, Any]:
         "image": spec.get("image") or DEFAULT_IMAGE,
         "port": int(spec.get("port") or DEFAULT_PORT),
         "resources": spec.get("resources") or {},
+        # Anything but an explicit true (a schema bypassed included) mounts no token.
+        "automountServiceAccountToken": spec.get("automountServiceAccountToken") is True,
     }
     # Only when set: WebServers without it keep their template hash (no roll on upgrade).
     if spec.get("runAsUser") is not None:
@@ -128,7 +138,11 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
     }
     if tpl["resources"]:
         container["resources"] = tpl["resources"]
-    pod_spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Always"}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": "Always",
+        "automountServiceAccountToken": tpl["automountServiceAccountToken"],
+    }
     if "runAsUser" in tpl:
         # The restricted Pod Security Standard: admitted in namespaces that enforce it.
         pod_spec["securityContext"] = podsecurity.restricted_pod(tpl["runAsUser"])

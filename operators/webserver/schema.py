@@ -78,6 +78,16 @@ SPEC_SCHEMA: dict[str, Any] = {
                 ">= 1024, e.g. image nginxinc/nginx-unprivileged:1.27, port 8080, runAsUser 101."
             ),
         },
+        "automountServiceAccountToken": {
+            "type": "boolean",
+            "default": False,
+            "description": (
+                "Mount a token of the namespace's default ServiceAccount into the pods (the pod "
+                "field of the same name). Off by default: a web server needs no Kubernetes API "
+                "credentials. Set it for an image that calls the API; true then overrides the "
+                "ServiceAccount's own automountServiceAccountToken, as on a pod."
+            ),
+        },
         "resources": {
             "type": "object",
             "description": (
@@ -90,7 +100,8 @@ SPEC_SCHEMA: dict[str, Any] = {
         "rollout": {
             "type": "object",
             "description": (
-                "How a template change (image, port, resources, runAsUser) replaces the pods, "
+                "How a template change (image, port, resources, runAsUser, "
+                "automountServiceAccountToken) replaces the pods, "
                 "like a Deployment's RollingUpdate. Unset fields default to 25% of replicas: "
                 "maxSurge rounded up, maxUnavailable rounded down."
             ),

@@ -233,6 +233,54 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_op
     )
 
 
+def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(
+    cluster, namespace, start_operator
+):
+    """#25: the Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
+    start_operator()
+    apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
+    create(cluster, namespace, "tok", steady(1))
+    replicas_become(cluster, namespace, "tok", 1, "Deployment created")
+    assert get(cluster, namespace, "tok")["spec"]["container"]["automountServiceAccountToken"] is False
+    before = deployment(cluster, namespace, "tok")
+    assert before.spec.template.spec.automount_service_account_token is False
+
+    def pods(token: bool) -> list | None:
+        """The TDSet's live pods, if every one of them does (or does not) mount the token."""
+        found = [
+            p
+            for p in core.list_namespaced_pod(
+                namespace, label_selector="app.kubernetes.io/instance=tok"
+            ).items
+            if p.metadata.deletion_timestamp is None
+        ]
+        # The ServiceAccount admission plugin adds the projected token volume to mounting pods.
+        mounted = [any(v.name.startswith("kube-api-access-") for v in p.spec.volumes or []) for p in found]
+        return found if found and all(m == token for m in mounted) else None
+
+    wait_for(lambda: pods(token=False), 60, "a pod without a token volume")
+
+    asked = {"image": "nginx:1.27", "port": 80, "automountServiceAccountToken": True}
+    patch_spec(cluster, namespace, "tok", {"container": asked})
+    wait_for(
+        lambda: deployment(cluster, namespace, "tok").spec.template.spec.automount_service_account_token,
+        60,
+        "the pod template asks for the token",
+    )
+    after = deployment(cluster, namespace, "tok")
+    # The same Deployment, a new template: the Deployment controller rolls it out.
+    assert after.metadata.uid == before.metadata.uid
+    assert after.metadata.generation > before.metadata.generation
+    wait_event(cluster, namespace, "tok", "UpdatedDeployment", "ServiceAccount token mounted")
+
+    def rolled_out() -> bool:
+        d = apps.read_namespaced_deployment("tok", namespace)
+        return d.status.observed_generation == d.metadata.generation and d.status.updated_replicas == 1
+
+    wait_for(rolled_out, 60, "the Deployment rolled out the new template")
+    wait_for(lambda: pods(token=True), 60, "the old pod replaced by one with the token volume")
+
+
 def test_an_autoscaler_gets_the_schedule_as_its_floor_and_is_not_fought(cluster, namespace, start_operator):
     start_operator()
     autoscaling = client.AutoscalingV2Api(cluster.api)
@@ -328,6 +376,10 @@ def test_suspend_leaves_manual_scale_and_resume_reverts_it(cluster, namespace, s
         ({"intervalMint": 1441}, ["spec.intervalMint", "less than or equal to 1440"]),
         ({"container": {"port": 80}}, ["spec.container.image", "Required value"]),
         ({"timeZone": "not a zone"}, ["spec.timeZone", "should match"]),
+        (
+            {"container": {"image": "nginx:1.27", "port": 80, "automountServiceAccountToken": "yes"}},
+            ["spec.container.automountServiceAccountToken", "must be of type boolean"],
+        ),
     ],
 )
 def test_invalid_specs_are_rejected_at_admission_with_the_field(cluster, namespace, patch, fragments):

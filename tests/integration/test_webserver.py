@@ -162,6 +162,34 @@ def test_image_change_rolls_every_pod(cluster, namespace, operator):
     assert ws["status"]["updatedReplicas"] == 4
 
 
+def token_volumes(pod) -> list[str]:
+    """The projected ServiceAccount-token volumes the API server's ServiceAccount admission added."""
+    return [v.name for v in pod.spec.volumes or [] if v.name.startswith("kube-api-access-")]
+
+
+def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(cluster, namespace, operator):
+    """#25: no API credentials in a web server's pods; an image that calls the API asks for them."""
+    create(cluster, namespace, "web", {"replicas": 2})
+    ws = converged(cluster, namespace, "web", 2)
+    assert ws["spec"]["automountServiceAccountToken"] is False  # the CRD's default, as stored
+    old = active_pods(cluster, namespace, "web")
+    assert all(p.spec.automount_service_account_token is False and not token_volumes(p) for p in old)
+
+    patch_spec(cluster, namespace, "web", {"automountServiceAccountToken": True})
+
+    def rolled() -> list | None:
+        pods = active_pods(cluster, namespace, "web")
+        return pods if len(pods) == 2 and all(p.spec.automount_service_account_token for p in pods) else None
+
+    wait_for(rolled, 120, "every pod replaced by one that mounts the token")
+    ws = converged(cluster, namespace, "web", 2)
+    pods = active_pods(cluster, namespace, "web")
+    assert not {p.metadata.name for p in old} & {p.metadata.name for p in pods}
+    # The API server mounted the token into the new pods: the field reached it, not just our spec.
+    assert all(token_volumes(p) for p in pods)
+    assert ws["status"]["updatedReplicas"] == 2
+
+
 def test_kstatus_sees_the_live_webserver_in_progress_until_its_pods_are_ready(cluster, namespace, operator):
     """What Flux, Helm 4 --wait and kpt compute from the live object: InProgress while pods are
     not ready (kwok keeps pods of this image Pending for as long as the test needs), Current only
@@ -319,6 +347,10 @@ def test_owner_deletion_garbage_collects_pods(cluster, namespace, operator):
         (
             {"replicas": 1, "rollout": {"maxSurge": -1}},
             ["spec.rollout.maxSurge", "greater than or equal to 0"],
+        ),
+        (
+            {"replicas": 1, "automountServiceAccountToken": "yes"},
+            ["spec.automountServiceAccountToken", "must be of type boolean"],
         ),
     ],
 )

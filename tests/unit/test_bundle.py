@@ -12,6 +12,9 @@ import pytest
 import yaml
 
 from operators import PACKAGES
+from operators.netperf import desired as netperf_desired
+from operators.tdset import desired as tdset_desired
+from operators.webserver import desired as webserver_desired
 from shared.api.validation import SchemaValidator, openapi_schema
 from tests.framework.cluster import bundle_crds
 from tools.generate import bundle
@@ -195,6 +198,71 @@ def test_service_monitors_select_the_metrics_services_by_label_and_port_name():
         assert svc["spec"]["selector"].items() <= pod_labels.items()
         (c,) = deployment["spec"]["template"]["spec"]["containers"]
         assert {p["targetPort"] for p in svc["spec"]["ports"]} <= {p["name"] for p in c["ports"]}
+
+
+INSTALL = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
+CHILD_OWNER = {"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+
+
+def _children_pod_labels() -> list[dict[str, str]]:
+    """The labels of pods the operators create, in whatever namespace their users choose."""
+    return [
+        webserver_desired.pod_manifest(CHILD_OWNER, {"replicas": 1}, 0)["metadata"]["labels"],
+        tdset_desired.deployment_manifest(CHILD_OWNER, {"container": {"image": "i", "port": 80}}, 1)["spec"][
+            "template"
+        ]["metadata"]["labels"],
+        netperf_desired.server_pod(
+            {**CHILD_OWNER, "metadata": {**CHILD_OWNER["metadata"], "generation": 1}}, {}
+        )["metadata"]["labels"],
+    ]
+
+
+def test_network_policies_admit_only_metrics_and_probes_to_exactly_the_operator_pods():
+    """#25 (kube-score, checkov): one NetworkPolicy per operator, in install.yaml; egress open."""
+    policies = {d["metadata"]["name"]: d for d in INSTALL if d["kind"] == "NetworkPolicy"}
+    deployments = {d["metadata"]["name"]: d for d in INSTALL if d["kind"] == "Deployment"}
+    assert set(policies) == set(deployments) == set(DEPLOYMENTS)
+    for name, policy in policies.items():
+        assert policy["apiVersion"] == "networking.k8s.io/v1"
+        assert policy["metadata"]["namespace"] == bundle.INSTALL_NAMESPACE
+        spec = policy["spec"]
+        assert set(spec["podSelector"]) == {"matchLabels"}
+        selector = spec["podSelector"]["matchLabels"]
+        # The labels the pods really carry, in install.yaml and in the CSV: this operator's only.
+        for source in (deployments, DEPLOYMENTS):
+            selected = {
+                n
+                for n, d in source.items()
+                if selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+            }
+            assert selected == {name}
+        assert not [labels for labels in _children_pod_labels() if selector.items() <= labels.items()]
+        # Ingress only, from anywhere, to exactly the ports the metrics Service and the probes use.
+        assert spec["policyTypes"] == ["Ingress"]
+        (rule,) = spec["ingress"]
+        assert set(rule) == {"ports"}
+        (c,) = DEPLOYMENTS[name]["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: (p["containerPort"], p["protocol"]) for p in c["ports"]}
+        assert c["livenessProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == "probes"
+        (svc,) = [s for s in manifests_of("Service") if s["metadata"]["name"] == f"{name}-metrics"]
+        assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["metrics"]
+        assert sorted((p["port"], p["protocol"]) for p in rule["ports"]) == sorted(
+            [ports["metrics"], ports["probes"]]
+        )
+
+
+def test_olm_users_get_the_same_network_policies_in_a_file_of_their_own_and_the_bundle_has_none():
+    """OLM before v0.32 fails a whole InstallPlan on a NetworkPolicy and the pinned operator-sdk's
+    bundle validate refuses the kind: OLM users apply deploy/network-policies.yaml themselves."""
+    assert not manifests_of("NetworkPolicy")
+    standalone = [d for d in yaml.safe_load_all((REPO / "deploy" / "network-policies.yaml").read_text()) if d]
+    assert all("namespace" not in d["metadata"] for d in standalone)  # kubectl apply -n <namespace>
+    in_install = [
+        {**d, "metadata": {k: v for k, v in d["metadata"].items() if k != "namespace"}}
+        for d in INSTALL
+        if d["kind"] == "NetworkPolicy"
+    ]
+    assert standalone == in_install
 
 
 def test_annotations_and_bundle_dockerfile_agree():

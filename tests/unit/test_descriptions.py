@@ -8,7 +8,7 @@ Three claims, one test group each:
   watch, and exactly the declared metrics;
 - a fourth operator is one new package plus its name in ``PACKAGES``: a synthetic package,
   written to a temp dir and registered for the test only, shows up in every generated file
-  (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, alerts, dashboard, its API reference
+  (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, NetworkPolicy, alerts, dashboard, its API reference
   page, the metrics table and navigation of the documentation, images) and runs through the
   shared entry point; the repository is not written to.
 """
@@ -279,7 +279,12 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
         ("ClusterRoleBinding", "k8s-operators-py:fourth-operator"),
         ("Deployment", "fourth-operator"),
         ("Service", "fourth-operator-metrics"),
+        ("NetworkPolicy", "fourth-operator"),
     } <= install
+    policies = [
+        d["metadata"]["name"] for d in yaml.safe_load_all(files[REPO / "deploy" / "network-policies.yaml"])
+    ]
+    assert policies[-1] == "fourth-operator"
 
     # monitoring: the shared alerts and panels cover it, its own are added
     alerts = {a["alert"]: a for a in monitoring.alerts()}
@@ -315,6 +320,7 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
         manifests_dir / f"{bundle.PACKAGE}_monitoring.coreos.com_v1_prometheusrule.yaml",
         REPO / "docs" / "grafana-dashboard.json",
         REPO / "deploy" / "install.yaml",
+        REPO / "deploy" / "network-policies.yaml",
     }
     assert {p for p in set(three_pages) & set(pages) if pages[p] != three_pages[p]} == {
         docs.MONITORING,

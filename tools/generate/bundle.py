@@ -13,6 +13,7 @@ example file in ``examples/``, images); ``shared.controller.serving`` (ports). O
     bundle/bundle.Dockerfile
     images/<operator>-operator/Dockerfile   (one image per operator)
     deploy/install.yaml                     (installing without OLM)
+    deploy/network-policies.yaml            (the operators' NetworkPolicies alone, for OLM installs)
     docs/grafana-dashboard.json and the PrometheusRule (tools/generate/monitoring.py)
 
 The metrics table of the documentation is written by ``make docs`` (tools/generate/docs.py).
@@ -277,6 +278,42 @@ def disruption_budget(op: OperatorDescription) -> dict[str, Any]:
     }
 
 
+def network_policy(op: OperatorDescription) -> dict[str, Any]:
+    """Ingress to the operator's pods only on its metrics and probe ports (issue #25).
+
+    Selects what the Deployment selects. The operators serve nothing else: their work is
+    outbound, to the API server. So egress stays open: the API server's address is the
+    cluster's (the ``kubernetes`` Service is rewritten to the endpoints' addresses before most
+    CNIs apply a policy, and those are host or load-balancer addresses that differ per cluster),
+    and a policy that guessed it wrong would cut the operators off. Not in the OLM bundle: OLM
+    before v0.32 fails the whole InstallPlan on a NetworkPolicy, and the pinned operator-sdk's
+    ``bundle validate`` refuses the kind (docs/operations/install.md).
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": op.deployment,
+            "labels": {"app.kubernetes.io/name": op.deployment, "app.kubernetes.io/part-of": PACKAGE},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    # From anywhere: where Prometheus runs, and the kubelet's address, are the
+                    # cluster's. Numbers, not the container ports' names: every CNI that
+                    # enforces policies understands them.
+                    "ports": [
+                        {"port": DEFAULT_METRICS_PORT, "protocol": "TCP"},
+                        {"port": DEFAULT_PROBE_PORT, "protocol": "TCP"},
+                    ]
+                }
+            ],
+        },
+    }
+
+
 def own_namespace_rules(rules: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rules about the operator's own namespace: the leader-election Lease."""
     return [dict(r) for r in rules if leases.GROUP in r["apiGroups"]]
@@ -422,7 +459,7 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
-    Deployment, PodDisruptionBudget, Service.
+    Deployment, PodDisruptionBudget, Service, NetworkPolicy.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
@@ -492,6 +529,10 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
             {
                 **metrics_service(op),
                 "metadata": {**metrics_service(op)["metadata"], "namespace": INSTALL_NAMESPACE},
+            },
+            {
+                **network_policy(op),
+                "metadata": {**network_policy(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
         ]
     return docs
@@ -591,6 +632,13 @@ def render(version: str, registry: str) -> dict[Path, str]:
     files[REPO / "docs" / "grafana-dashboard.json"] = monitoring.dashboard_json()
     docs = "".join("---\n" + to_yaml(doc, "") for doc in plain_install(version, registry))
     files[REPO / "deploy" / "install.yaml"] = "# Install without OLM. " + GENERATED[2:] + docs
+    policies = "".join("---\n" + to_yaml(network_policy(op), "") for op in ops)
+    files[REPO / "deploy" / "network-policies.yaml"] = (
+        "# The operators' NetworkPolicies, for an OLM install (deploy/install.yaml has them):\n"
+        "#   kubectl apply -n <the operators' namespace> -f deploy/network-policies.yaml\n"
+        + GENERATED
+        + policies
+    )
     return files
 
 

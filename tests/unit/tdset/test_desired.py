@@ -1,6 +1,8 @@
 """Pure builders of the TDSet's children: Deployment, patch, Service and the HPA floor."""
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
 from hypothesis import given
@@ -40,7 +42,13 @@ def test_deployment_is_owned_labelled_and_selects_only_its_pods():
 
 def test_view_reads_back_what_the_manifest_set():
     view = observed(7, "img:2", 8080)
-    assert view.fields() == {"replicas": 7, "image": "img:2", "port": 8080, "runAsUser": None}
+    assert view.fields() == {
+        "replicas": 7,
+        "image": "img:2",
+        "port": 8080,
+        "runAsUser": None,
+        "automountServiceAccountToken": False,
+    }
     assert not view.available and view.ready == 0
 
 
@@ -75,7 +83,13 @@ def test_image_or_port_change_replaces_the_container_list():
         {**SPEC, "container": {"image": "nginx:1.27", "port": 8080}},
     ):
         patch = desired.deployment_patch(observed(), spec, None)
-        template = {"spec": {"containers": [desired.container(spec)], "securityContext": None}}
+        template = {
+            "spec": {
+                "containers": [desired.container(spec)],
+                "securityContext": None,
+                "automountServiceAccountToken": False,
+            }
+        }
         assert patch == {
             "metadata": {"annotations": {desired.APPLIED: desired.template_hash(spec)}},
             "spec": {"template": template},
@@ -105,8 +119,8 @@ def test_a_template_rewritten_by_admission_is_not_written_again():
 
 
 def test_a_deployment_written_before_the_annotation_is_compared_field_by_field():
-    """No rollout on upgrade: an unannotated Deployment with the same image and port (and an
-    unnamed port) is current; one with another image is patched."""
+    """An unannotated Deployment with the same fields (and an unnamed port) is current; one
+    with another image is patched, and so is one written before pods stopped getting a token."""
     body = desired.deployment_manifest(OWNER, SPEC, 3)
     body["metadata"].pop("annotations")
     body["spec"]["template"]["spec"]["containers"][0]["ports"][0].pop("name")
@@ -114,6 +128,9 @@ def test_a_deployment_written_before_the_annotation_is_compared_field_by_field()
     assert old.applied is None and old.port_name is None
     assert desired.deployment_patch(old, SPEC, 3) is None
     assert desired.deployment_patch(old, {**SPEC, "container": {"image": "x:1", "port": 80}}, 3)
+    body["spec"]["template"]["spec"].pop("automountServiceAccountToken")
+    patch = desired.deployment_patch(desired.deployment_view(body), SPEC, 3)
+    assert patch["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
 def test_patches_carry_the_deployments_uid_as_a_precondition():
@@ -266,3 +283,55 @@ def test_floor_patch_remembers_the_users_value_once_and_restore_gives_it_back():
         "metadata": {"annotations": {desired.FLOOR_OWNER: None, desired.ORIGINAL_MIN: None}},
         "spec": {"minReplicas": 2},
     }
+
+
+def test_pods_mount_no_service_account_token_unless_asked():
+    """#25: the Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
+    pod = desired.deployment_manifest(OWNER, SPEC, 1)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    off = {**SPEC, "container": {**SPEC["container"], "automountServiceAccountToken": False}}
+    assert desired.template_hash(off) == desired.template_hash(SPEC)  # the schema's default
+    on = {**SPEC, "container": {**SPEC["container"], "automountServiceAccountToken": True}}
+    body = desired.deployment_manifest(OWNER, on, 1)
+    assert body["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    # Asking for it, and no longer asking, are template changes: the Deployment rolls.
+    patch = desired.deployment_patch(observed(), on, None)
+    assert patch["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert patch["metadata"]["annotations"] == {desired.APPLIED: desired.template_hash(on)}
+    body["metadata"].update(namespace="ns", generation=1)
+    with_token = desired.deployment_view(body)
+    assert with_token.automount_token is True and desired.deployment_patch(with_token, on, 1) is None
+    back = desired.deployment_patch(with_token, SPEC, None)
+    assert back["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    # Only an explicit true mounts one: a value that slipped past the schema does not.
+    odd = {**SPEC, "container": {**SPEC["container"], "automountServiceAccountToken": "yes"}}
+    assert desired.automount_token(odd) is False
+
+
+def test_a_deployment_annotated_by_a_release_before_the_token_default_is_patched_once():
+    """Its annotation holds the hash of a template without the field: the upgrade writes the
+    template once (docs/operations/upgrades.md), then the new annotation holds."""
+    body = desired.deployment_manifest(OWNER, SPEC, 3)
+    body["spec"]["template"]["spec"].pop("automountServiceAccountToken")
+    before = {"container": desired.container(SPEC), "securityContext": None}
+    old_hash = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    body["metadata"].update(namespace="ns", generation=1, annotations={desired.APPLIED: old_hash})
+    old = desired.deployment_view(body)
+    patch = desired.deployment_patch(old, SPEC, 3)
+    assert patch["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert patch["metadata"]["annotations"] == {desired.APPLIED: desired.template_hash(SPEC)}
+    assert desired.deployment_patch(observed(), SPEC, 3) is None
+
+
+def test_a_policy_that_rewrites_the_token_field_is_not_fought():
+    """A mutating admission policy forces the field off: what the server stored for our write
+    is what we compare with, so no pass writes the template again — until someone edits it."""
+    on = {**SPEC, "container": {**SPEC["container"], "automountServiceAccountToken": True}}
+    body = desired.deployment_manifest(OWNER, on, 3)
+    body["spec"]["template"]["spec"]["automountServiceAccountToken"] = False  # the policy's
+    body["metadata"].update(namespace="ns", generation=1)
+    forced = desired.deployment_view(body)
+    stored = forced.template_fields()
+    assert desired.deployment_patch(forced, on, 3, stored) is None
+    edited = dataclasses.replace(forced, automount_token=None)
+    assert "template" in desired.deployment_patch(edited, on, 3, stored)["spec"]

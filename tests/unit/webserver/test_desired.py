@@ -1,3 +1,5 @@
+import hashlib
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -291,8 +293,13 @@ def test_service_manifest_and_drift():
 
 
 def test_run_as_user_gives_restricted_pods_and_leaves_other_hashes_alone():
-    # A WebServer without runAsUser keeps the hash it had before the field existed.
-    assert desired.template(SPEC) == {"image": "nginx:1", "port": 80, "resources": {}}
+    # Without runAsUser the template has no security context: setting it is what changes the hash.
+    assert desired.template(SPEC) == {
+        "image": "nginx:1",
+        "port": 80,
+        "resources": {},
+        "automountServiceAccountToken": False,
+    }
     spec = {**SPEC, "runAsUser": 101}
     assert desired.template_hash(spec) != H
     pod = desired.pod_manifest(OWNER, spec, 0)
@@ -302,3 +309,34 @@ def test_run_as_user_gives_restricted_pods_and_leaves_other_hashes_alone():
     (c,) = pod["spec"]["containers"]
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert "securityContext" not in desired.pod_manifest(OWNER, SPEC, 0)["spec"]
+
+
+def test_pods_mount_no_service_account_token_unless_asked():
+    """#25: a web server needs no API credentials; an image that calls the API asks for them."""
+    assert desired.pod_manifest(OWNER, SPEC, 0)["spec"]["automountServiceAccountToken"] is False
+    off = {**SPEC, "automountServiceAccountToken": False}  # what the schema's default stores
+    assert desired.template_hash(off) == H
+    assert desired.pod_manifest(OWNER, off, 0) == desired.pod_manifest(OWNER, SPEC, 0)
+    on = {**SPEC, "automountServiceAccountToken": True}
+    assert desired.pod_manifest(OWNER, on, 0)["spec"]["automountServiceAccountToken"] is True
+    # Asking for it (or no longer) is a template change: the pods are rolled, under new names.
+    assert desired.template_hash(on) != H
+    assert desired.pod_manifest(OWNER, on, 0)["metadata"]["name"] != desired.pod_name("web", H, 0)
+    # Three ready old pods, default bounds (surge 1, unavailable 0): one new pod first.
+    assert plan("web", on, [pod(0), pod(1), pod(2)]) == desired.Plan(create_slots=[0])
+    # Only an explicit true mounts one: a value that slipped past the schema does not.
+    assert desired.template_hash({**SPEC, "automountServiceAccountToken": "yes"}) == H
+
+
+def test_the_hash_of_a_webserver_from_before_the_token_default_changes_once():
+    """Pods made by a release that did not set the field carry the hash of a template without
+    it: the upgrade rolls them (docs/operations/upgrades.md), whatever the field's value."""
+    before = {"image": "nginx:1", "port": 80, "resources": {}}
+    old_hash = hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[
+        :10
+    ]
+    assert old_hash not in {
+        desired.template_hash({**SPEC, "automountServiceAccountToken": v}) for v in (False, True)
+    }
+    old = [pod(0, old_hash), pod(1, old_hash), pod(2, old_hash)]
+    assert plan("web", SPEC, old) == desired.Plan(create_slots=[0])
