@@ -30,12 +30,15 @@ while they run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from localcluster.binaries import _go_env, log, run_go
@@ -92,8 +95,32 @@ def ensure(tool: str) -> Path:
     sources += sorted(p for p in module.glob("*.go") if p.name != "tools.go")
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     target = cache_root() / f"{tool}-{digest}" / next(iter(TOOLS[tool]))
-    if all(os.access(target.parent / name, os.X_OK) for name in TOOLS[tool]):
+    if _built(tool, target):
         return target
+    with _locked(target.parent):
+        # Another process (a parallel test worker, make) may have built it while we waited.
+        if not _built(tool, target):
+            _build(tool, module, target)
+    return target
+
+
+def _built(tool: str, target: Path) -> bool:
+    return all(os.access(target.parent / name, os.X_OK) for name in TOOLS[tool])
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One build of a tool at a time: two would share (and delete) one ``.partial`` directory."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with directory.with_name(directory.name + ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(tool: str, module: Path, target: Path) -> None:
     partial = target.parent.with_name(target.parent.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -121,7 +148,6 @@ def ensure(tool: str) -> Path:
     shutil.rmtree(target.parent, ignore_errors=True)
     partial.rename(target.parent)
     log(f"{tool} ready in {target.parent} ({time.monotonic() - start:.0f}s)")
-    return target
 
 
 def _copy_module_files(tool: str, module: Path, into: Path) -> None:
