@@ -137,7 +137,7 @@ def test_dockerfile_parsing_finds_bases_stages_and_copy_sources() -> None:
 def test_stand_in_names_match_what_the_dockerfiles_and_tools_use() -> None:
     from tools.generate import bundle, catalog
 
-    gomod = (REPO / "tools" / "go" / "opm" / "go.mod").read_text()
+    gomod = (REPO / "localcluster" / "go" / "opm" / "go.mod").read_text()
     assert f"github.com/operator-framework/operator-registry {images.OPM_VERSION}\n" in gomod
     assert catalog.OPM_IMAGE == images.OPM_BASE
     assert images.DEFAULT_REGISTRY == bundle.DEFAULT_REGISTRY
