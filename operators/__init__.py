@@ -4,7 +4,8 @@
 ``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.api.description.OperatorDescription`),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
 documentation's API reference and metrics table) reads :func:`descriptions`;
-``operators/<name>/__main__.py`` is the same two lines everywhere and calls :func:`main`. A new
+``operators/<name>/__main__.py`` is the same two lines everywhere and calls :func:`main`, which
+builds the operator from its description and its reconciler (:mod:`shared.controller.builder`). A new
 operator is a new package plus its name here.
 
 The packages are imported by name, never statically from here: ``operators.netperf`` imports
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from shared.api.description import OperatorDescription
 
@@ -37,15 +39,23 @@ def descriptions() -> tuple[OperatorDescription, ...]:
 
 
 def main(package: str | None, argv: Sequence[str] | None = None) -> None:
-    """``python -m operators.<name>``: register the handlers, parse the options, run kopf.
+    """``python -m operators.<name>``: build the operator from its description and reconciler,
+    parse the options, run it.
 
     ``package`` is the ``__package__`` of the calling ``__main__`` (``operators.<name>``).
     """
-    from shared.controller.runtime import parse_options  # kopf: only for a process that runs an operator
+    # The controller runtime (kopf, aiohttp, prometheus_client): only for a process that runs one.
+    from shared.controller.builder import Operator
+    from shared.controller.runtime import parse_options
 
     if not package or not package.startswith(f"{__name__}."):
         raise SystemExit(f"run an operator as `python -m {__name__}.<name>`, not from {package!r}")
     op = description(package.rpartition(".")[2])
-    handlers = importlib.import_module(op.handlers)  # importing registers the kopf handlers
-    handlers.runtime.options = parse_options(sys.argv[1:] if argv is None else argv, prog=op.name)
-    handlers.runtime.run()
+    operator = Operator(op, reconciler(op))
+    operator.run(parse_options(sys.argv[1:] if argv is None else argv, prog=op.name))
+
+
+def reconciler(op: OperatorDescription) -> Any:
+    """The reconciler class ``op`` names (``module:Class``)."""
+    module, _, name = op.reconcile.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -3,20 +3,24 @@
 Each layer imports only the layers below it (import-linter's ``layers`` contract in
 ``pyproject.toml``), and no module takes part in an import cycle (``tests/unit/test_imports.py``).
 
-:mod:`shared.controller` — the operator process (kopf, prometheus_client, aiohttp's server):
+:mod:`shared.controller` — the operator process (kopf through one adapter, prometheus_client,
+aiohttp's server):
 
-- :mod:`shared.controller.runtime`    options, logging and kopf settings common to all operators
+- :mod:`shared.controller.builder`    an operator from its description and its reconciler class
+- :mod:`shared.controller.runtime`    the process: options, start-up and shut-down, leader election
+- :mod:`shared.controller.kopf_adapter`  the one module that imports kopf (watches, the process loop)
+- :mod:`shared.controller.watches`    what an operator watches, as data
 - :mod:`shared.controller.workqueue`  per-object reconcile loop: kicks from children, exact wake-ups, backoff
 - :mod:`shared.controller.retry`      per-object exponential backoff
 - :mod:`shared.controller.caches`     server-side label-filtered watches and owner -> children indexes
 - :mod:`shared.controller.informer`   a relisting watch for what kopf does not watch
 - :mod:`shared.controller.metrics`    controller-runtime compatible metrics on a private registry
 - :mod:`shared.controller.serving`    ``/metrics``, ``/healthz``, ``/readyz``
-- :mod:`shared.controller.reconcile`  handler decorator: metrics + retry policy
 
 :mod:`shared.client` — talking to the API server (aiohttp):
 
 - :mod:`shared.client.kube`      the asynchronous Kubernetes client every write goes through
+- :mod:`shared.client.events`    Events about reconciled objects, posted through that client
 - :mod:`shared.client.leader`    leader election on a Lease, and the write fence
 - :mod:`shared.client.statuses`  status written whole, only when it changed
 - :mod:`shared.client.services`  converging the optional one-port Service

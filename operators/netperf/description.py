@@ -1,12 +1,12 @@
-"""The Netperf operator as data: what the tools, the entry point and the handlers read.
+"""The Netperf operator as data: what the tools, the entry point and the builder read.
 
-See :mod:`shared.api.description`; the API and the rules themselves stay in :mod:`.schema` and
-:mod:`.rbac`.
+See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the logic in
+:mod:`.reconciler`.
 """
 
 from __future__ import annotations
 
-from operators.netperf import rbac, schema
+from operators.netperf import schema
 from shared.api.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -15,9 +15,10 @@ DESCRIPTION = OperatorDescription(
     name="netperf",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.netperf.handlers:reconcile",
-    resources=(Resource("Pod", "v1", "pods"),),
-    rules=rbac.RULES,
+    reconcile="operators.netperf.reconciler:NetperfReconciler",
+    # create/delete the server and client pods; get after AlreadyExists and for the client's
+    # output (the log is read from the pod's termination message); patch adopts an orphan.
+    resources=(Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),),
     display="Netperf",
     summary="A one-step pod-to-pod network benchmark: a netserver pod, a netperf client pod, results in "
     "status.",

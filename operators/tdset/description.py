@@ -1,12 +1,12 @@
-"""The TDSet operator as data: what the tools, the entry point and the handlers read.
+"""The TDSet operator as data: what the tools, the entry point and the builder read.
 
-See :mod:`shared.api.description`; the API and the rules themselves stay in :mod:`.schema` and
-:mod:`.rbac`.
+See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the logic in
+:mod:`.reconciler`.
 """
 
 from __future__ import annotations
 
-from operators.tdset import rbac, schema
+from operators.tdset import schema
 from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -15,14 +15,22 @@ DESCRIPTION = OperatorDescription(
     name="tdset",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.tdset.handlers:reconcile",
+    reconcile="operators.tdset.reconciler:TDSetReconciler",
     resources=(
-        Resource("Deployment", "v1", "deployments"),
-        Resource("Service", "v1", "services"),
-        # The user's HPA: watched (all of them) and given a floor, never owned.
-        Resource("HorizontalPodAutoscaler", "v2", "horizontalpodautoscalers", child=False),
+        # create it, patch (scale, template, adopt an orphan); get after AlreadyExists.
+        Resource("Deployment", "v1", "deployments", group="apps", verbs=("create", "delete", "get", "patch")),
+        # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
+        Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
+        # The user's HPA: watched (all of them) and given a floor (patch), never owned.
+        Resource(
+            "HorizontalPodAutoscaler",
+            "v2",
+            "horizontalpodautoscalers",
+            child=False,
+            group="autoscaling",
+            verbs=("patch",),
+        ),
     ),
-    rules=rbac.RULES,
     display="TDSet",
     summary="A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",
     tagline="time-of-day scaling",

@@ -1,12 +1,12 @@
-"""The WebServer operator as data: what the tools, the entry point and the handlers read.
+"""The WebServer operator as data: what the tools, the entry point and the builder read.
 
-See :mod:`shared.api.description`; the API and the rules themselves stay in :mod:`.schema` and
-:mod:`.rbac`.
+See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the logic in
+:mod:`.reconciler`.
 """
 
 from __future__ import annotations
 
-from operators.webserver import rbac, schema
+from operators.webserver import schema
 from shared.api.description import NAMESPACED, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -15,9 +15,13 @@ DESCRIPTION = OperatorDescription(
     name="webserver",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.webserver.handlers:reconcile",
-    resources=(Resource("Pod", "v1", "pods"), Resource("Service", "v1", "services")),
-    rules=rbac.RULES,
+    reconcile="operators.webserver.reconciler:WebServerReconciler",
+    resources=(
+        # create/delete pods; get after AlreadyExists (whose pod is it?); patch adopts an orphan.
+        Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),
+        # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
+        Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
+    ),
     display="WebServer",
     summary="N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",
     tagline="web-server pods",

@@ -6,11 +6,9 @@ children it owns, its reconcile function and everything generated around it. Her
 :class:`OperatorDescription` per operator package (``operators/<name>/description.py``), listed
 once in ``operators.PACKAGES``, and read by
 
-- the operator's own handlers: :meth:`shared.controller.runtime.Runtime.for_operator` builds
-  their runtime from it (app label, controller, watched children, metrics registry with exactly
-  the declared metrics);
-- ``python -m operators.<name>`` (``operators.main``): the handlers module named by
-  :attr:`~OperatorDescription.reconcile`;
+- the builder (:class:`shared.controller.builder.Operator`): the operator's runtime (app label,
+  controller, metrics registry with exactly the declared metrics), its watches, and its
+  reconciler named by :attr:`~OperatorDescription.reconcile` (``python -m operators.<name>``);
 - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
   permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
   Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts, dashboard panels),
@@ -19,7 +17,8 @@ once in ``operators.PACKAGES``, and read by
 
 Before, each of those listed the three operators by hand, so adding one meant editing every
 tool and keeping their copies of its text in step. Logic stays where it was: a description
-points at the operator's ``schema.CRD`` and ``rbac.RULES``, it does not restate them.
+points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules are derived from
+what it declares it watches and calls (:attr:`OperatorDescription.rules`).
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
 manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`
@@ -32,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.api import leases
 from shared.api.crd import CRDSpec
 
 NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
@@ -54,14 +54,25 @@ class Resource:
     """A kind the operator creates or changes besides its primary one (the CSV's ``resources``).
 
     ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
-    are watched through a server-side label selector (:func:`shared.controller.caches.watch_only_managed`).
-    Objects it only adjusts (an HPA it gives a floor) are not children.
+    are watched through a server-side label selector (:meth:`shared.controller.builder.Context.owns`).
+    Objects it only adjusts (an HPA it gives a floor) are not children. Every resource is
+    watched (``list``, ``watch``); ``verbs`` are the other calls the operator makes on it, and
+    with them the RBAC rule of the kind (:attr:`OperatorDescription.rules`).
     """
 
     kind: str
     version: str
     plural: str
     child: bool = True
+    group: str = ""  # "" is the core API
+    verbs: tuple[str, ...] = ()
+
+    def rule(self) -> dict[str, Any]:
+        return {
+            "apiGroups": [self.group],
+            "resources": [self.plural],
+            "verbs": sorted({"list", "watch", *self.verbs}),
+        }
 
 
 @dataclass(frozen=True)
@@ -102,9 +113,8 @@ class OperatorDescription:
     name: str  # package operators/<name>, image <name>-operator, controller and job names
     app: str  # app.kubernetes.io/name of every child
     crd: CRDSpec  # the primary resource
-    reconcile: str  # "module:function", the reconcile pass; the module registers the kopf handlers
+    reconcile: str  # "module:Class", its reconciler (shared.controller.builder.Reconciler)
     resources: tuple[Resource, ...]
-    rules: Sequence[Mapping[str, Any]]  # RBAC, namespaced (the CSV's ``permissions``)
     # The bundle: display name, one-line summary (owned CRD, image label), a phrase for the
     # CSV's one-line description, keywords, a Markdown section of the CSV's description and
     # the example (a path from the repository root; alm-examples).
@@ -118,11 +128,13 @@ class OperatorDescription:
     alerts: tuple[Alert, ...] = ()  # beyond the shared ones (operator down or not scraped, errors)
     panels: tuple[Panel, ...] = ()  # its dashboard panels
     images: tuple[Image, ...] = ()  # operand images it needs
+    # RBAC beyond what :attr:`rules` derives from the resources (namespaced, the CSV's ``permissions``).
+    extra_rules: Sequence[Mapping[str, Any]] = ()
 
     def __post_init__(self) -> None:
         module, _, function = self.reconcile.partition(":")
         if not (module and function):
-            raise ValueError(f"{self.name}: reconcile must be 'module:function', not {self.reconcile!r}")
+            raise ValueError(f"{self.name}: reconcile must be 'module:Class', not {self.reconcile!r}")
         for m in self.metrics:
             if m.kind not in METRIC_KINDS:
                 raise ValueError(f"{self.name}: metric {m.name} has unknown type {m.kind!r}")
@@ -141,9 +153,35 @@ class OperatorDescription:
         return f"{self.name}-operator"
 
     @property
-    def handlers(self) -> str:
-        """The module that registers the kopf handlers and holds ``runtime``."""
+    def reconciler_module(self) -> str:
+        """The module of its reconciler."""
         return self.reconcile.partition(":")[0]
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        """Its RBAC rules (namespaced: the CSV's ``permissions``), exactly the calls it makes:
+        its watches, status writes and Events, the Lease of its leader election, each resource's
+        ``verbs``, and :attr:`extra_rules`. The RBAC tests run each operator with nothing else
+        and compare the calls the API server saw (audit log) with them."""
+        group, plural = self.crd.group, self.crd.plural
+        rules: list[dict[str, Any]] = [
+            # The builder's watch of the primary resource.
+            {"apiGroups": [group], "resources": [plural], "verbs": ["list", "watch"]},
+            # shared.client.statuses.StatusWriter: the status subresource, merge patch.
+            {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["patch"]},
+        ]
+        if self.child_resources:
+            # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
+            # admission plugin is on (OpenShift; the local API server), setting it needs update here.
+            rules.append({"apiGroups": [group], "resources": [f"{plural}/finalizers"], "verbs": ["update"]})
+        rules += [r.rule() for r in self.resources]
+        # shared.client.events: Events about the objects it reconciles.
+        rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+        # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by
+        # name, created when missing.
+        rules += leases.rules(self.app)
+        rules += [dict(r) for r in self.extra_rules]
+        return rules
 
     @property
     def child_resources(self) -> tuple[str, ...]:

@@ -26,8 +26,8 @@ tools only.
 **Fencing.** A Lease is a promise between well-behaved processes: the API server does not stop
 a deposed leader from writing. So every write this process makes checks, just before it is
 sent, that its last successful renewal is less than the renew deadline old
-(:meth:`LeaderElector.fence`, installed in :class:`shared.client.kube.KubeClient` and, by
-:func:`fence_kopf_writes`, in kopf's client, which posts the Events). A standby can take the
+(:meth:`LeaderElector.fence`, installed in :class:`shared.client.kube.KubeClient`, which makes
+every write of the operator, its Events included; kopf only watches). A standby can take the
 Lease only a full lease duration after it saw the last renewal, and it saw it after the leader
 sent it, so a leader that keeps the rule stops writing at least ``lease - renew`` (5 s) before
 anyone else may start (for clocks that run at the same rate, client-go's assumption too). A
@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import itertools
 import logging
 import math
 import os
@@ -55,7 +54,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -362,63 +361,3 @@ class LeaderElector:
             return False
         logger.info(f"released lease {self.config.namespace}/{self.config.name}")
         return True
-
-
-def fence_kopf_writes(fence: Callable[[str, str], None]) -> Callable[[], None]:
-    """Call ``fence`` before every attempt of every write kopf makes (its Events); returns an undo.
-
-    kopf's ``api.request`` retries a failed request by itself (Events: for up to 54 s), and its
-    ``authenticated`` decorator sends it again after a re-login, so a check at the start of the
-    call would not cover an attempt sent after leadership lapsed. The wrapper replaces the
-    undecorated function: it makes the attempts itself, one single-attempt call each with
-    kopf's backoffs between, asks ``fence`` before each, and is decorated again as kopf's was.
-    A refused Event (on a standby) is dropped with a debug log instead of failing kopf's
-    poster. kopf is pinned (``constraints.txt``); ``tests/unit/test_leader.py`` fails if these
-    internals change shape.
-    """
-    from kopf._cogs.clients import api, auth, errors, events
-
-    original_request, original_post_event = api.request, events.post_event
-    if getattr(original_request, "_fenced", False):
-        raise RuntimeError("kopf's writes are already fenced")
-    raw = original_request.__wrapped__  # type: ignore[attr-defined]  # functools.wraps
-    # What kopf's own loop retries (kopf._cogs.clients.api.request).
-    retried = (
-        aiohttp.ClientConnectionError,
-        errors.APIServerError,
-        TimeoutError,
-        errors.APIForbiddenError,
-        errors.APITooManyRequestsError,
-    )
-
-    async def fenced(method: str, url: str, *, settings: Any, backoffs: Any = None, **kwargs: Any) -> Any:
-        if method.upper() in READ_METHODS:
-            return await raw(method, url, settings=settings, backoffs=backoffs, **kwargs)
-        effective = settings.networking.error_backoffs if backoffs is None else backoffs
-        delays: Iterable[float] = effective if isinstance(effective, Iterable) else [effective]
-        for delay in itertools.chain(delays, [None]):
-            fence(method.upper(), url)
-            try:
-                return await raw(method, url, settings=settings, backoffs=(), **kwargs)
-            except retried:
-                if delay is None:
-                    raise
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    async def post_event(**kwargs: Any) -> None:
-        try:
-            await original_post_event(**kwargs)
-        except NotLeaderError as exc:
-            logger.debug(f"event {kwargs.get('reason')!r} not posted: {exc}")
-
-    request = auth.authenticated(fenced)
-    request._fenced = True  # type: ignore[attr-defined]  # a marker on the function: fenced once
-    api.request = request
-    events.post_event = post_event
-
-    def undo() -> None:
-        api.request = original_request
-        events.post_event = original_post_event
-
-    return undo

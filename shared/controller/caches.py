@@ -1,9 +1,8 @@
 """Label-filtered watches and an owner -> children cache.
 
-An operator must neither list nor hold objects that are not its own. kopf's handler
-``labels=`` filters are client-side (the object is still listed and kept); the server-side
-``settings.watching.label_selectors`` (kopf >= 1.45) are sent as ``labelSelector`` on LIST and
-WATCH, so the API server never sends foreign pods at all.
+An operator must neither list nor hold objects that are not its own: children are watched with
+a server-side ``labelSelector`` (:func:`managed_labels`, a :class:`~shared.controller.watches.Watch`'s
+``labels``), so the API server never sends foreign pods at all.
 
 On top of that, :class:`OwnerCache` maps (namespace, controller UID) to a small summary of each
 child, fed by the child kind's watch events, so a reconcile finds its children without an API
@@ -28,11 +27,9 @@ late write-through, would stay in the cache for good, as no event would ever rem
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
-
-import kopf
 
 from shared.api.ownership import INSTANCE, controller_of, managed_selector
 from shared.api.versions import is_later, revision
@@ -45,16 +42,8 @@ S = TypeVar("S")
 DELETED_UIDS = 10_000
 
 
-def watch_only_managed(settings: kopf.OperatorSettings, resources: Iterable[str], app: str) -> str:
-    """Make every watch of the child ``resources`` server-side filtered to this app's children."""
-    selector = managed_selector(app)
-    for resource in resources:
-        settings.watching.label_selectors[resource] = selector
-    return selector
-
-
 def managed_labels(app: str) -> dict[str, str]:
-    """The same selector as a dict, for kopf's (client-side) ``labels=`` handler filters."""
+    """The labels every child of ``app`` carries: the selector of the children's watches."""
     return dict(part.split("=", 1) for part in managed_selector(app).split(","))
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 
-import kopf
 import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
@@ -65,9 +64,13 @@ PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class TerminalError(Exception):
+    """A failure that retrying cannot fix (controller-runtime's ``reconcile.TerminalError``):
+    counted in ``controller_runtime_terminal_reconcile_errors_total``."""
+
+
 def is_terminal(exc: BaseException) -> bool:
-    """A failure that retrying cannot fix (kopf's PermanentError)."""
-    return isinstance(exc, kopf.PermanentError)
+    return isinstance(exc, TerminalError)
 
 
 RECONCILE_BUCKETS = (

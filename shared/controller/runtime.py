@@ -1,7 +1,9 @@
-"""Start-up conventions shared by every operator: options, logging, kopf settings, endpoints.
+"""The operator process shared by every operator: options, start-up and shut-down, endpoints.
 
-An operator package calls :func:`run` from its ``__main__`` with its name, the controllers it
-reports metrics for and the child resources it watches; everything else is the same for all:
+A :class:`Runtime` holds what one process shares (metrics, readiness, options, the leader
+election) and runs the watches it is given (:mod:`shared.controller.builder` makes both from an
+operator's description and reconciler); kopf is reached through :mod:`shared.controller.kopf_adapter`.
+Everything below is the same for all operators:
 
 - options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
   ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``, ``KUBE_API_QPS``,
@@ -19,18 +21,14 @@ reports metrics for and the child resources it watches; everything else is the s
   (``--leader-election-lease-duration``/``-renew-deadline``/``-retry-period``, env
   ``LEADER_ELECTION_LEASE_DURATION`` etc., seconds: 15, 10, 2). Every process watches and
   reports ready; only the leader's controllers run (:meth:`Runtime.active`), and its writes,
-  kopf's Events included, are fenced;
-- kopf itself standalone (kopf's peering is not a Lease election and is not used), with
-  resource scanning disabled so no cluster-wide namespace/CRD list permission is needed, and
-  handler progress kept in annotations only (``status.kopf`` would be pruned by structural
-  schemas);
-- Events only for warnings and errors from kopf itself; operators post their decisions
-  explicitly;
+  Events included, are fenced;
+- kopf only watches (:mod:`shared.controller.kopf_adapter`); Events are posted through the
+  operator's own client (:mod:`shared.client.events`);
 - server-side label selectors on child watches (:mod:`shared.controller.caches`);
 - ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.controller.serving`); ``WATCH_FAILURE_TIMEOUT``
   (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
 - watches that reconnect fast after an API outage and notice dead connections (see
-  :func:`configure_settings`).
+  :func:`shared.controller.kopf_adapter.configure_settings`).
 """
 
 from __future__ import annotations
@@ -44,16 +42,15 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import kopf
+from typing import TypeVar
 
 from shared.api import leases
 from shared.api.clock import OFFSET_ENV, Clock
 from shared.api.description import OperatorDescription
 from shared.client import leader
+from shared.client.events import EventRecorder
 from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
-from shared.controller.caches import watch_only_managed
+from shared.controller import kopf_adapter
 from shared.controller.metrics import Metrics
 from shared.controller.serving import (
     DEFAULT_BLIND_AFTER,
@@ -61,19 +58,18 @@ from shared.controller.serving import (
     DEFAULT_PROBE_PORT,
     Endpoints,
     Readiness,
-    track_watches,
 )
+from shared.controller.watches import Watch
 from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES, Controller
 
-LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
-PROGRESS_PREFIX = "operators.k8s-operators-py.dev"
+LOG_FORMATS = ("full", "json", "plain")
 WATCH_FAILURE_TIMEOUT_ENV = "WATCH_FAILURE_TIMEOUT"  # seconds a watch may fail before /healthz does
 logger = logging.getLogger("shared.runtime")
 N = TypeVar("N", int, float)
 
 
 def operator_identity() -> str:
-    """Who this process is, for kopf's peering identity and logs; never fails.
+    """Who this process is, for kopf's identity and logs; never fails.
 
     kopf's own detection calls ``getpass.getuser()``, which raises for a UID without a passwd
     entry and no ``USER``/``LOGNAME`` in the environment: exactly how containers run (our
@@ -274,54 +270,6 @@ def add_leader_election_options(parser: argparse.ArgumentParser, env: Mapping[st
         )
 
 
-def configure_settings(settings: kopf.OperatorSettings, app: str, child_resources: Iterable[str]) -> None:
-    """Apply the shared kopf settings (see the module docstring for why each is set)."""
-    settings.peering.standalone = True
-    settings.scanning.disabled = True
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PROGRESS_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PROGRESS_PREFIX, key="last-handled-configuration"
-    )
-    settings.posting.level = logging.WARNING
-    # The server ends each watch after 5 min, and the client drops one after 5.5 min: a
-    # connection that died without a FIN or RST (a partition) is noticed, not waited on forever.
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    # API retries at most 2 s apart (kopf's default grows to 21 s between attempts, so an
-    # outage of 22 s took 12 s more to recover from); a watch whose retries run out connects
-    # again, and one that fails otherwise starts over (shared.controller.serving.track_watches).
-    settings.networking.error_backoffs = (0.5, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2)
-    watch_only_managed(settings, child_resources, app)
-
-
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """kopf's credentials, never left on disk.
-
-    In a pod, the official client's in-cluster loader: it reads the ServiceAccount's files and
-    takes the API server's address from ``KUBERNETES_SERVICE_HOST`` (kopf's own
-    service-account login uses ``kubernetes.default.svc``, a name that needs cluster DNS).
-    Elsewhere, kopf's kubeconfig loader, which keeps an embedded certificate and key in memory:
-    the official one writes them to temp files removed only at a clean exit, so every SIGKILL
-    left a client key on disk. Kubeconfigs that need a plugin (exec, auth-provider) still go
-    through the official client.
-    """
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return kopf.login_via_client(**kwargs)
-    info = kopf.login_with_kubeconfig(**kwargs)
-    if info is not None and (info.token or info.certificate_data or info.certificate_path or info.username):
-        return info
-    return kopf.login_via_client(**kwargs)
-
-
-def post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-    """``kopf.event`` for the object ``body`` describes, a stored body or kopf's own.
-
-    kopf annotates the object as a ``kopf.Body``, but it only reads the reference fields
-    (apiVersion, kind, metadata name/namespace/uid) with ``.get``: any mapping serves.
-    """
-    kopf.event(body, type=type, reason=reason, message=message)  # type: ignore[arg-type]
-
-
 @dataclass
 class Runtime:
     """What an operator's handlers share within one process."""
@@ -335,6 +283,7 @@ class Runtime:
     # Made at start-up with --leader-elect; None: this process always leads (standalone).
     elector: leader.LeaderElector | None = None
     _managed: list[tuple[Controller, KubeClient, Clock]] = field(default_factory=list)
+    _recorders: list[EventRecorder] = field(default_factory=list)
     _election: asyncio.Task[None] | None = None
 
     @classmethod
@@ -348,13 +297,22 @@ class Runtime:
             metrics=Metrics(domain=description.metrics),
         )
 
-    def manage(self, controller: Controller, kube: KubeClient, clock: Clock | None = None) -> None:
-        """At start-up load ``kube``'s credentials; at exit stop ``controller``'s loops, close ``kube``.
+    def manage(
+        self,
+        controller: Controller,
+        kube: KubeClient,
+        clock: Clock | None = None,
+        events: EventRecorder | None = None,
+    ) -> None:
+        """At start-up load ``kube``'s credentials; at exit stop ``controller``'s loops, post the
+        ``events`` still queued, close ``kube``.
 
         A shifted ``clock`` (``OPERATOR_CLOCK_OFFSET``) is announced in the log at start-up.
         With leader election, ``kube``'s writes are fenced (:mod:`shared.client.leader`).
         """
         self._managed.append((controller, kube, clock or Clock()))
+        if events is not None:
+            self._recorders.append(events)
 
     def active(self) -> bool:
         """Whether this process may reconcile (the controllers' gate): every watch has synced
@@ -396,7 +354,6 @@ class Runtime:
         self.elector = elector = leader.LeaderElector(config, kube, status=status)
         for _, managed, _ in self._managed:
             managed.fence = elector.fence
-        leader.fence_kopf_writes(elector.fence)
         self._election = asyncio.create_task(elector.run(), name="leader-election")
         self._election.add_done_callback(_election_ended)
 
@@ -409,8 +366,8 @@ class Runtime:
             await asyncio.gather(self._election, return_exceptions=True)
         await self.elector.release()
 
-    def register(self, registry: kopf.OperatorRegistry | None = None) -> None:
-        """Register the shared start-up and clean-up activities."""
+    def run(self, watches: Iterable[Watch]) -> None:
+        """Run the process until SIGINT/SIGTERM: ``watches``, the endpoints, the election."""
         endpoints = Endpoints(
             self.metrics,
             self.readiness,
@@ -419,12 +376,7 @@ class Runtime:
             blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
         )
 
-        async def startup(settings: kopf.OperatorSettings, **_kwargs: Any) -> None:
-            configure_settings(settings, self.app, self.child_resources)
-            # One watch per watched resource and namespace (one cluster-wide when none given).
-            # kopf has no public accessor for the selectors its watchers were registered with.
-            watched = (registry or kopf.get_default_registry())._watching.get_all_selectors()
-            self.readiness.expect(len(list(watched)) * max(1, len(self.options.namespaces)))
+        async def startup() -> None:
             self.apply_options()
             for _, kube, clock in self._managed:
                 if clock.offset:
@@ -434,30 +386,27 @@ class Runtime:
                 await self.campaign()
             await endpoints.start()
 
-        async def cleanup(**_kwargs: Any) -> None:
-            # Every pass has stopped before the Lease is released: nothing is written after.
+        async def cleanup() -> None:
+            # Every pass has stopped before the Lease is released: nothing is written after,
+            # but the Events the passes recorded, which still go out while this leads.
             for controller, _, _ in self._managed:
                 await controller.shutdown()
+            for recorder in self._recorders:
+                await recorder.close()
             await self.step_down()
             for _, kube, _ in self._managed:
                 await kube.close()
             await endpoints.stop()
 
-        kopf.on.login(registry=registry, id="shared-login")(login)
-        kopf.on.startup(registry=registry, id="shared-startup")(startup)
-        kopf.on.cleanup(registry=registry, id="shared-cleanup")(cleanup)
-
-    def run(self, registry: kopf.OperatorRegistry | None = None) -> None:
-        """Run kopf until SIGINT/SIGTERM, with the shared conventions applied."""
-        kopf.configure(verbose=self.options.verbose, log_format=LOG_FORMATS[self.options.log_format])
-        track_watches(self.readiness)
-        self.register(registry)
-        kopf.run(
-            registry=registry,
-            standalone=True,
-            identity=operator_identity(),  # type: ignore[arg-type]  # kopf.Identity is a NewType of str
-            clusterwide=self.options.clusterwide,
-            namespaces=list(self.options.namespaces),
+        kopf_adapter.run(
+            watches,
+            self.readiness,
+            startup=startup,
+            cleanup=cleanup,
+            namespaces=self.options.namespaces,
+            identity=operator_identity(),
+            verbose=self.options.verbose,
+            log_format=self.options.log_format,
         )
 
 

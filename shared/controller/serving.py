@@ -11,31 +11,22 @@ current state, and the operator will react to changes from here on. That is clie
 controllers' gate (:meth:`shared.controller.runtime.Runtime.active`) opens on it too.
 
 The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
-and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects (a few
-with handlers that never wait, many with handlers that block or wait) have not reached a
-handler yet. A pass planned then misses children and autoscalers (a TDSet scales an HPA-grown
-Deployment down to its schedule, a WebServer creates a surplus pod). kopf has no
-public hook for either moment, so :func:`track_watches` wraps two of its internals: the
-``continuous_watch`` generator, to see the listing and its end (the same wrapper makes every
-relist converge, :mod:`shared.controller.informer`), and ``queueing.watcher``, to see each listed event
-leave kopf's processing of it (handlers included, whether they succeeded or not). kopf is
-pinned in ``constraints.txt`` and ``tests/unit/test_serving.py`` fails if those internals
-change shape.
+and goes on, so when the listing ends the last listed objects may not have reached a handler
+yet. :class:`Listing` counts both; the kopf adapter
+(:func:`shared.controller.kopf_adapter.track_watches`) feeds it from kopf's watch streams.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from shared.controller import informer
 from shared.controller.metrics import Metrics
 
 DEFAULT_METRICS_PORT = 8080
@@ -93,7 +84,7 @@ class Readiness:
             return len(self._watches) >= self._expected and all(self._watches.values())
 
 
-class _Listed(dict[str, Any]):
+class Listed(dict[str, Any]):
     """An event of a listing on its way to kopf's handlers, with the :class:`Listing` to tell."""
 
     __slots__ = ("listing",)
@@ -123,9 +114,9 @@ class Listing:
         self._unhandled = 0
         self.ended = False
 
-    def track(self, event: Mapping[str, Any]) -> _Listed:
+    def track(self, event: Mapping[str, Any]) -> Listed:
         self._unhandled += 1
-        return _Listed(event, self)
+        return Listed(event, self)
 
     def handled(self) -> None:
         self._unhandled -= 1
@@ -139,95 +130,6 @@ class Listing:
         if self.ended and self._unhandled == 0 and self._synced is not None:
             synced, self._synced = self._synced, None
             synced()
-
-
-RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
-RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
-
-
-def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
-    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`.
-
-    Returns an undo function. Every event of a listing (the listed objects, and the deletions
-    a relist found) is counted in a :class:`Listing`, and kopf's watcher gets a processor that
-    reports each back once processed: the watch is ready when its listing has ended and the
-    count is back to zero. A relist is counted the same way; readiness, once reached, stays.
-
-    Each watch (resource and namespace) keeps one :class:`~shared.controller.informer.Store` across its
-    relists; the resync period gets up to 10% jitter so the watches of one process (and of
-    many operators) do not relist in step.
-
-    A watch never gives up. kopf lets an API error that outlasts its request retries escape
-    its watch stream (a 429 "storage is (re)initializing" from an API server that just
-    started, a 403 while RBAC is being fixed, a 5xx), and the operator then stops: every
-    API-server restart could cost a pod restart. Here the error is caught, counted as a
-    failing watch (``/healthz`` turns unhealthy once one has failed for ``blind_after``
-    seconds, so a watch that cannot recover still ends in a restart rather than a blind
-    process), and the watch starts over with a fresh listing after a jittered, capped
-    exponential pause.
-    """
-    from kopf._cogs.clients import watching
-    from kopf._core.reactor import queueing
-
-    original = watching.continuous_watch
-    original_watcher = queueing.watcher
-    if getattr(original, "_readiness_wrapped", False):
-        raise RuntimeError("kopf watches are already tracked by another Readiness")
-    stores: dict[str, informer.Store] = {}
-
-    async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
-        key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
-        readiness.watch_started(key)
-        store = stores.setdefault(key, informer.Store())
-        failures = 0
-        while True:
-            resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
-            listing = Listing(lambda: readiness.watch_listed(key))
-            try:
-                async for item in informer.converging(
-                    original(**kwargs),
-                    store,
-                    listed_marker=watching.Bookmark.LISTED,
-                    resync_after=resync,
-                    name=key,
-                ):
-                    if item is watching.Bookmark.LISTED:
-                        listing.end()
-                        readiness.watch_recovered(key)
-                        failures = 0
-                    # kopf's watcher drops BOOKMARK events unprocessed: one counted would never
-                    # come back (none comes before LISTED today).
-                    if not listing.ended and isinstance(item, Mapping) and item.get("type") != "BOOKMARK":
-                        yield listing.track(item)
-                    else:
-                        yield item
-                return  # 410 Gone, resync, pause: kopf's infinite_watch lists again
-            except Exception as exc:
-                readiness.watch_failing(key, time.monotonic())
-                delay = min(RETRY_CAP, 0.5 * 2**failures) * random.uniform(1.0, 1.2)
-                failures += 1
-                logger.warning(f"watch of {key} failed ({exc!r}); listing again in {delay:.1f}s")
-                await asyncio.sleep(delay)
-
-    async def watcher(*, processor: Any, **kwargs: Any) -> None:
-        async def processing(*, raw_event: Any, **kw: Any) -> Any:
-            try:
-                return await processor(raw_event=raw_event, **kw)
-            finally:
-                if isinstance(raw_event, _Listed):
-                    raw_event.handled()
-
-        await original_watcher(processor=processing, **kwargs)
-
-    continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]  # a marker: wrapped once
-    watching.continuous_watch = continuous_watch
-    queueing.watcher = watcher
-
-    def undo() -> None:
-        watching.continuous_watch = original
-        queueing.watcher = original_watcher
-
-    return undo
 
 
 class Endpoints:

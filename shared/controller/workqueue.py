@@ -135,6 +135,17 @@ class RetryError(Exception):
         self.not_after = not_after
 
 
+class ReconcileError(RetryError):
+    """How every operator's pass fails: ``reason`` (the Event's and condition's reason) and
+    ``message``, already reported in the object's status; retried with backoff, no later than
+    ``not_after`` seconds when given."""
+
+    def __init__(self, reason: str, message: str, not_after: float | None = None) -> None:
+        super().__init__(f"{reason}: {message}", not_after)
+        self.reason = reason
+        self.message = message
+
+
 class Triggers:
     """Wake-up events per loop key (a :class:`Request` in a Controller); lives on one event loop."""
 

@@ -1,7 +1,7 @@
 """A test operator built from ``shared`` whose child handler blocks, for readiness.
 
-The child handler is synchronous and blocks for 10 ms, as a handler making one call with a
-synchronous client does; kopf runs it in its thread pool, so the handlers of a listing fall
+The child handler blocks a thread for 10 ms, as a handler making one call with a synchronous
+client does, so the handlers of a listing fall
 behind kopf's watcher, and the end of the listing goes by while many listed children are
 not in the cache yet (our operators' handlers do not block, and lag the listing by a few
 events only: the race is the same, its window far smaller).
@@ -13,23 +13,21 @@ half-filled cache leaves a surplus Secret behind, as a WebServer would a surplus
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
 from shared.api import ownership
 from shared.client.kube import KubeClient
 from shared.controller import caches
 from shared.controller.runtime import Runtime, parse_options
+from shared.controller.watches import Watch
 from shared.controller.workqueue import Controller
 
 APP = "listing"
-runtime = Runtime(
-    app=APP, controllers=(APP,), child_resources=("secrets",), options=parse_options(None, prog=APP)
-)
+runtime = Runtime(app=APP, controllers=(APP,), options=parse_options(None, prog=APP))
 kube = KubeClient(observer=runtime.metrics.observe_request)
 children = caches.OwnerCache(lambda b: b["metadata"]["name"])
 log = logging.getLogger(APP)
@@ -49,16 +47,16 @@ controller = Controller(APP, reconcile, metrics=runtime.metrics, gate=runtime.ac
 runtime.manage(controller, kube)
 
 
-@kopf.on.event("secrets")
-def child_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
-    time.sleep(0.01)  # a blocking call: kopf calls a synchronous handler in its thread pool
-    children.observe(type, body)
+async def child_seen(event_type: str | None, body: Mapping[str, Any]) -> None:
+    # A blocking call in a thread, as a handler with a synchronous client makes.
+    await asyncio.to_thread(time.sleep, 0.01)
+    children.observe(event_type, body)
 
 
-@kopf.on.event("configmaps", labels={"listing": "yes"})
-async def primary_seen(type: str | None, body: kopf.Body, **_: Any) -> None:
-    controller.observe(type, body)
-
+WATCHES = [
+    Watch("", "v1", "secrets", child_seen, caches.managed_labels(APP)),
+    Watch("", "v1", "configmaps", controller.observe, {"listing": "yes"}),
+]
 
 if __name__ == "__main__":
-    runtime.run()
+    runtime.run(WATCHES)

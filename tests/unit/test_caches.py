@@ -1,5 +1,3 @@
-import kopf
-
 from shared.api import ownership
 from shared.controller import caches
 
@@ -45,11 +43,7 @@ def test_orphans_and_owner_changes():
     assert len(cache) == 0
 
 
-def test_watch_only_managed_sets_server_side_selectors():
-    settings = kopf.OperatorSettings()
-    selector = caches.watch_only_managed(settings, ["pods", "services"], "app")
-    assert selector == ownership.managed_selector("app")
-    assert len(list(settings.watching.label_selectors)) == 2
+def test_children_are_watched_by_the_managed_labels():
     assert caches.managed_labels("app") == {
         ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY,
         ownership.NAME: "app",

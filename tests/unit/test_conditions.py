@@ -146,7 +146,7 @@ def test_readiness_needs_a_state():
 
 def test_every_conflict_reason_stalls_and_transient_failures_do_not():
     # Where the ConflictError subclasses are defined (WebServer has none of its own).
-    import operators.tdset.handlers
+    import operators.tdset.reconciler
     import shared.api.services
     from shared.api.ownership import ConflictError
 
@@ -155,7 +155,7 @@ def test_every_conflict_reason_stalls_and_transient_failures_do_not():
 
     reasons = {c.reason for c in subclasses(ConflictError)}
     assert {"Conflict", "ServiceConflict", "DeploymentConflict"} <= reasons
-    assert operators.tdset.handlers.DeploymentConflictError.reason in reasons
+    assert operators.tdset.reconciler.DeploymentConflictError.reason in reasons
     assert shared.api.services.ServiceConflictError.reason in reasons
     assert all(conditions.needs_a_human(r) for r in reasons)
     for transient in ("FailedCreate", "FailedDelete", "FailedAdopt", "FailedService", "FailedUpdate"):

@@ -1,11 +1,11 @@
-"""The operator descriptions (``shared.api.description``): complete, true to the handlers, and enough.
+"""The operator descriptions (``shared.api.description``): complete, true to the wiring, and enough.
 
 Three claims, one test group each:
 
 - ``operators.PACKAGES`` lists exactly the operator packages there are;
-- what a description declares is what its handlers use: the controller, the app label, the
-  children watched through a label selector, the other watches, the CRD, RBAC for every
-  watch, and exactly the declared metrics;
+- what a description declares is what the builder wires: the controller, the app label, the
+  children watched through a label selector, the other watches, the CRD, RBAC (derived from
+  the description) for every watch and call, and exactly the declared metrics;
 - a fourth operator is one new package plus its name in ``PACKAGES``: a synthetic package,
   written to a temp dir and registered for the test only, shows up in every generated file
   (CRD, CSV, Deployment, RBAC, Dockerfile, install.yaml, NetworkPolicy, alerts, dashboard, its API reference
@@ -16,13 +16,11 @@ Three claims, one test group each:
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import sys
 import textwrap
 from pathlib import Path
 
-import kopf
 import prometheus_client
 import pytest
 import yaml
@@ -32,8 +30,10 @@ from localcluster import images
 from operators import PACKAGES, description, descriptions
 from shared.api import leases
 from shared.api.description import OperatorDescription
+from shared.controller.builder import Operator
 from shared.controller.metrics import TABLE, Metrics
 from shared.controller.runtime import Runtime
+from shared.controller.watches import Watch
 from tools.generate import bundle, docs, manifests, monitoring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,57 +77,46 @@ def _granted(op: OperatorDescription, group: str, resource: str) -> set[str]:
     }
 
 
-def _group_of(op: OperatorDescription, plural: str) -> str:
-    (group,) = {g for rule in op.rules if plural in rule["resources"] for g in rule["apiGroups"]}
-    return group
-
-
 def _metric_objects(module: object) -> dict[int, str]:
     return {id(v): k for k, v in vars(module).items() if isinstance(v, METRIC_TYPES)}
 
 
 @pytest.mark.parametrize("name", PACKAGES)
-def test_the_handlers_use_what_the_description_declares(name):
+def test_the_builder_wires_what_the_description_declares(name):
     op = description(name)
     schema = importlib.import_module(f"operators.{name}.schema")
-    rbac = importlib.import_module(f"operators.{name}.rbac")
     # The description points at the operator's own modules; it restates nothing.
-    assert op.crd is schema.CRD and op.rules is rbac.RULES and op.app == schema.APP
+    assert op.crd is schema.CRD and op.app == schema.APP
 
-    handlers = importlib.import_module(op.handlers)
-    assert inspect.iscoroutinefunction(getattr(handlers, op.reconcile.partition(":")[2]))
-    assert handlers.controller.name == op.controller
-    runtime = handlers.runtime
-    assert (runtime.app, runtime.controllers, runtime.child_resources) == (
-        op.app,
-        (op.controller,),
-        op.child_resources,
-    )
+    built = Operator(op, operators.reconciler(op))
+    assert type(built.reconciler).__module__ == op.reconciler_module
+    assert built.controller.name == op.controller
+    runtime = built.runtime
+    assert (runtime.app, runtime.controllers) == (op.app, (op.controller,))
 
-    # kopf's watches registered by this module: children by label selector, the rest unfiltered.
-    watches = [
-        h for h in kopf.get_default_registry()._watching.get_all_handlers() if h.fn.__module__ == op.handlers
-    ]
-    labelled = {h.selector.any_name for h in watches if h.labels}
-    assert labelled == set(op.child_resources)
-    assert all(h.labels["app.kubernetes.io/name"] == op.app for h in watches if h.labels)
-    others = {(h.selector.group, h.selector.version, h.selector.any_name) for h in watches if not h.labels}
+    # Its watches: the primary unfiltered, children by label selector, the other resources unfiltered.
+    watches = built.watches()
     primary = (op.crd.group, op.crd.version, op.crd.plural)
-    assert primary in others
-    assert {plural for _, _, plural in others - {primary}} == {r.plural for r in op.resources if not r.child}
+    assert (watches[0].group, watches[0].version, watches[0].plural, watches[0].selector) == (*primary, "")
+    labelled = {w.plural for w in watches if w.labels}
+    assert labelled == set(op.child_resources)
+    assert all(w.labels["app.kubernetes.io/name"] == op.app for w in watches if w.labels)
+    others = {(w.group, w.version, w.plural) for w in watches if not w.labels}
+    assert others - {primary} == {(r.group, r.version, r.plural) for r in op.resources if not r.child}
+    assert len(watches) == 1 + len(op.resources)
 
-    # RBAC covers every watch, the status writes and every declared resource.
-    for _, _, plural in others | {(None, None, p) for p in labelled}:
-        group = op.crd.group if plural == op.crd.plural else _group_of(op, plural)
-        assert {"list", "watch"} <= _granted(op, group, plural), plural
+    # RBAC covers every watch, the status writes and every declared resource's calls.
+    for watch in watches:
+        assert {"list", "watch"} <= _granted(op, watch.group, watch.plural), watch.plural
     assert "patch" in _granted(op, op.crd.group, f"{op.crd.plural}/status")
+    assert "create" in _granted(op, "", "events")
     for resource in op.resources:
-        assert _granted(op, _group_of(op, resource.plural), resource.plural), resource
+        assert set(resource.verbs) <= _granted(op, resource.group, resource.plural), resource
     # The bundle runs it with --leader-elect: its own Lease, and no other, is granted.
     assert all(rule in op.rules for rule in leases.rules(op.app))
 
-    # Exactly the declared metrics: the handlers hold each one, and none other exists.
-    assert set(_metric_objects(handlers)) == _declared(runtime, op)
+    # Exactly the declared metrics: the reconciler holds each one, and none other exists.
+    assert set(_metric_objects(built.reconciler)) == _declared(runtime, op)
     assert _families(runtime.metrics) == _families(Metrics(domain=op.metrics))
 
 
@@ -159,13 +148,8 @@ DESCRIPTION = OperatorDescription(
     name="fourth",
     app="fourth",
     crd=CRD,
-    reconcile="operators.fourth.handlers:reconcile",
-    resources=(Resource("ConfigMap", "v1", "configmaps"),),
-    rules=[
-        {{"apiGroups": [CRD.group], "resources": [CRD.plural], "verbs": ["list", "watch"]}},
-        {{"apiGroups": [CRD.group], "resources": ["fourths/status"], "verbs": ["patch"]}},
-        {{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "list", "watch"]}},
-    ],
+    reconcile="operators.fourth.reconciler:FourthReconciler",
+    resources=(Resource("ConfigMap", "v1", "configmaps", verbs=("create",)),),
     display="Fourth",
     summary="Keeps one ConfigMap per Fourth.",
     tagline="configuration maps",
@@ -181,18 +165,33 @@ DESCRIPTION = OperatorDescription(
 )
 '''
 
-FOURTH_HANDLERS = '''
-"""The synthetic fourth operator's handlers: a runtime from its description, one gauge."""
+FOURTH_RECONCILER = '''
+"""The synthetic fourth operator's reconciler: one child kind, one gauge, no logic."""
 
 from operators.fourth.description import DESCRIPTION
-from shared.controller.runtime import Runtime
-
-runtime = Runtime.for_operator(DESCRIPTION)
-things = runtime.metrics.gauge("fourth_things")
+from shared.controller import caches
 
 
-async def reconcile(body):
-    return None
+class FourthReconciler:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.things = ctx.metrics.gauge("fourth_things")
+        self.configmaps = caches.OwnerCache(lambda body: body["metadata"]["name"])
+
+    def watches(self):
+        return [self.ctx.owns(DESCRIPTION.resources[0], self.configmaps)]
+
+    async def reconcile(self, body):
+        return None
+
+    def is_echo(self, body):
+        return False
+
+    def primary_changed(self, event_type, body):
+        pass
+
+    def forget(self, uid):
+        pass
 '''
 
 
@@ -208,7 +207,7 @@ def fourth(tmp_path, monkeypatch):
     (package / "__init__.py").write_text('"""The fourth operator (test only)."""\n')
     # An absolute example path: ``REPO / path`` is then that path (bundle reads REPO / example).
     (package / "description.py").write_text(textwrap.dedent(FOURTH_DESCRIPTION.format(example=str(example))))
-    (package / "handlers.py").write_text(FOURTH_HANDLERS)
+    (package / "reconciler.py").write_text(FOURTH_RECONCILER)
     (package / "__main__.py").write_text((REPO / "operators" / "netperf" / "__main__.py").read_text())
     monkeypatch.setattr(operators, "__path__", [*operators.__path__, str(tmp_path)])
     monkeypatch.setattr(operators, "PACKAGES", (*PACKAGES, "fourth"))
@@ -330,16 +329,24 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
 
 
 def test_a_fourth_operator_runs_through_the_shared_entry_point(fourth, monkeypatch):
-    ran: list[Runtime] = []
-    monkeypatch.setattr(Runtime, "run", lambda self, registry=None: ran.append(self))
+    ran: list[tuple[Runtime, list[Watch]]] = []
+    monkeypatch.setattr(Runtime, "run", lambda self, watches: ran.append((self, list(watches))))
     operators.main("operators.fourth", ["--namespace", "team-a", "--metrics-port", "9999"])
-    handlers = sys.modules["operators.fourth.handlers"]
-    assert ran == [handlers.runtime]
-    assert handlers.runtime.options.namespaces == ("team-a",)
-    assert handlers.runtime.options.metrics_port == 9999
-    assert handlers.runtime.app == "fourth" and handlers.runtime.controllers == ("fourth",)
-    assert handlers.runtime.child_resources == ("configmaps",)
-    assert set(_metric_objects(handlers)) == _declared(handlers.runtime, fourth)
+    ((runtime, watches),) = ran
+    assert runtime.options.namespaces == ("team-a",)
+    assert runtime.options.metrics_port == 9999
+    assert runtime.app == "fourth" and runtime.controllers == ("fourth",)
+    assert [(w.plural, w.selector) for w in watches] == [
+        ("fourths", ""),
+        ("configmaps", "app.kubernetes.io/managed-by=k8s-operators-py,app.kubernetes.io/name=fourth"),
+    ]
+    assert _families(runtime.metrics) == _families(Metrics(domain=fourth.metrics))
+    # Its RBAC, derived from the description: the child's calls beside the shared rules.
+    assert {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["create", "list", "watch"],
+    } in fourth.rules
     with pytest.raises(SystemExit):
         operators.main(None)
 
@@ -347,7 +354,7 @@ def test_a_fourth_operator_runs_through_the_shared_entry_point(fourth, monkeypat
 def test_a_description_refuses_what_would_break_a_tool():
     op = description("webserver")
     fields = {f: getattr(op, f) for f in op.__dataclass_fields__}
-    with pytest.raises(ValueError, match="module:function"):
-        OperatorDescription(**{**fields, "reconcile": "operators.webserver.handlers"})
+    with pytest.raises(ValueError, match="module:Class"):
+        OperatorDescription(**{**fields, "reconcile": "operators.webserver.reconciler"})
     with pytest.raises(ValueError, match="does not start with webserver_"):
         OperatorDescription(**{**fields, "metrics": (TABLE[0],)})

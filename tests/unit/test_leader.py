@@ -6,7 +6,6 @@ tests/integration/test_leader_election.py's.
 
 import copy
 import datetime
-import inspect
 import re
 
 import aiohttp
@@ -322,86 +321,3 @@ def test_identity_is_the_pod_and_unique_per_process():
 def test_micro_time_is_utc_with_microseconds():
     when = datetime.datetime(2025, 3, 1, 13, 0, 0, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
     assert leader.micro_time(when) == "2025-03-01T12:00:00.000005Z"
-
-
-# -- kopf's writes -------------------------------------------------------------------------------
-
-
-def test_the_kopf_internals_the_fence_relies_on():
-    """kopf is pinned; if these shapes change, fence_kopf_writes must be looked at again."""
-    from kopf._cogs.clients import api, auth, events
-    from kopf._core.engines import posting
-
-    assert inspect.iscoroutinefunction(events.post_event)
-    assert inspect.unwrap(api.request) is not api.request  # decorated by auth.authenticated
-    assert "context" in inspect.signature(inspect.unwrap(api.request)).parameters
-    assert inspect.getsource(auth.authenticated)  # re-decoratable
-    for write in (api.post, api.patch, api.delete):
-        assert "await request(" in inspect.getsource(write)  # looks request up at call time
-    assert "events.post_event(" in inspect.getsource(posting._poster_worker)
-    assert "backoffs" in inspect.signature(inspect.unwrap(api.request)).parameters
-
-
-class Settings:
-    class networking:  # noqa: N801 - kopf's attribute name
-        error_backoffs = (0, 0, 0)
-
-
-async def test_every_attempt_of_a_kopf_write_is_fenced(monkeypatch):
-    from kopf._cogs.clients import api, auth, events
-
-    attempts: list[str] = []
-
-    async def raw(method, url, *, settings, backoffs=None, context=None, logger=None, payload=None):
-        attempts.append(method)
-        assert backoffs == () or method == "get"  # one attempt per call: the wrapper retries
-        if len(attempts) < 3:
-            raise aiohttp.ClientConnectionError("reset")
-        return "done"
-
-    async def post_event(**kwargs):
-        raise NotLeaderError("standby")
-
-    kopf_request = auth.authenticated(raw)
-    monkeypatch.setattr(api, "request", kopf_request)
-    monkeypatch.setattr(events, "post_event", post_event)
-    checks: list[tuple[str, str]] = []
-    undo = leader.fence_kopf_writes(lambda method, url: checks.append((method, url)))
-    try:
-        with pytest.raises(RuntimeError, match="already fenced"):
-            leader.fence_kopf_writes(lambda method, url: None)
-        assert await api.request("post", "/events", settings=Settings, context=object()) == "done"
-        assert attempts == ["post"] * 3 and checks == [("POST", "/events")] * 3
-        attempts.clear()
-        checks.clear()
-        attempts.extend(["x", "x"])  # succeed at once
-        assert await api.request("get", "/pods", settings=Settings, context=object()) == "done"
-        assert checks == []  # reads are never fenced
-        # A refused Event is dropped, not raised into kopf's poster.
-        await events.post_event(reason="Created")
-    finally:
-        undo()
-    assert api.request is kopf_request and events.post_event is post_event
-
-
-async def test_a_kopf_write_refused_mid_retry_sends_nothing_more(monkeypatch):
-    from kopf._cogs.clients import api, auth
-
-    attempts: list[str] = []
-
-    async def raw(method, url, *, settings, backoffs=None, context=None):
-        attempts.append(method)
-        raise aiohttp.ClientConnectionError("reset")
-
-    def fence(method, url):
-        if attempts:  # leadership lapsed during the first attempt's backoff
-            raise NotLeaderError("lapsed")
-
-    monkeypatch.setattr(api, "request", auth.authenticated(raw))
-    undo = leader.fence_kopf_writes(fence)
-    try:
-        with pytest.raises(NotLeaderError):
-            await api.request("patch", "/x", settings=Settings, context=object())
-    finally:
-        undo()
-    assert attempts == ["patch"]

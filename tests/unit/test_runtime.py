@@ -1,4 +1,3 @@
-import logging
 import os
 import pwd
 import shutil
@@ -7,18 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kopf
 import pytest
 
-from shared.api.ownership import managed_selector
-from shared.controller.runtime import (
-    PROGRESS_PREFIX,
-    Options,
-    configure_settings,
-    operator_identity,
-    parse_options,
-    split_namespaces,
-)
+from shared.controller.runtime import Options, operator_identity, parse_options, split_namespaces
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,19 +36,6 @@ def test_command_line_wins_over_environment():
 
 def test_split_namespaces_keeps_order():
     assert split_namespaces(["b,a", " c ", "a"]) == ("b", "a", "c")
-
-
-def test_configure_settings():
-    settings = kopf.OperatorSettings()
-    configure_settings(settings, "webserver", ["pods", "services"])
-    assert settings.peering.standalone is True
-    assert settings.scanning.disabled is True
-    assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
-    assert settings.persistence.progress_storage.prefix == PROGRESS_PREFIX
-    assert settings.posting.level == logging.WARNING
-    assert dict(settings.watching.label_selectors.items()) != {}
-    selectors = set(settings.watching.label_selectors.values())
-    assert selectors == {managed_selector("webserver")}
 
 
 IDENTITY_PROBE = "from shared.controller.runtime import operator_identity; print(operator_identity())"

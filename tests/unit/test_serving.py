@@ -17,9 +17,10 @@ from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, orchestration, processing, queueing
 
 from localcluster.process import free_port
-from shared.controller import serving
+from shared.controller import kopf_adapter, serving
+from shared.controller.kopf_adapter import track_watches
 from shared.controller.metrics import Metrics
-from shared.controller.serving import Endpoints, Readiness, track_watches
+from shared.controller.serving import Endpoints, Readiness
 
 PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True)
 
@@ -211,7 +212,7 @@ async def test_a_listing_that_broke_off_is_not_waited_for(monkeypatch):
         await asyncio.Event().wait()
 
     monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
-    monkeypatch.setattr(serving, "RETRY_CAP", 0.01)
+    monkeypatch.setattr(kopf_adapter, "RETRY_CAP", 0.01)
     r = Readiness()
     undo = track_watches(r)
     watcher = run_kopf_watcher(registry)
@@ -273,7 +274,7 @@ async def test_a_watch_that_fails_is_reported_retried_with_a_fresh_listing_and_r
         yield watching.Bookmark.LISTED
 
     monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
-    monkeypatch.setattr(serving, "RETRY_CAP", 0.01)
+    monkeypatch.setattr(kopf_adapter, "RETRY_CAP", 0.01)
     undo = track_watches(r)
     try:
         gen = watching.continuous_watch(resource="pods.v1", namespace="ns", settings=None)

@@ -1,7 +1,8 @@
 """The TDSet pass around the pure parts: failures that must not delay a boundary (issue #22).
 
-The reconcile pass runs here with its API calls replaced by fakes of our own client's methods
-(never of the Kubernetes API): the caches are filled as the watches would fill them.
+The reconciler is built as the operator builds it, with its clock injected and its API calls
+replaced by fakes of our own client's methods (never of the Kubernetes API): the caches are
+filled as the watches would fill them.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from typing import Any
 
 import pytest
 
-from operators.tdset import desired, handlers
+from operators.tdset import desired
+from operators.tdset.description import DESCRIPTION
 from operators.tdset.desired import AutoscalerView
+from operators.tdset.reconciler import TDSetReconciler
 from shared.api.clock import Clock
+from shared.controller.builder import Operator
+from shared.controller.workqueue import ReconcileError
 
 UTC = datetime.UTC
 
@@ -40,29 +45,28 @@ def test_a_status_write_that_hangs_is_cut_at_the_next_boundary(monkeypatch):
     retry due then."""
     real = datetime.datetime.now(UTC)
     boundary = (real + datetime.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
-    monkeypatch.setattr(handlers, "clock", Clock(boundary - datetime.timedelta(seconds=2) - real))
+    clock = Clock(boundary - datetime.timedelta(seconds=2) - real)
+    reconciler = Operator(DESCRIPTION, TDSetReconciler, clock=clock).reconciler
+    assert isinstance(reconciler, TDSetReconciler)
     body = tdset("shop", "u-hang", boundary.hour)
     deployment = desired.deployment_manifest(body, body["spec"], 1)  # what the schedule wants now
     deployment["metadata"].update(uid="d1", generation=1)
-    handlers.deployments.observe("ADDED", deployment)
+    reconciler.deployments.observe("ADDED", deployment)
     never = asyncio.Event()
 
     async def hanging_write(*_: Any) -> bool:
         await never.wait()
         return True
 
-    monkeypatch.setattr(handlers.api.status, "write", hanging_write)
+    monkeypatch.setattr(reconciler.api.status, "write", hanging_write)
 
     async def run() -> None:
-        with pytest.raises(handlers.ReconcileError) as failed:
-            await asyncio.wait_for(handlers.reconcile(body), timeout=60)
+        with pytest.raises(ReconcileError) as failed:
+            await asyncio.wait_for(reconciler.reconcile(body), timeout=60)
         assert failed.value.not_after is not None and failed.value.not_after <= 2.1
         assert "status" in str(failed.value)
 
-    try:
-        asyncio.run(run())
-    finally:
-        handlers.deployments.observe("DELETED", deployment)
+    asyncio.run(run())
 
 
 def test_one_hpa_failing_to_restore_does_not_end_the_floor_sweep(monkeypatch):
@@ -72,8 +76,10 @@ def test_one_hpa_failing_to_restore_does_not_end_the_floor_sweep(monkeypatch):
         AutoscalerView("ns", name, "gone", 4, 10, floor_owner=f"deleted-{name}", original_min=1, uid=name)
         for name in ("a-hpa", "b-hpa")
     ]
-    monkeypatch.setattr(handlers, "autoscalers", {(v.namespace, v.name): v for v in views})
-    monkeypatch.setattr(handlers.runtime, "active", lambda: True)
+    reconciler = Operator(DESCRIPTION, TDSetReconciler).reconciler
+    assert isinstance(reconciler, TDSetReconciler)
+    reconciler.autoscalers.update({(v.namespace, v.name): v for v in views})
+    monkeypatch.setattr(reconciler.floor_sweeps, "_active", lambda: True)
     restored: list[str] = []
 
     async def patch_autoscaler(namespace: str, name: str, patch: dict[str, Any]) -> None:
@@ -81,13 +87,11 @@ def test_one_hpa_failing_to_restore_does_not_end_the_floor_sweep(monkeypatch):
             raise RuntimeError("connection reset")
         restored.append(name)
 
-    monkeypatch.setattr(handlers.api, "patch_autoscaler", patch_autoscaler)
+    monkeypatch.setattr(reconciler.api, "patch_autoscaler", patch_autoscaler)
 
     async def run() -> None:
-        sweeps = handlers.FloorSweeps()
-        sweeps.request()
-        assert sweeps._task is not None
-        await asyncio.wait_for(sweeps._task, timeout=60)
+        reconciler.floor_sweeps.request()
+        await asyncio.wait_for(reconciler.floor_sweeps.wait(), timeout=60)
 
     asyncio.run(run())
     assert restored == ["b-hpa"]

@@ -1,0 +1,348 @@
+"""The Netperf reconciler: one pass moves a Netperf's run at most one step.
+
+Every Netperf gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
+:class:`shared.controller.builder.Operator`), woken by changes
+of the Netperf and of its pods (server-side label selector, indexed by owner) and by time: a
+running test's pass returns the delay to its deadline, so a timeout fires when it is due.
+
+The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
+deterministic pod names, so a restarted operator continues the same run: it finds the pods in
+its cache or gets AlreadyExists when creating them. Each pass moves a run at most one step:
+
+    no run for this generation -> claim it (Initial, startedAt) and clean up older pods
+    Initial/Server -> server pod created; once Running with an IP and Ready -> client pod (Test)
+    Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
+    deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
+    Done/Error -> pods deleted; then nothing at all happens until the spec changes
+
+The final status is written before the pods are deleted: results are never lost, and pods a
+crash left behind are deleted by the next pass (from the cache, without API reads).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.netperf import desired, status
+from operators.netperf.api import NetperfAPI
+from operators.netperf.description import DESCRIPTION
+from operators.netperf.desired import PodView
+from operators.netperf.parse import ParseError, parse, truncate
+from operators.netperf.schema import APP, CRD, KIND
+from shared.api import conditions, ownership
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import SupersededError, reason_of
+from shared.controller import caches
+from shared.controller.builder import Context
+from shared.controller.watches import Watch
+from shared.controller.workqueue import ReconcileError
+
+logger = logging.getLogger("operators.netperf")
+(POD,) = DESCRIPTION.resources
+VALIDATOR = SchemaValidator(CRD.openapi_schema())
+
+
+def _parse_time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _server_timeout(server: PodView | None, seconds: int) -> tuple[str, str]:
+    if server is None:
+        return "ServerNotCreated", f"the server pod was not created within {seconds}s"
+    if server.unschedulable:
+        return "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+    detail = f" ({server.waiting})" if server.waiting else ""
+    return (
+        "ServerNotReady",
+        f"server pod {server.name} was not Running and Ready with an IP within {seconds}s "
+        f"(phase {server.phase}){detail}",
+    )
+
+
+def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
+    if client is not None and client.unschedulable:
+        return "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+    name = client.name if client is not None else "the client pod"
+    detail = f" ({client.waiting})" if client is not None and client.waiting else ""
+    return (
+        "ClientTimeout",
+        f"{name} did not finish within {seconds}s of the start{detail}; is traffic to the server "
+        "blocked (e.g. by a NetworkPolicy), or is timeoutSeconds too short for samples x duration?",
+    )
+
+
+def test_failure(p: Pass) -> tuple[str, str] | None:
+    """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
+    server, client = p.server, p.client
+    if client is not None and client.phase == "Failed":
+        text = truncate(client.message) or "(no termination message)"
+        return "ClientFailed", f"netperf exited with {client.exit_code}: {text}"
+    if p.remaining <= 0:
+        return _client_timeout(client, p.timeout)
+    if server is None or server.finished or server.deleting:
+        state = "gone" if server is None else server.phase
+        return "ServerLost", f"server pod {p.names.server} is {state} during the test"
+    return None
+
+
+@dataclass
+class Pass:
+    """One reconcile pass over a claimed run: the Netperf, its run's pods and its deadline."""
+
+    body: Mapping[str, Any]
+    spec: dict[str, Any]
+    current: dict[str, Any]
+    names: desired.PodNames
+    views: list[PodView]
+    server: PodView | None
+    client: PodView | None
+    now: datetime.datetime
+    timeout: int
+    remaining: float
+    reconciler: NetperfReconciler
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    async def fail(self, reason: str, message: str) -> None:
+        await self.reconciler._finish(
+            self.body,
+            status.error(current=self.current, reason=reason, message=message, now=self.now),
+            self.views,
+        )
+
+    async def create(self, manifest: dict[str, Any], what: str) -> bool:
+        """Create a pod of this run; False (and Error) when a stranger has its name."""
+        pod, created = await self.reconciler.api.create_pod(self.namespace, manifest)
+        if not ownership.is_controlled_by(pod, self.body["metadata"]["uid"]):
+            name = manifest["metadata"]["name"]
+            ref = ownership.controller_of(pod)
+            if (
+                ref is not None
+                and ref.get("kind") == KIND
+                and ref.get("name") == self.body["metadata"]["name"]
+            ):
+                # A deleted predecessor of the same name (delete && apply): its pod goes with it.
+                # Not a conflict; retry, and its deletion wakes this Netperf (pod_changed).
+                self.reconciler._event(
+                    self.body,
+                    "WaitingForPodName",
+                    f"pod {name} still belongs to the deleted {KIND}",
+                    "Warning",
+                )
+                raise ReconcileError(
+                    "WaitingForPodName",
+                    f"pod {name} still belongs to the previous {KIND} {ref['name']} (uid {ref['uid']})",
+                )
+            if ownership.adoptable(pod, APP, self.body["metadata"]["name"]):
+                # Left by `kubectl delete --cascade=orphan` of a predecessor: its run is not this
+                # one (its results would be the old object's), so it is adopted — the one change
+                # the ReplicaSet rule allows on a pod labelled for us — and deleted as ours. Its
+                # deletion wakes this Netperf (pod_changed), which then creates its own.
+                adopted = await self.reconciler.api.adopt_pod(self.namespace, pod, self.body)
+                await self.reconciler.api.delete_pod(self.namespace, name, adopted["metadata"]["uid"])
+                self.reconciler._event(
+                    self.body,
+                    "DeletedOrphanedPod",
+                    f"Adopted and deleted orphaned pod {name} of an earlier run",
+                )
+                raise ReconcileError(
+                    "DeletedOrphanedPod", f"pod {name} was an orphan of an earlier run; waiting for it to go"
+                )
+            await self.fail("PodConflict", f"a pod named {name} exists and is not ours")
+            return False
+        self.reconciler.pods.observe(
+            "ADDED", pod
+        )  # write-through: the watch may be slower than the next pass
+        if created:  # else it was ours already (a restart, a lagging cache): nothing was done
+            self.reconciler._event(self.body, "CreatedPod", f"Created {what}")
+        return True
+
+
+class NetperfReconciler:
+    """See the module docstring; its dependencies come in ``ctx``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.clock = ctx.clock
+        self.api = NetperfAPI(ctx.kube)
+        self.pods = caches.OwnerCache(desired.pod_view)
+        self.finished_runs = status.FinishedRuns()
+        # Prometheus' base unit is bytes; status keeps bits/s (the tutorial's speedBitsPerSec).
+        self.throughput_gauge = ctx.metrics.gauge("netperf_throughput_bytes_per_second")
+        self.failed_gauge = ctx.metrics.gauge("netperf_failed")
+        self.tests_total = ctx.metrics.counter("netperf_tests_total")
+
+    def watches(self) -> Sequence[Watch]:
+        return [self.ctx.owns(POD, self.pods)]
+
+    def is_echo(self, body: Mapping[str, Any]) -> bool:
+        return self.api.status.is_echo(body)
+
+    def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        if (result := self.finished_runs.observe(event_type, body)) is not None:
+            self.tests_total.labels(result).inc()
+
+    def forget(self, uid: str) -> None:
+        """A Netperf deleted, or replaced under its name: its last status goes (its series when
+        the name is free)."""
+        self.api.status.forget(uid)
+
+    def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+        self.ctx.event(body, reason, message, type_)
+
+    async def _delete_pods(self, body: Mapping[str, Any], views: list[PodView]) -> None:
+        namespace = body["metadata"]["namespace"]
+        for pod in views:
+            if not pod.deleting and await self.api.delete_pod(namespace, pod.name, pod.uid):
+                self._event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
+
+    async def _finish(self, body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
+        """Record the end of a run, then remove its pods (in that order: results first)."""
+        meta = body["metadata"]
+        await self.api.status.write(body, new)
+        self.failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
+        if new["status"] == "Done":
+            if new.get("speedBitsPerSec") is not None:
+                self.throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
+            complete = conditions.get(new["conditions"], status.COMPLETE)
+            assert complete is not None  # status.done sets every condition
+            self._event(body, "TestFinished", complete["message"])
+        else:
+            self._event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
+            logger.info(f"{meta['namespace']}/{meta['name']}: test failed: {new['reason']}: {new['message']}")
+        await self._delete_pods(body, views)
+
+    async def server_step(self, p: Pass) -> float | None:
+        """Initial/Server: the server pod until it is Running and Ready with an IP, then the client."""
+        server, names = p.server, p.names
+        if server is not None and server.finished:
+            await p.fail("ServerFailed", f"server pod {server.name} ended: {server.phase}")
+            return None
+        if server is not None and server.ready and server.ip and server.phase == "Running":
+            if not await p.create(
+                desired.client_pod(p.body, p.spec, server.ip), f"client pod {names.client}"
+            ):
+                return None
+            summary = f"client pod {names.client} running {p.spec['testType']} against {server.ip}"
+            new = status.phase(
+                current=p.current, phase="Test", summary=summary, now=p.now, serverIP=server.ip
+            )
+            await self.api.status.write(p.body, new)
+            return max(p.remaining, 0.001)
+        if p.remaining <= 0:
+            await p.fail(*_server_timeout(server, p.timeout))
+            return None
+        if server is None and not await p.create(
+            desired.server_pod(p.body, p.spec), f"server pod {names.server}"
+        ):
+            return None
+        if p.current["status"] == "Initial":
+            summary = f"waiting for server pod {names.server}"
+            await self.api.status.write(
+                p.body, status.phase(current=p.current, phase="Server", summary=summary, now=p.now)
+            )
+        return p.remaining
+
+    async def test_step(self, p: Pass) -> float | None:
+        """Test: wait for the client pod to terminate, then record the result or the failure."""
+        client = p.client
+        if client is not None and client.phase == "Succeeded":
+            try:
+                result = parse(client.message, p.spec["testType"], int(p.spec["samples"]))
+            except ParseError as exc:
+                await p.fail("InvalidResult", str(exc))
+                return None
+            await self._finish(p.body, status.done(current=p.current, result=result, now=p.now), p.views)
+            return None
+        if p.server is None:
+            # Absent from the cache is not proof of absence: right after a restart kopf may not
+            # have delivered every listed pod yet. Ending a run is final, so read before deciding.
+            found = await self.api.get_pod(p.namespace, p.names.server)
+            if found is not None and ownership.is_controlled_by(found, p.body["metadata"]["uid"]):
+                self.pods.observe("MODIFIED", found)
+                p.server = desired.pod_view(found)
+        failure = test_failure(p)
+        if failure is not None:
+            await p.fail(*failure)
+            return None
+        if client is None:
+            server_ip = p.current.get("serverIP") or (p.server.ip if p.server else None) or ""
+            if not await p.create(
+                desired.client_pod(p.body, p.spec, server_ip), f"client pod {p.names.client}"
+            ):
+                return None
+        return p.remaining
+
+    async def reconcile(self, body: Mapping[str, Any]) -> float | None:
+        meta = body["metadata"]
+        namespace, name, uid, generation = (
+            meta["namespace"],
+            meta["name"],
+            meta["uid"],
+            meta.get("generation", 0),
+        )
+        now = self.clock.now()
+        current = self.api.status.current(body)
+        spec = desired.effective(body.get("spec") or {})
+        views: list[PodView] = self.pods.children(namespace, uid)
+
+        if current.get("status") in status.FINISHED and current.get("observedGeneration") == generation:
+            # Nothing to do but leftovers of a crash between the final status and the deletes.
+            if current.get("speedBitsPerSec") is not None:
+                self.throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"] / 8)
+            self.failed_gauge.labels(namespace, name).set(1 if current.get("status") == "Error" else 0)
+            await self._delete_pods(body, views)
+            return None
+
+        errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(name, service=False)
+        if errors:
+            message = "; ".join(map(str, errors))
+            new = status.error(
+                current=current, reason="InvalidSpec", message=message, now=now, generation=generation
+            )
+            await self._finish(body, new, views)
+            return None
+
+        names = desired.pod_names(name, generation)
+        try:
+            if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
+                # A new run: claim it first, so a restart continues it instead of starting another.
+                current = status.started(current=current, generation=generation, names=names, now=now)
+                self.failed_gauge.labels(namespace, name).set(0)
+                await self.api.status.write(body, current)
+                what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
+                self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
+            await self._delete_pods(body, [p for p in views if p.run != str(generation)])
+
+            timeout = desired.timeout_seconds(spec)
+            started_at = _parse_time(current.get("startedAt")) or now
+            mine = {p.name: p for p in views if p.run == str(generation)}
+            run = Pass(
+                body=body,
+                spec=spec,
+                current=current,
+                names=names,
+                views=views,
+                server=mine.get(names.server),
+                client=mine.get(names.client),
+                now=now,
+                timeout=timeout,
+                remaining=(started_at + datetime.timedelta(seconds=timeout) - now).total_seconds(),
+                reconciler=self,
+            )
+            if current["status"] in ("Initial", "Server"):
+                return await self.server_step(run)
+            return await self.test_step(run)
+        except (SupersededError, ReconcileError):
+            raise
+        except Exception as exc:
+            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            raise ReconcileError("FailedUpdate", reason_of(exc)) from exc

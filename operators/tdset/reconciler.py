@@ -1,0 +1,442 @@
+"""The TDSet reconciler: one level-based pass that keeps a TDSet's Deployment on its schedule.
+
+Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
+:class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
+Service it controls (server-side label selectors, indexed by owner), of any
+HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
+indexed by the Deployment it targets) and by time: each pass returns the delay to the
+schedule's next transition (capped by ``intervalMint``), so a boundary is acted on when it is
+reached, not at the next poll.
+
+Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
+operator's clock (:class:`shared.api.clock.Clock`); children from the watch caches; the status
+is written whole and only when it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.tdset import desired, schedule, status
+from operators.tdset.api import PatchExpectations, StoredTemplates, TDSetAPI
+from operators.tdset.description import DESCRIPTION
+from operators.tdset.desired import AutoscalerView, DeploymentView
+from operators.tdset.schema import APP, CRD
+from shared.api import conditions, ownership
+from shared.api.services import view as service_view
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import ApiError, SupersededError, reason_of
+from shared.client.services import converge as converge_service
+from shared.controller import caches
+from shared.controller.builder import Context
+from shared.controller.watches import Watch
+from shared.controller.workqueue import ReconcileError
+
+logger = logging.getLogger("operators.tdset")
+DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources
+VALIDATOR = SchemaValidator(CRD.openapi_schema())
+# HPAs by (namespace, name).
+Autoscalers = dict[tuple[str, str], AutoscalerView]
+
+
+class DeploymentConflictError(ownership.ConflictError):
+    """A Deployment with the TDSet's name exists and belongs to someone else."""
+
+    reason = "DeploymentConflict"
+
+
+class FloorSweeps:
+    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
+    this operator was down), once every watch has listed (before, a live TDSet may look gone)
+    and only on the leader (``active``).
+
+    One sweep at a time; a request during a sweep asks for exactly one more, so the initial
+    listing of many annotated HPAs starts one sweep, not one (and its patches) per HPA.
+    """
+
+    def __init__(
+        self,
+        api: TDSetAPI,
+        autoscalers: Autoscalers,
+        live: Callable[[], set[str]],
+        active: Callable[[], bool],
+    ) -> None:
+        self._api = api
+        self._autoscalers = autoscalers
+        self._live = live
+        self._active = active
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def request(self) -> None:
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="tdset/restore-floors")
+
+    async def wait(self) -> None:
+        """Until the sweeps asked for so far are done (tests)."""
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        while not self._active():  # listed, and (leader election) leading: a standby never writes
+            await asyncio.sleep(0.1)
+        while self._again:
+            self._again = False
+            live = self._live()
+            for hpa in list(self._autoscalers.values()):
+                if hpa.floor_owner is not None and hpa.floor_owner not in live:
+                    try:
+                        await self._restore_floor(hpa)
+                    except Exception as exc:  # one HPA's failure must not end the sweeps for all
+                        logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
+
+    async def _restore_floor(self, hpa: AutoscalerView) -> None:
+        try:
+            await self._api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
+        except ApiError as exc:
+            if exc.status != 404:
+                logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
+            return
+        logger.info(
+            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
+            "(the TDSet that raised it is gone)"
+        )
+
+
+@dataclass
+class Converged:
+    """What a pass did to the children: the Deployment seen, the replicas aimed at, whether it
+    scaled, and the failure to report."""
+
+    deployment: DeploymentView | None
+    target: int
+    scaled: bool = False
+    failure: tuple[str, str] | None = None
+
+
+class TDSetReconciler:
+    """See the module docstring; its dependencies come in ``ctx``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.clock = ctx.clock
+        self.api = TDSetAPI(ctx.kube)
+        self.expectations = PatchExpectations()
+        self.stored_templates = StoredTemplates()
+        self.deployments = caches.OwnerCache(desired.deployment_view)
+        self.services = caches.OwnerCache(service_view)
+        # An HPA's events wake the TDSet of its target's name.
+        self.autoscalers: Autoscalers = {}
+        self.floor_sweeps = FloorSweeps(self.api, self.autoscalers, ctx.controller.uids, ctx.active)
+        self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
+        self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
+        self.degraded_gauge = ctx.metrics.gauge("tdset_degraded")
+
+    def watches(self) -> Sequence[Watch]:
+        hpa = AUTOSCALER
+        return [
+            self.ctx.owns(DEPLOYMENT, self.deployments),
+            self.ctx.owns(SERVICE, self.services),
+            Watch(hpa.group, hpa.version, hpa.plural, self.autoscaler_changed),
+        ]
+
+    def autoscaler_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        view = desired.autoscaler_view(body)
+        key = (view.namespace, view.name)
+        old = self.autoscalers.pop(key, None)
+        if event_type != "DELETED":
+            self.autoscalers[key] = view
+        for target in {old.target if old else None, view.target} - {None}:
+            self.ctx.controller.kick(view.namespace, str(target))  # the TDSet of the Deployment's name
+        if event_type != "DELETED" and view.floor_owner is not None:
+            self.floor_sweeps.request()
+
+    def is_echo(self, body: Mapping[str, Any]) -> bool:
+        return self.api.status.is_echo(body)
+
+    def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        pass
+
+    def forget(self, uid: str) -> None:
+        """A TDSet deleted, or replaced under its name: its status and expectations go, and an HPA
+        floor it raised is given back (the sweep finds it no longer in the controller's store)."""
+        self.api.status.forget(uid)
+        self.expectations.forget(uid)
+        self.stored_templates.forget(uid)
+        self.floor_sweeps.request()
+
+    def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+        self.ctx.event(body, reason, message, type_)
+
+    async def ensure_deployment(
+        self, body: Mapping[str, Any], spec: Mapping[str, Any], replicas: int, why: str
+    ) -> DeploymentView:
+        """The Deployment from the cache, created when missing; raises when a stranger has the name."""
+        meta = body["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        found = next((d for d in self.deployments.children(namespace, uid) if d.name == name), None)
+        if found is not None:
+            return found
+        created = await self.api.create_deployment(
+            namespace, desired.deployment_manifest(body, spec, replicas)
+        )
+        if created is not None:
+            # Write-through: no older event of a new object can arrive after this one.
+            self.deployments.observe("ADDED", created)
+            self._event(
+                body, "CreatedDeployment", f"Created deployment {name} with {replicas} replicas: {why}"
+            )
+            return desired.deployment_view(created)
+        existing = await self.api.get_deployment(namespace, name)
+        if ownership.adoptable(existing, APP, name):
+            # Orphaned by `kubectl delete tds --cascade=orphan`: adopt it, as the ReplicaSet
+            # controller adopts its orphans (the UID in the patch is its precondition).
+            existing = await self.api.patch_deployment(
+                namespace, name, ownership.adoption_patch(existing, body)
+            )
+            self._event(body, "AdoptedDeployment", f"Adopted orphaned deployment {name}")
+        if not ownership.is_controlled_by(existing, uid):
+            ref = ownership.controller_of(existing)
+            if existing["metadata"].get("deletionTimestamp"):
+                holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
+                # A deleted predecessor's (delete && apply): its deletion wakes this TDSet by name.
+                raise DeploymentConflictError(
+                    f"the Deployment named {name} is being deleted (controller: {holder}); "
+                    "it will be created again once it is gone"
+                )
+            raise DeploymentConflictError(
+                f"a Deployment named {name} exists and is not controlled by this TDSet; delete or rename it"
+            )
+        self.deployments.observe("MODIFIED", existing)
+        return desired.deployment_view(existing)
+
+    async def scale(
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        dep: DeploymentView,
+        replicas: int | None,
+        *,
+        previous: Mapping[str, Any],
+        why: str,
+    ) -> bool:
+        """Patch the Deployment to the spec (and ``replicas`` unless None) and say what was done;
+        whether it was patched."""
+        meta = body["metadata"]
+        key = (meta["uid"], "deployment")
+        if self.expectations.in_flight(key, dep.fields()):
+            return False
+        patch = desired.deployment_patch(
+            dep, spec, replicas, self.stored_templates.get(meta["uid"], dep.applied)
+        )
+        if patch is None:
+            return False
+        answer = desired.deployment_view(await self.api.patch_deployment(meta["namespace"], dep.name, patch))
+        # What the API server stored, after admission: that is what the watch will show.
+        self.expectations.expect(key, answer.fields())
+        if "template" in patch["spec"]:
+            self.stored_templates.remember(meta["uid"], desired.template_hash(spec), answer.template_fields())
+            c = desired.container(spec)
+            self._event(
+                body,
+                "UpdatedDeployment",
+                f"Updated deployment {dep.name}: image {c['image']}, port {c['ports'][0]['containerPort']}, "
+                f"ServiceAccount token {'mounted' if desired.automount_token(spec) else 'not mounted'}",
+            )
+        if "replicas" in patch["spec"]:
+            before, after = dep.replicas, patch["spec"]["replicas"]
+            if previous.get("autoscaler"):
+                self._event(
+                    body,
+                    "ScaledDeployment",
+                    f"Scaled deployment {dep.name} from {before} to {after}: HPA {previous['autoscaler']} "
+                    f"no longer targets it; {why}",
+                )
+            elif previous.get("desiredReplicas") not in (None, before):
+                self._event(
+                    body,
+                    "RevertedManualScale",
+                    f"Deployment {dep.name} was scaled to {before} outside the schedule; scaled back to "
+                    f"{after} ({why}). Set spec.suspend to scale by hand.",
+                )
+            else:
+                self._event(
+                    body, "ScaledDeployment", f"Scaled deployment {dep.name} from {before} to {after}: {why}"
+                )
+        return True
+
+    async def set_floor(self, body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
+        key = (body["metadata"]["uid"], "hpa", hpa.name)
+        if self.expectations.in_flight(key, {"min": hpa.min_replicas}) or (
+            hpa.min_replicas == floor and hpa.floor_owner in (None, body["metadata"]["uid"])
+        ):
+            return
+        await self.api.patch_autoscaler(
+            hpa.namespace, hpa.name, desired.floor_patch(hpa, body["metadata"]["uid"], floor)
+        )
+        self.expectations.expect(key, {"min": floor})
+        self._event(
+            body,
+            "SetAutoscalerFloor",
+            f"Set minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}: {why}",
+        )
+
+    def _announce(
+        self,
+        body: Mapping[str, Any],
+        previous: Mapping[str, Any],
+        warnings: list[str],
+        suspended: bool,
+        why: str,
+    ) -> None:
+        """Events for what changed since the last status: new schedule warnings, suspend/resume."""
+        if warnings and warnings != previous.get("warnings"):
+            self._event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
+        was_suspended = (conditions.get(previous.get("conditions"), conditions.PROGRESSING) or {}).get(
+            "reason"
+        ) == "Suspended"
+        if suspended != was_suspended and previous:
+            self._event(
+                body,
+                "Suspended" if suspended else "Resumed",
+                "scheduling paused: replicas are left as they are"
+                if suspended
+                else f"scheduling resumed: {why}",
+            )
+
+    async def converge_children(
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        target: int,
+        hpa: AutoscalerView | None,
+        *,
+        previous: Mapping[str, Any],
+        why: str,
+        bound: float,
+    ) -> Converged:
+        """Deployment, HPA floor and Service, every write done within ``bound`` seconds (the next
+        boundary): no throttled or retried request may hold the pass past it."""
+        meta = body["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        suspended = bool(spec.get("suspend"))
+        out = Converged(deployment=None, target=target)
+        try:
+            async with asyncio.timeout(max(bound, 1.0)):
+                out.deployment = dep = await self.ensure_deployment(body, spec, target, why)
+                if suspended:
+                    out.target = dep.replicas
+                replicas = None if suspended or hpa is not None else out.target
+                out.scaled = await self.scale(body, spec, dep, replicas, previous=previous, why=why)
+                if hpa is not None and not suspended:
+                    await self.set_floor(body, hpa, out.target, why)
+                observed = self.services.children(namespace, uid)
+                current_target = next((s["targetPort"] for s in observed if s["name"] == name), None)
+                wanted = desired.service_manifest(
+                    body, spec, desired.service_target_port(dep, current_target)
+                )
+                for reason, message in await converge_service(
+                    self.api.kube, namespace, observed, wanted, owner=body
+                ):
+                    self._event(body, reason, message)
+        except SupersededError:
+            raise
+        except ownership.ConflictError as exc:
+            out.failure = (exc.reason, str(exc))
+        except TimeoutError:
+            out.failure = (
+                "FailedUpdate",
+                f"the API server did not answer before the next boundary ({bound:.0f}s)",
+            )
+        except Exception as exc:
+            out.failure = ("FailedUpdate", reason_of(exc))
+        return out
+
+    async def write_status(
+        self, body: Mapping[str, Any], new_status: Mapping[str, Any], bound: float
+    ) -> None:
+        """A throttled (429) or failing status write is retried like any failure of the pass: with
+        backoff, but never later than the next boundary (``bound`` seconds)."""
+        try:
+            async with asyncio.timeout(max(bound, 1.0)):
+                await self.api.status.write(body, new_status)
+        except SupersededError:
+            raise
+        except Exception as exc:
+            raise ReconcileError(
+                "FailedStatusUpdate", f"writing the status: {reason_of(exc) or 'no answer'}", bound
+            ) from exc
+
+    async def reconcile(self, body: Mapping[str, Any]) -> float | None:
+        meta, spec = body["metadata"], dict(body.get("spec") or {})
+        namespace, name, uid, generation = (
+            meta["namespace"],
+            meta["name"],
+            meta["uid"],
+            meta.get("generation", 0),
+        )
+        now = self.clock.now()
+        current = previous = self.api.status.current(body)
+
+        errors = (VALIDATOR.errors(spec) or schedule.check(spec)) + name_errors(
+            name, service=bool(spec.get("service"))
+        )
+        if errors:
+            self.degraded_gauge.labels(namespace, name).set(1)
+            if await self.api.status.write(
+                body, status.invalid(errors=errors, generation=generation, current=current, now=now)
+            ):
+                self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
+            return None
+
+        decision = schedule.decide(spec, now)
+        # No write of this pass, however throttled or retried, may hold it past the next boundary.
+        bound = schedule.recheck_delay(spec, decision, now)
+        why = schedule.describe(spec, decision.window)
+        warnings = schedule.overlaps(spec)
+        suspended = bool(spec.get("suspend"))
+        hpa = desired.autoscaler_for((a for (ns, _), a in self.autoscalers.items() if ns == namespace), name)
+        target = decision.replicas
+        if hpa is not None and not suspended:
+            target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
+            if clamp:
+                warnings.append(clamp)
+        done = await self.converge_children(body, spec, target, hpa, previous=previous, why=why, bound=bound)
+        dep, target, scaled, failure = done.deployment, done.target, done.scaled, done.failure
+
+        if scaled and failure is None:
+            # The schedule's write first, the report after: the status (and the Events compared
+            # with it) comes from a pass of its own, queued behind the passes already due. At a
+            # boundary shared by 1000 TDSets every Deployment patch then goes out before their
+            # status writes, instead of each waiting behind those of the TDSets before it (docs/benchmarks.md:
+            # p99 lag 39 s before).
+            return 0.0
+        self._announce(body, previous, warnings, suspended, why)
+        new_status = status.compute(
+            observed=status.Observed(
+                decision=decision,
+                desired=target,
+                deployment=dep,
+                autoscaler=hpa.name if hpa is not None else None,
+                suspended=suspended,
+                warnings=warnings,
+                failure=failure,
+            ),
+            generation=generation,
+            current=previous,
+            now=now,
+        )
+        self.desired_gauge.labels(namespace, name).set(target)
+        self.scheduled_gauge.labels(namespace, name).set(decision.replicas)
+        self.degraded_gauge.labels(namespace, name).set(1 if failure is not None else 0)
+        await self.write_status(body, new_status, bound)
+        if failure is not None:
+            self._event(body, failure[0], failure[1], "Warning")
+            raise ReconcileError(failure[0], failure[1], bound)
+        pending = self.expectations.next_expiry(uid)
+        return bound if pending is None else min(bound, pending)

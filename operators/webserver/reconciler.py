@@ -1,0 +1,229 @@
+"""The WebServer reconciler: one level-based pass that keeps a WebServer's pods and Service.
+
+Every WebServer gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
+:class:`shared.controller.builder.Operator`). It is woken by changes of the WebServer itself and by
+events of the pods it controls (watched through a server-side label selector, indexed by owner),
+so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
+WebServer and its pods from the watch caches, plans with :mod:`.desired`, acts through
+:mod:`.api` and writes the status from :mod:`.status` only when it differs from what is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from operators.webserver import desired, status
+from operators.webserver.api import DeleteExpectations, WebServerAPI
+from operators.webserver.description import DESCRIPTION
+from operators.webserver.schema import APP, CRD
+from shared.api import ownership
+from shared.api.validation import SchemaValidator, name_errors
+from shared.client.kube import ApiError, reason_of
+from shared.client.services import converge as converge_service
+from shared.controller import caches
+from shared.controller.builder import Context
+from shared.controller.watches import Watch
+from shared.controller.workqueue import ReconcileError
+
+POD, SERVICE = DESCRIPTION.resources
+VALIDATOR = SchemaValidator(CRD.openapi_schema())
+
+
+class WebServerReconciler:
+    """See the module docstring; its dependencies come in ``ctx``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.api = WebServerAPI(ctx.kube)
+        self.expectations = DeleteExpectations()
+        self.pods = caches.OwnerCache(desired.pod_view)
+        self.services = caches.OwnerCache(desired.service_view)
+        self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
+        self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
+
+    def watches(self) -> Sequence[Watch]:
+        return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
+
+    def is_echo(self, body: Mapping[str, Any]) -> bool:
+        return self.api.status.is_echo(body)
+
+    def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        pass
+
+    def forget(self, uid: str) -> None:
+        """A WebServer deleted, or replaced under its name: its pending deletes and status go."""
+        self.expectations.forget(uid)
+        self.api.status.forget(uid)
+
+    async def reconcile_service(
+        self, body: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        """Converge the optional Service; returns the failure (reason, message) if there is one."""
+        meta = body["metadata"]
+        try:
+            done = await converge_service(
+                self.api.kube,
+                meta["namespace"],
+                self.services.children(meta["namespace"], meta["uid"]),
+                desired.service_manifest(body, spec),
+                owner=body,
+            )
+        except ownership.ConflictError as exc:
+            return (exc.reason, str(exc))
+        except Exception as exc:
+            return ("FailedService", reason_of(exc))
+        for reason, message in done:
+            self.ctx.events.record(body, type="Normal", reason=reason, message=message)
+        return None
+
+    async def adopt_orphans(self, body: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Take over the pods a deleted WebServer of this name left without a controller."""
+        meta = body["metadata"]
+        adopted: list[str] = []
+        for orphan in self.pods.orphans(meta["namespace"], meta["name"]):
+            if orphan.deleting:
+                continue
+            try:
+                self.pods.observe("MODIFIED", await self.api.adopt_pod(meta["namespace"], orphan, body))
+            except ApiError as exc:
+                if exc.status in (404, 409, 422):  # gone, or re-created under the name: not that orphan
+                    continue
+                return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
+            adopted.append(orphan.name)
+        if adopted:
+            self.ctx.events.record(
+                body, type="Normal", reason="AdoptedPods", message=f"Adopted pods: {', '.join(adopted)}"
+            )
+        return None
+
+    async def claim(self, body: Mapping[str, Any], pod_name: str) -> str | None:
+        """A create of ``pod_name`` answered AlreadyExists: ours (a stale view), an orphan to adopt, or
+        someone else's. Returns why the name cannot be used now, or None when it is ours."""
+        meta = body["metadata"]
+        pod = await self.api.get_pod(meta["namespace"], pod_name)
+        if pod is None:
+            return f"pod {pod_name} was being deleted; retrying"
+        if not ownership.is_controlled_by(pod, meta["uid"]) and ownership.adoptable(pod, APP, meta["name"]):
+            pod = await self.api.adopt_pod(meta["namespace"], caches.orphan_of(pod), body)
+        if ownership.is_controlled_by(pod, meta["uid"]):
+            self.pods.observe("MODIFIED", pod)  # write-through: the next pass counts it
+            return None
+        ref = ownership.controller_of(pod)
+        holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
+        state = "terminating" if pod["metadata"].get("deletionTimestamp") else "not ours"
+        # The pod's own events wake this WebServer by name (handlers.pod_changed) when it goes.
+        return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
+
+    async def create_pods(
+        self, body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int]
+    ) -> tuple[str, str] | None:
+        """Create the pods in slow-start batches; returns the failure, if any."""
+        namespace = body["metadata"]["namespace"]
+        slots = list(create_slots)
+        created: list[str] = []
+        failure: tuple[str, str] | None = None
+        for size in desired.slow_start_batches(len(slots)):
+            batch, slots = slots[:size], slots[size:]
+            manifests = [desired.pod_manifest(body, spec, s) for s in batch]
+            results = await asyncio.gather(
+                *(self.api.create_pod(namespace, m) for m in manifests), return_exceptions=True
+            )
+            created += [m["metadata"]["name"] for m, r in zip(manifests, results, strict=True) if r is True]
+            errs = [reason_of(r) for r in results if isinstance(r, BaseException)]
+            for m, r in zip(manifests, results, strict=True):
+                if r is False:  # AlreadyExists
+                    try:
+                        why = await self.claim(body, m["metadata"]["name"])
+                    except ApiError as exc:
+                        why = f"checking {m['metadata']['name']}: {reason_of(exc)}"
+                    if why is not None:
+                        errs.append(why)
+            if errs:
+                # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
+                failure = ("FailedCreate", errs[0])
+                break
+        if created:
+            self.ctx.events.record(
+                body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
+            )
+        return failure
+
+    async def reconcile(self, body: Mapping[str, Any]) -> float | None:
+        meta, spec = body["metadata"], dict(body.get("spec") or {})
+        namespace, name, uid, generation = (
+            meta["namespace"],
+            meta["name"],
+            meta["uid"],
+            meta.get("generation", 0),
+        )
+        now = self.ctx.clock.now()
+        current = self.api.status.current(body)
+
+        service = bool((spec.get("service") or {}).get("enabled"))
+        errors = VALIDATOR.errors(spec) + name_errors(name, service=service)
+        if errors:
+            if await self.api.status.write(
+                body, status.invalid(errors=errors, generation=generation, current=current, now=now)
+            ):
+                self.ctx.events.record(
+                    body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors))
+                )
+            return None
+
+        failure = await self.adopt_orphans(body)
+        observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
+        plan = desired.plan(name, spec, observed)
+
+        if plan.delete:
+            self.expectations.expect(uid, plan.delete)
+            pod_uids = {p.name: p.uid for p in observed}
+            results = await asyncio.gather(
+                *(self.api.delete_pod(namespace, n, pod_uids.get(n, "")) for n in plan.delete),
+                return_exceptions=True,
+            )
+            failed = [
+                (n, r) for n, r in zip(plan.delete, results, strict=True) if isinstance(r, BaseException)
+            ]
+            deleted = [n for n, r in zip(plan.delete, results, strict=True) if r is True]
+            if deleted:
+                self.ctx.events.record(
+                    body,
+                    type="Normal",
+                    reason="SuccessfulDelete",
+                    message=f"Deleted pods: {', '.join(deleted)}",
+                )
+            if failed:
+                self.expectations.cancel(uid, [n for n, _ in failed])
+                failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
+
+        if plan.create_slots and failure is None:
+            failure = await self.create_pods(body, spec, plan.create_slots)
+
+        # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
+        # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
+        service_failure = await self.reconcile_service(body, spec)
+        if service_failure is not None and failure is not None:
+            self.ctx.events.record(
+                body, type="Warning", reason=service_failure[0], message=service_failure[1]
+            )
+        failure = failure or service_failure
+
+        new_status = status.compute(
+            name=name,
+            spec=spec,
+            generation=generation,
+            pods=observed,
+            plan=plan,
+            failure=failure,
+            current=current,
+            now=now,
+        )
+        await self.api.status.write(body, new_status)
+        self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
+        self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
+        if failure is not None:
+            self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
+            raise ReconcileError(*failure)
+        return None

@@ -1,0 +1,254 @@
+"""The one seam to kopf: every use of kopf in the operators is in this module.
+
+kopf gives the operators their watches (list, then watch, reconnect and relist, server-side
+label selectors) and runs the process (signals, start-up and clean-up activities). Everything
+else is ours: the reconcile loops (:mod:`shared.controller.workqueue`), the client that makes
+every write (:mod:`shared.client.kube`, fenced by the leader election and metered), Events
+(:mod:`shared.client.events`), metrics and probes. So kopf here only reads: its own Event
+posting is switched off, no handler of ours asks it to patch an object (only ``on.event``
+handlers are registered; no finalizers, no progress annotations), and peering is off.
+
+Public kopf API is used wherever it can do the job: ``kopf.on.event``/``startup``/``cleanup``/
+``login`` with an explicit registry, ``kopf.OperatorSettings``, ``kopf.login_via_client``/
+``login_with_kubeconfig``, ``kopf.configure``, ``kopf.run``. Two things have no public
+equivalent in kopf 1.45 and are done here through its internals, pinned to the kopf version in
+``constraints.txt`` and checked by ``tests/unit/test_kopf_adapter.py`` (it fails on a kopf whose
+internals changed shape): the end of a watch's initial listing together with the handling of
+every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
+and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
+Why, and what the exit is: ``docs/design/kopf-adapter.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import kopf
+
+from shared.controller import informer
+from shared.controller.serving import Listed, Listing, Readiness
+from shared.controller.watches import Watch
+
+KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constraints.txt)
+LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
+RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
+RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
+logger = logging.getLogger("shared.serving")
+
+
+def configure_settings(settings: kopf.OperatorSettings, watches: Iterable[Watch]) -> None:
+    """kopf's settings for a process that only watches (see the module docstring)."""
+    # kopf's peering is not a Lease election (shared.client.leader elects the leader).
+    settings.peering.standalone = True
+    # No namespace or CRD observation: no cluster-wide list permission is needed for it.
+    settings.scanning.disabled = True
+    # kopf posts no Events (not even for its own errors): ours go through the fenced client.
+    # kopf.warn() checks only the level, hence both.
+    settings.posting.enabled = False
+    settings.posting.level = logging.CRITICAL + 1
+    # The server ends each watch after 5 min, and the client drops one after 5.5 min: a
+    # connection that died without a FIN or RST (a partition) is noticed, not waited on forever.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    # API retries at most 2 s apart (kopf's default grows to 21 s between attempts, so an
+    # outage of 22 s took 12 s more to recover from); a watch whose retries run out connects
+    # again, and one that fails otherwise starts over (track_watches).
+    settings.networking.error_backoffs = (0.5, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2)
+    for watch in watches:
+        if watch.selector:
+            # Server-side: the API server never sends objects without the labels (kopf's
+            # handler ``labels=`` filter alone is client-side: everything is still listed).
+            settings.watching.label_selectors[watch.plural] = watch.selector
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's credentials, never left on disk.
+
+    In a pod, the official client's in-cluster loader: it reads the ServiceAccount's files and
+    takes the API server's address from ``KUBERNETES_SERVICE_HOST`` (kopf's own
+    service-account login uses ``kubernetes.default.svc``, a name that needs cluster DNS).
+    Elsewhere, kopf's kubeconfig loader, which keeps an embedded certificate and key in memory:
+    the official one writes them to temp files removed only at a clean exit, so every SIGKILL
+    left a client key on disk. Kubeconfigs that need a plugin (exec, auth-provider) still go
+    through the official client.
+    """
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return kopf.login_via_client(**kwargs)
+    info = kopf.login_with_kubeconfig(**kwargs)
+    if info is not None and (info.token or info.certificate_data or info.certificate_path or info.username):
+        return info
+    return kopf.login_via_client(**kwargs)
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    watches: Iterable[Watch],
+    *,
+    startup: Callable[[], Awaitable[None]],
+    cleanup: Callable[[], Awaitable[None]],
+) -> None:
+    """Register ``watches`` and the process's start-up and clean-up in ``registry``."""
+    watches = list(watches)
+    for i, watch in enumerate(watches):
+        kopf.on.event(
+            group=watch.group,
+            version=watch.version,
+            plural=watch.plural,
+            labels=dict(watch.labels) or None,
+            registry=registry,
+            id=f"watch-{i}-{watch.resource}",
+        )(_event_handler(watch))
+
+    async def on_startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure_settings(settings, watches)
+        await startup()
+
+    async def on_cleanup(**_: Any) -> None:
+        await cleanup()
+
+    kopf.on.login(registry=registry, id="shared-login")(login)
+    kopf.on.startup(registry=registry, id="shared-startup")(on_startup)
+    kopf.on.cleanup(registry=registry, id="shared-cleanup")(on_cleanup)
+
+
+def _event_handler(watch: Watch) -> Callable[..., Awaitable[None]]:
+    handler = watch.handler
+
+    async def on_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        result = handler(type, body)
+        if inspect.isawaitable(result):
+            await result
+
+    return on_event
+
+
+def run(
+    watches: Iterable[Watch],
+    readiness: Readiness,
+    *,
+    startup: Callable[[], Awaitable[None]],
+    cleanup: Callable[[], Awaitable[None]],
+    namespaces: tuple[str, ...],
+    identity: str,
+    verbose: bool = False,
+    log_format: str = "plain",
+) -> None:
+    """Run the process until SIGINT/SIGTERM: the watches, one per resource and namespace (one
+    cluster-wide when ``namespaces`` is empty), reported to ``readiness``."""
+    watches = list(watches)
+    kopf.configure(verbose=verbose, log_format=LOG_FORMATS[log_format])
+    readiness.expect(len(watches) * max(1, len(namespaces)))
+    undo = track_watches(readiness)
+    registry = kopf.OperatorRegistry()
+    register(registry, watches, startup=startup, cleanup=cleanup)
+    try:
+        kopf.run(
+            registry=registry,
+            standalone=True,
+            identity=identity,  # type: ignore[arg-type]  # kopf.Identity is a NewType of str
+            clusterwide=not namespaces,
+            namespaces=list(namespaces),
+        )
+    finally:
+        undo()
+
+
+def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
+    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`.
+
+    Returns an undo function. Every event of a listing (the listed objects, and the deletions
+    a relist found) is counted in a :class:`~shared.controller.serving.Listing`, and kopf's
+    watcher gets a processor that reports each back once processed: the watch is ready when
+    its listing has ended and the count is back to zero. A relist is counted the same way;
+    readiness, once reached, stays.
+
+    The end of the LIST alone is not enough: kopf hands each event to a worker task of its
+    object and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects
+    have not reached a handler yet, and a pass planned then misses children. kopf has no public
+    hook for either moment, so this wraps two of its internals: the ``continuous_watch``
+    generator, to see the listing and its end (the same wrapper makes every relist converge,
+    :mod:`shared.controller.informer`), and ``queueing.watcher``, to see each listed event leave
+    kopf's processing of it (handlers included, whether they succeeded or not).
+
+    Each watch (resource and namespace) keeps one :class:`~shared.controller.informer.Store`
+    across its relists; the resync period gets up to 10% jitter so the watches of one process
+    (and of many operators) do not relist in step.
+
+    A watch never gives up. kopf lets an API error that outlasts its request retries escape
+    its watch stream (a 429 "storage is (re)initializing" from an API server that just
+    started, a 403 while RBAC is being fixed, a 5xx), and the operator then stops: every
+    API-server restart could cost a pod restart. Here the error is caught, counted as a
+    failing watch (``/healthz`` turns unhealthy once one has failed for ``blind_after``
+    seconds, so a watch that cannot recover still ends in a restart rather than a blind
+    process), and the watch starts over with a fresh listing after a jittered, capped
+    exponential pause.
+    """
+    from kopf._cogs.clients import watching
+    from kopf._core.reactor import queueing
+
+    original = watching.continuous_watch
+    original_watcher = queueing.watcher
+    if getattr(original, "_readiness_wrapped", False):
+        raise RuntimeError("kopf watches are already tracked by another Readiness")
+    stores: dict[str, informer.Store] = {}
+
+    async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
+        key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
+        readiness.watch_started(key)
+        store = stores.setdefault(key, informer.Store())
+        failures = 0
+        while True:
+            resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
+            listing = Listing(lambda: readiness.watch_listed(key))
+            try:
+                async for item in informer.converging(
+                    original(**kwargs),
+                    store,
+                    listed_marker=watching.Bookmark.LISTED,
+                    resync_after=resync,
+                    name=key,
+                ):
+                    if item is watching.Bookmark.LISTED:
+                        listing.end()
+                        readiness.watch_recovered(key)
+                        failures = 0
+                    # kopf's watcher drops BOOKMARK events unprocessed: one counted would never
+                    # come back (none comes before LISTED today).
+                    if not listing.ended and isinstance(item, Mapping) and item.get("type") != "BOOKMARK":
+                        yield listing.track(item)
+                    else:
+                        yield item
+                return  # 410 Gone, resync, pause: kopf's infinite_watch lists again
+            except Exception as exc:
+                readiness.watch_failing(key, time.monotonic())
+                delay = min(RETRY_CAP, 0.5 * 2**failures) * random.uniform(1.0, 1.2)
+                failures += 1
+                logger.warning(f"watch of {key} failed ({exc!r}); listing again in {delay:.1f}s")
+                await asyncio.sleep(delay)
+
+    async def watcher(*, processor: Any, **kwargs: Any) -> None:
+        async def processing(*, raw_event: Any, **kw: Any) -> Any:
+            try:
+                return await processor(raw_event=raw_event, **kw)
+            finally:
+                if isinstance(raw_event, Listed):
+                    raw_event.handled()
+
+        await original_watcher(processor=processing, **kwargs)
+
+    continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]  # a marker: wrapped once
+    watching.continuous_watch = continuous_watch
+    queueing.watcher = watcher
+
+    def undo() -> None:
+        watching.continuous_watch = original
+        queueing.watcher = original_watcher
+
+    return undo

@@ -1,0 +1,41 @@
+"""What an operator watches, as data: each resource, the server-side label selector of its
+watch, and the handler its events go to.
+
+A reconciler declares its watches (:meth:`shared.controller.builder.Reconciler.watches`); the
+kopf adapter (:mod:`shared.controller.kopf_adapter`) is the one place that turns them into
+kopf registrations. Nothing here knows kopf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Called with the event's type (None for an object of a listing, else ADDED, MODIFIED,
+# DELETED) and the object. Runs on the event loop: it must not block (it files work); a
+# coroutine function is awaited (the object's next event waits for it).
+Handler = Callable[[str | None, Mapping[str, Any]], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One watched resource: ``group`` "" is the core API."""
+
+    group: str
+    version: str
+    plural: str
+    handler: Handler
+    # Sent as the watch's ``labelSelector`` (equality terms): the API server never sends
+    # objects without them (children are watched this way, see shared.controller.caches).
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def selector(self) -> str:
+        """``labels`` as a label selector string; "" for none."""
+        return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+
+    @property
+    def resource(self) -> str:
+        """``plural`` or ``plural.group``: how the watch is named in logs and readiness."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural

@@ -1,0 +1,96 @@
+"""The kopf adapter (``shared.controller.kopf_adapter``): the settings, the registrations, and the
+pin of the kopf internals it wraps (the wrapping itself is tested in test_serving.py).
+
+import-linter's contract "kopf is reached through one adapter" keeps every other module of the
+operators from importing kopf; these tests make a kopf upgrade fail loudly here first.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import logging
+
+import kopf
+from kopf._cogs.clients import watching
+from kopf._core.reactor import queueing
+
+from shared.api.ownership import managed_selector
+from shared.controller import kopf_adapter
+from shared.controller.caches import managed_labels
+from shared.controller.watches import Watch
+
+
+def _ignore(event_type, body):
+    return None
+
+
+WATCHES = [
+    Watch("demo.k8s.io", "v1alpha1", "webservers", _ignore),
+    Watch("", "v1", "pods", _ignore, managed_labels("webserver")),
+    Watch("autoscaling", "v2", "horizontalpodautoscalers", _ignore),
+]
+
+
+def test_the_kopf_whose_internals_the_adapter_wraps_is_installed():
+    """track_watches wraps kopf internals (no public end-of-listing signal exists): a different
+    kopf must be looked at again (docs/design/kopf-adapter.md), then this pin moved."""
+    assert importlib.metadata.version("kopf") == kopf_adapter.KOPF_VERSION
+    assert inspect.isasyncgenfunction(watching.continuous_watch)
+    params = inspect.signature(watching.continuous_watch).parameters
+    assert {"resource", "namespace", "settings"} <= set(params)
+    assert inspect.signature(queueing.watcher).parameters["processor"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_settings_make_kopf_a_watcher_that_never_writes():
+    settings = kopf.OperatorSettings()
+    kopf_adapter.configure_settings(settings, WATCHES)
+    assert settings.peering.standalone is True
+    assert settings.scanning.disabled is True
+    # kopf posts no Events: ours go through the operator's fenced client.
+    assert settings.posting.enabled is False and settings.posting.level > logging.CRITICAL
+    # Children only: a server-side selector on the pods' watch, none on the others.
+    selectors = {str(k.any_name): v for k, v in settings.watching.label_selectors.items()}
+    assert selectors == {"pods": managed_selector("webserver")}
+    assert settings.watching.server_timeout == 300 and settings.watching.client_timeout == 330
+
+
+def test_each_watch_is_one_event_handler_and_nothing_that_writes():
+    registry = kopf.OperatorRegistry()
+
+    async def nothing() -> None:
+        return None
+
+    kopf_adapter.register(registry, WATCHES, startup=nothing, cleanup=nothing)
+    handlers = registry._watching.get_all_handlers()
+    assert len(handlers) == len(WATCHES)
+    selectors = {(h.selector.group, h.selector.version, h.selector.plural): h.labels for h in handlers}
+    assert selectors == {
+        ("demo.k8s.io", "v1alpha1", "webservers"): None,
+        ("", "v1", "pods"): managed_labels("webserver"),
+        ("autoscaling", "v2", "horizontalpodautoscalers"): None,
+    }
+    # No handler kind that makes kopf write to an object (progress annotations, finalizers).
+    assert not registry._changing.get_all_handlers() and not registry._spawning.get_all_handlers()
+
+
+async def test_an_event_reaches_the_watchs_handler_and_coroutines_are_awaited():
+    seen = []
+
+    async def later(event_type, body):
+        seen.append(("async", event_type, body["metadata"]["name"]))
+
+    registry = kopf.OperatorRegistry()
+
+    async def nothing() -> None:
+        return None
+
+    watches = [
+        Watch("", "v1", "pods", lambda t, b: seen.append(("sync", t, b["metadata"]["name"]))),
+        Watch("", "v1", "secrets", later),
+    ]
+    kopf_adapter.register(registry, watches, startup=nothing, cleanup=nothing)
+    by_plural = {h.selector.plural: h for h in registry._watching.get_all_handlers()}
+    await by_plural["pods"].fn(type="ADDED", body={"metadata": {"name": "p"}})
+    await by_plural["secrets"].fn(type=None, body={"metadata": {"name": "s"}})
+    assert seen == [("sync", "ADDED", "p"), ("async", None, "s")]
