@@ -3,8 +3,8 @@
 In the spirit of client-go's default controller rate limiter (5 ms * 2^failures, capped at
 1000 s): the first retries come after milliseconds, so a transient conflict costs nothing,
 while a persistent failure backs off to minutes instead of hammering the API server. Callers
-count the failures of each object themselves (:mod:`shared.controller.workqueue` in its loop, kopf's
-``retry`` argument for :mod:`shared.controller.reconcile`), so the policy needs no memory of its own.
+count the failures of each object themselves (:mod:`shared.controller.workqueue` in its loop), so
+the policy needs no memory of its own.
 
 Jitter: objects that failed together (an API server outage, a webhook down) have the same
 failure count, so a plain exponential schedule retries them all in the same instant, again and

@@ -244,7 +244,7 @@ class TestBuiltImages:
         assert info(reference).user == f"{OPERATOR_UID}:{OPERATOR_UID}"
         code = (
             "import getpass, os, sys; "
-            f"import operators.{operator}.handlers, kopf; "
+            f"import operators.{operator}.reconciler, shared.controller.kopf_adapter; "
             "print(getpass.getuser(), os.getuid(), os.getgid(), os.path.isdir(os.path.expanduser('~')), "
             "sys.version_info[:2])"
         )
@@ -280,7 +280,7 @@ class TestBuiltImages:
             env = [*config.env, f"HOME={home}"]  # containerd sets HOME from the image's passwd
             probe = (
                 "import getpass, tempfile; "
-                f"import operators.{operator}.handlers; "
+                f"import operators.{operator}.reconciler; "
                 "tempfile.NamedTemporaryFile().close(); "  # /tmp (an emptyDir in the pods) is writable
                 "print(getpass.getuser())"
             )

@@ -3,7 +3,7 @@
     python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py] [--check]
 
 Sources: each registered operator's description (``operators/<name>/description.py``: its
-CRD and descriptors from ``schema.py``, permissions from ``rbac.py``, display text, resources,
+CRD and descriptors from ``schema.py``, permissions derived from it, display text, resources,
 example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
 
     bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
