@@ -1019,38 +1019,43 @@ def _split_requirements(selector: str) -> Iterator[str]:
 
 def _label_selector(selector: str) -> Callable[[Mapping[str, str]], bool]:
     """A label selector's matcher (the syntax of ``kubectl -l``)."""
-    tests: list[Callable[[Mapping[str, str]], bool]] = []
+    # (key, operator, values): = and != hold one value; in/notin a set; exists and !exists none.
+    requirements: list[tuple[str, str, frozenset[str]]] = []
     for requirement in _split_requirements(selector):
         match = _REQUIREMENT.match(requirement)
         if match is None:
             raise status_error(400, "BadRequest", f"unable to parse requirement: {requirement!r}")
-        key, op, value, neg = match["key"], match["op"], match["value"], match["neg"]
-        values = {v.strip() for v in (match["values"] or "").split(",") if v.strip()}
-        if op in ("=", "=="):
-            tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
-        elif op == "!=":
-            tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
-        elif match["set"] == "in":
-            tests.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-        elif match["set"] == "notin":
-            tests.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
-        elif neg:
-            tests.append(lambda labels, k=key: k not in labels)
-        else:
-            tests.append(lambda labels, k=key: k in labels)
-    return lambda labels: all(test(labels) for test in tests)
+        op = (
+            {"==": "="}.get(match["op"], match["op"])
+            or match["set"]
+            or ("!exists" if match["neg"] else "exists")
+        )
+        values = match["values"] if match["set"] else match["value"]
+        requirements.append((match["key"], op, frozenset(v.strip() for v in (values or "").split(","))))
+
+    def holds(labels: Mapping[str, str], key: str, op: str, values: frozenset[str]) -> bool:
+        if op == "exists":
+            return key in labels
+        if op == "!exists":
+            return key not in labels
+        # != and notin also match an object without the label, as the API server's do.
+        return (labels.get(key) in values) == (op in ("=", "in"))
+
+    return lambda labels: all(holds(labels, *requirement) for requirement in requirements)
 
 
 def _field_selector(selector: str) -> Callable[[Mapping[str, Any]], bool]:
     """A field selector's matcher: ``path=value`` / ``path!=value`` on dotted paths."""
-    tests: list[Callable[[Mapping[str, Any]], bool]] = []
+    requirements: list[tuple[str, bool, str]] = []  # (path, equal?, value)
     for requirement in _split_requirements(selector):
-        path, op, value = re.split(r"(!=|==|=)", requirement.strip(), maxsplit=1)
-        if op == "!=":
-            tests.append(lambda obj, p=path, v=value: str(_dig(obj, p) or "") != v)
-        else:
-            tests.append(lambda obj, p=path, v=value: str(_dig(obj, p) or "") == v)
-    return lambda obj: all(test(obj) for test in tests)
+        parts = re.split(r"(!=|==|=)", requirement.strip(), maxsplit=1)
+        if len(parts) != 3:
+            raise status_error(400, "BadRequest", f"invalid field selector: {requirement!r}")
+        path, op, value = parts
+        requirements.append((path, op != "!=", value))
+    return lambda obj: all(
+        (str(_dig(obj, path) or "") == value) == equal for path, equal, value in requirements
+    )
 
 
 # -- patches ------------------------------------------------------------------------------------
