@@ -821,7 +821,8 @@ class FakeKube(KubeClient):
                 for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                 if k in meta
             },
-            "spec": {"replicas": _dig(current, spec_path) or 0},
+            # autoscaling/v1 omits spec.replicas when it is 0 (omitempty), not status.replicas
+            "spec": {"replicas": replicas} if (replicas := _dig(current, spec_path)) else {},
             "status": {
                 "replicas": _dig(current, status_path) or 0,
                 **({"selector": selector} if selector else {}),

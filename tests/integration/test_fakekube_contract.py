@@ -325,7 +325,74 @@ async def builtin_kinds(kube: KubeClient, ns: str, log: list[Any]) -> None:
         await step(log, kube.delete(namespaced(ns, plural, "k", group_version)), "kind")
 
 
+async def status_put_no_op_and_finalizers(kube: KubeClient, ns: str, log: list[Any]) -> None:
+    ws = await kube.create(ws_path(ns), webserver("w"))
+    path = ws_path(ns, "w")
+    changed = {
+        **ws,
+        "spec": {"replicas": 5},
+        "status": {"replicas": 1},
+        "metadata": {**ws["metadata"], "labels": {"a": "b"}},
+    }
+    await step(
+        log,
+        kube.replace(path + "/status", changed),
+        "spec.replicas",
+        "status",
+        "metadata.labels",
+        "metadata.generation",
+    )
+    await step(log, kube.replace(path + "/status", changed))  # stale now
+    before = await kube.get(path)
+    same = await kube.merge_patch(path, {"spec": {"replicas": before["spec"]["replicas"]}})
+    log.append(
+        (
+            "no-op keeps the resourceVersion",
+            same["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"],
+        )
+    )
+    await kube.merge_patch(path, {"metadata": {"finalizers": ["example.com/hold"]}})
+    deleting = await step(
+        log, kube.delete(path), "kind", "metadata.generation", "metadata.deletionGracePeriodSeconds"
+    )
+    log.append(bool(deleting and deleting["metadata"].get("deletionTimestamp")))
+    await step(log, kube.delete(path), "metadata.generation")  # again: nothing changes
+    await step(log, kube.merge_patch(path, {"metadata": {"finalizers": None}}), "kind")
+    await step(log, kube.get(path))
+
+
+async def refusals_of_malformed_requests(kube: KubeClient, ns: str, log: list[Any]) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "elsewhere"}}
+    await step(log, kube.create(namespaced(ns, "configmaps"), cm))
+    cm["metadata"]["namespace"] = ns
+    await kube.create(namespaced(ns, "configmaps"), cm)
+    await step(log, kube.merge_patch(namespaced(ns, "configmaps", "c"), {"metadata": {"name": "d"}}))
+    await step(log, kube.replace(namespaced(ns, "configmaps", "c"), {**cm, "metadata": {"name": "d"}}))
+    await step(log, kube.get(namespaced(ns, "configmaps", "c") + "/scale"))
+
+
+async def deployment_scale(kube: KubeClient, ns: str, log: list[Any]) -> None:
+    labels = {"app": "x"}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": template},
+    }
+    await kube.create(namespaced(ns, "deployments", group_version="apps/v1"), body)
+    path = namespaced(ns, "deployments", "d", "apps/v1") + "/scale"
+    await step(log, kube.get(path), "kind", "apiVersion", "spec", "status.selector", "metadata.name")
+    await step(log, kube.merge_patch(path, {"spec": {"replicas": 2}}), "kind", "spec")
+    await step(
+        log, kube.get(namespaced(ns, "deployments", "d", "apps/v1")), "spec.replicas", "metadata.generation"
+    )
+
+
 SCENARIOS: list[Scenario] = [
+    status_put_no_op_and_finalizers,
+    refusals_of_malformed_requests,
+    deployment_scale,
     builtin_kinds,
     create_get_and_already_exists,
     generate_name,
