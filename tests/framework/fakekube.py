@@ -8,33 +8,37 @@ namespace, name, subresource) and the objects that result. :class:`FakeKube` ove
 ``replace``, ``merge_patch``, ``json_patch``, ``delete`` — goes through it), ``load`` and
 ``close``; paths are the ones the real client builds (:func:`shared.client.kube.namespaced`).
 
-**What is modelled**, as kube-apiserver does it (``tests/integration/test_fakekube_contract.py``
-runs the same requests against a real API server and compares the answers):
+**What is modelled**, as kube-apiserver 1.34 does it (``tests/integration/test_fakekube_contract.py``
+sends the same requests to a real API server and to the fake and requires the same answers):
 
 - create: ``uid``, an increasing ``resourceVersion`` (one counter for the whole store, like
-  etcd's revision), ``creationTimestamp``, ``generation`` 1, ``generateName``; the status of a
-  kind with a status subresource is dropped; 409 ``AlreadyExists``; 400 when the body's namespace
-  is not the path's;
+  etcd's revision), ``creationTimestamp``, ``generation`` 1 on the kinds that count it (not
+  ConfigMaps, Services, Leases...), ``generateName``, the defaults of a custom resource's schema;
+  the status of a kind with a status subresource is dropped; 409 ``AlreadyExists``; 400 when the
+  body's namespace is not the path's;
 - get, list (``labelSelector``: ``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``;
   ``fieldSelector``: ``=``/``!=`` on any dotted path such as ``metadata.name``), 404 ``NotFound``;
-- update (PUT): 409 ``Conflict`` on a stale ``metadata.resourceVersion``; custom resources refuse
-  an update without one (422), as their strategy does not allow unconditional updates;
-- merge patch (RFC 7386) and JSON patch (RFC 6902, ``test`` included: a failed operation is the
-  API server's bare 422 ``Invalid``, its detail only in ``details.causes``); a changed
-  ``metadata.uid`` is 422 "field is immutable"; ``metadata.resourceVersion`` in a patch is a
-  precondition (409);
-- delete: ``preconditions.uid`` / ``preconditions.resourceVersion`` (409 with the storage
-  layer's "Precondition failed" message); an object with finalizers, or a pod bound to a node
-  (``spec.nodeName``) deleted with a grace period, stays with a ``deletionTimestamp`` (a pod until
+- update (PUT): 409 ``Conflict`` on a stale ``metadata.resourceVersion`` or another
+  ``metadata.uid``; custom resources refuse an update without a resourceVersion (422);
+- merge patch (RFC 7386) and JSON patch (RFC 6902, ``test`` included): a failed operation is the
+  API server's bare 422 ``Invalid`` that says nothing of which operation failed (here the
+  patch error is the :class:`ApiError`'s ``__cause__``); a changed ``metadata.uid`` is 422
+  "field is immutable"; ``metadata.resourceVersion`` in a merge patch is a precondition (409);
+- a write that changes nothing keeps the resourceVersion;
+- delete: ``preconditions.uid`` / ``preconditions.resourceVersion`` (409, the API server's
+  words); the answer is the object for the kinds that answer so (pods, services...), else a
+  ``Success`` Status; an object with finalizers, or a pod bound to a node (``spec.nodeName``)
+  deleted with a grace period, stays with a ``deletionTimestamp`` (a pod until
   :meth:`FakeKube.remove`, as its kubelet would confirm; others until their last finalizer is
   removed);
 - ``generation``: bumped when anything but ``metadata`` and ``status`` changes (and when a
   deletion starts), never by a status write;
-- the ``/status`` subresource writes only the status (for a custom resource the whole object is
-  the stored one with the new status, as the CRD status strategy copies it: ``metadata`` in a
-  status patch is ignored, so a merge patch cannot carry a UID precondition there); the main
-  resource of a kind with a status subresource ignores status changes; a kind without one has no
-  ``/status`` (404);
+- the ``/status`` subresource writes only the status (the stored object with the new status, as
+  the CRD status strategy copies it: ``metadata`` in a status patch is ignored, so a merge patch
+  cannot carry a UID precondition there); the main resource of a kind with a status subresource
+  ignores status changes; a kind without one has no ``/status`` (404). Which kinds have one is
+  :attr:`Resource.status` (the CRDs say it for custom resources; :meth:`FakeKube.register`
+  changes it);
 - ``/scale`` of kinds that have it (Deployments, ReplicaSets, StatefulSets; custom resources as
   their CRD declares): an ``autoscaling/v1`` Scale, reads and writes of the replicas;
 - unknown resources and unserved versions: 404 "the server could not find the requested
@@ -45,8 +49,9 @@ kind is known without an edit here; others are added with :meth:`FakeKube.regist
 
 **What is not modelled**: watches; garbage collection (owner references are stored, nothing is
 deleted with its owner) and every other controller (no ReplicaSets from Deployments, no
-Endpoints, no scheduling, pods stay as created); defaulting (no ``clusterIP``, no pod
-``status.phase``), validation against the schemas, admission (quotas, Pod Security), RBAC;
+Endpoints, no scheduling, pods stay as created); the defaulting of built-in kinds (no
+``clusterIP``, no pod ``status.phase``); validation against the schemas; admission (quotas, Pod
+Security, namespaces that do not exist or terminate); RBAC;
 server-side apply and strategic merge patch (415); dry-run; delete-collection; version
 conversion (an object is stored once and answered with the apiVersion asked for);
 ``managedFields``. Those are for the integration tests; a failure they cause is injected with a
@@ -266,7 +271,9 @@ def fail(code: int, reason: str = "", message: str = "") -> Callable[[Action], N
     """A reaction refusing the action with ``code`` (for :meth:`FakeKube.prepend_reactor`).
 
     The default reasons and messages are the API server's: ``fail(403, message="exceeded
-    quota: ...")`` is a quota refusal of a create, ``fail(409)`` a stale write.
+    quota: ...")`` is a quota refusal of a create, ``fail(409)`` a stale write. The fake replaces
+    the real client's ``request``, retries included: a 429 or 503 is raised at once, where the
+    real client raises it only after its retries.
     """
     reasons = {
         400: "BadRequest",
@@ -327,13 +334,18 @@ class FakeKube(KubeClient):
     """A :class:`KubeClient` answering from an in-memory store (module docstring).
 
     ``objects`` are stored first (:meth:`add`). ``now`` gives the creation and deletion
-    timestamps (seconds since the epoch); ``seed`` makes UIDs and generated names repeatable.
+    timestamps (seconds since the epoch, or a datetime: ``Clock().now`` of
+    :mod:`shared.api.clock` fits); ``seed`` makes UIDs and generated names repeatable.
+
+    A request never yields to the event loop (unless an async reaction does): the requests a
+    pass runs concurrently (``asyncio.gather``) reach the fake, and :attr:`actions`, in the
+    order they were started, so expected action lists are deterministic.
     """
 
     def __init__(
         self,
         *objects: Mapping[str, Any],
-        now: Callable[[], float] = time.time,
+        now: Callable[[], float | datetime.datetime] = time.time,
         seed: int = 0,
         resources: Iterable[Resource] = (),
         observer: Callable[[str, str, int | str, float], None] | None = None,
@@ -421,8 +433,8 @@ class FakeKube(KubeClient):
 
     async def serve(self, action: Action) -> dict[str, Any]:
         """What the store answers to ``action``, without reactors (for a reaction that alters
-        the real answer)."""
-        return self._serve(action)
+        the real answer): a copy, the store is changed only by the action itself."""
+        return copy.deepcopy(self._serve(action))
 
     # -- the client's interface -----------------------------------------------------------------
 
@@ -938,8 +950,11 @@ class FakeKube(KubeClient):
         return str(self._revision)
 
     def _timestamp(self) -> str:
-        moment = datetime.datetime.fromtimestamp(self._now(), datetime.UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = self._now()
+        moment = (
+            now if isinstance(now, datetime.datetime) else datetime.datetime.fromtimestamp(now, datetime.UTC)
+        )
+        return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _no_such_resource() -> ApiError:

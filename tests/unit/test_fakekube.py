@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+
 import pytest
 
 from shared.client.kube import ApiError, is_uid_mismatch, namespaced
@@ -455,3 +458,16 @@ async def test_the_observer_sees_every_request_like_the_real_clients():
     await kube.load()
     await kube.close()
     assert kube.closed
+
+
+async def test_timestamps_come_from_the_clock_given():
+    moment = datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC)
+    kube = FakeKube(now=lambda: moment)
+    made = await kube.create(CM, configmap())
+    assert made["metadata"]["creationTimestamp"] == "2026-03-29T01:30:00Z"
+
+
+async def test_concurrent_requests_are_recorded_in_the_order_they_were_started():
+    kube = FakeKube()
+    await asyncio.gather(*(kube.create(namespaced(NS, "pods"), pod(f"p{i}")) for i in range(5)))
+    assert [a.name for a in kube.actions] == ["p0", "p1", "p2", "p3", "p4"]
