@@ -411,13 +411,30 @@ class FakeKube(KubeClient):
         del self._store[self._parse(path).key]
         self._next_revision()
 
-    def writes(self) -> list[Action]:
-        """The actions that are not reads (get, list)."""
-        return [a for a in self.actions if a.verb not in READS]
+    def writes(self, *, ignore: Iterable[str] = ()) -> list[Action]:
+        """The actions that are not reads (get, list), but for those on the ``ignore`` d
+        resources (``ignore=["events"]``, as sample-controller's tests filter what they do not
+        assert on)."""
+        return [a for a in self.actions if a.verb not in READS and a.resource not in ignore]
 
-    def keys(self, *, reads: bool = False) -> list[tuple[str, str, str, str, str]]:
+    def keys(
+        self, *, reads: bool = False, ignore: Iterable[str] = ()
+    ) -> list[tuple[str, str, str, str, str]]:
         """(verb, resource, namespace, name, subresource) of each write (and read, with ``reads``)."""
-        return [a.key for a in (self.actions if reads else self.writes())]
+        ignore = frozenset(ignore)
+        actions = (
+            [a for a in self.actions if a.resource not in ignore] if reads else self.writes(ignore=ignore)
+        )
+        return [a.key for a in actions]
+
+    def events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of each Event created (core/v1 or events.k8s.io/v1), in order:
+        what a test asserts on a pass's Events, like client-go's ``FakeRecorder``."""
+        return [
+            (a.body.get("type", ""), a.body.get("reason", ""), a.body.get("message", a.body.get("note", "")))
+            for a in self.actions
+            if a.verb == "create" and a.resource == "events" and isinstance(a.body, Mapping)
+        ]
 
     def clear_actions(self) -> None:
         self.actions.clear()

@@ -471,3 +471,17 @@ async def test_concurrent_requests_are_recorded_in_the_order_they_were_started()
     kube = FakeKube()
     await asyncio.gather(*(kube.create(namespaced(NS, "pods"), pod(f"p{i}")) for i in range(5)))
     assert [a.name for a in kube.actions] == ["p0", "p1", "p2", "p3", "p4"]
+
+
+async def test_events_are_actions_that_a_test_can_set_aside():
+    kube = FakeKube()
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "w."}}
+    await kube.create(CM, configmap())
+    await kube.create(namespaced(NS, "events"), {**event, "type": "Warning", "reason": "R", "message": "m"})
+    await kube.create(
+        namespaced(NS, "events", group_version="events.k8s.io/v1"),
+        {**event, "apiVersion": "events.k8s.io/v1", "type": "Normal", "reason": "S", "note": "n"},
+    )
+    assert kube.events() == [("Warning", "R", "m"), ("Normal", "S", "n")]
+    assert kube.keys(ignore=["events"]) == [("create", "configmaps", NS, "c", "")]
+    assert [a.resource for a in kube.writes(ignore=["configmaps"])] == ["events", "events"]
