@@ -1185,6 +1185,17 @@ def _add(doc: Any, path: str, value: Any, *, replace: bool = False) -> Any:
     return doc
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values (RFC 6902 ``test``): unlike Python's, ``true`` is not ``1``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902: ``target`` (not changed) after ``operations``; raises :class:`JsonPatchError`."""
     if not isinstance(operations, list):
@@ -1199,7 +1210,7 @@ def json_patch(target: Any, operations: Any) -> Any:
                 found = _get(doc, path)
             except JsonPatchError:
                 raise JsonPatchError(f"testing value {path} failed: test failed") from None
-            if found != op.get("value"):
+            if not _json_equal(found, op.get("value")):
                 raise JsonPatchError(f"testing value {path} failed: test failed")
         elif kind == "add":
             doc = _add(doc, path, copy.deepcopy(op["value"]))

@@ -222,6 +222,7 @@ def test_json_patch_is_rfc_6902():
     for failing in (
         {"op": "test", "path": "/a/b", "value": [2]},
         {"op": "test", "path": "/nothing", "value": None},
+        {"op": "test", "path": "/a", "value": {"b": [True, 2]}},  # JSON: true is not 1
         {"op": "replace", "path": "/nothing", "value": 1},
         {"op": "remove", "path": "/a/b/5"},
         {"op": "add", "path": "/x/y", "value": 1},
@@ -485,3 +486,16 @@ async def test_events_are_actions_that_a_test_can_set_aside():
     assert kube.events() == [("Warning", "R", "m"), ("Normal", "S", "n")]
     assert kube.keys(ignore=["events"]) == [("create", "configmaps", NS, "c", "")]
     assert [a.resource for a in kube.writes(ignore=["configmaps"])] == ["events", "events"]
+
+
+async def test_methods_a_path_does_not_allow_are_refused():
+    kube = FakeKube()
+    for call in (
+        kube.create(namespaced(NS, "configmaps", "c"), configmap()),  # create on an object
+        kube.delete(CM),  # delete on a collection
+        kube.create("/api/v1/configmaps", configmap()),  # create without a namespace
+        kube.delete(namespaced(NS, "pods", "p") + "/status"),
+    ):
+        with pytest.raises(ApiError) as err:
+            await call
+        assert err.value.status == 405
