@@ -330,6 +330,17 @@ class _Target:
         return (self.resource.group, self.resource.plural, self.namespace, self.name)
 
 
+@dataclass
+class _Server:
+    """What the clients of one fake API server share."""
+
+    now: Callable[[], float | datetime.datetime]
+    random: random.Random
+    revision: int = 0
+    store: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+    resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
+
+
 class FakeKube(KubeClient):
     """A :class:`KubeClient` answering from an in-memory store (module docstring).
 
@@ -351,11 +362,7 @@ class FakeKube(KubeClient):
         observer: Callable[[str, str, int | str, float], None] | None = None,
     ) -> None:
         super().__init__(observer=observer, qps=0)
-        self._now = now
-        self._random = random.Random(seed)
-        self._revision = 0
-        self._store: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        self._resources: dict[tuple[str, str], Resource] = {}
+        self._server = _Server(now, random.Random(seed))
         for resource in (*BUILTIN, *bundle_resources(), *resources):
             self.register(resource)
         self._reactors: list[_Reactor] = []
@@ -364,11 +371,19 @@ class FakeKube(KubeClient):
         for obj in objects:
             self.add(obj)
 
+    def client(self) -> FakeKube:
+        """Another client of the same API server, with actions, reactors and a fence of its own:
+        a leader elector's own client beside the operator's fenced one, or the test acting as a
+        user (``kubectl scale``) without its writes among the pass's actions."""
+        other = FakeKube(observer=self._observer)
+        other._server = self._server
+        return other
+
     # -- set-up and inspection -------------------------------------------------------------
 
     def register(self, resource: Resource) -> None:
         """Serve ``resource`` (replacing a kind of the same group and plural)."""
-        self._resources[(resource.group, resource.plural)] = resource
+        self._server.resources[(resource.group, resource.plural)] = resource
 
     def add(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Store ``obj`` as it is, without an action (client-go's tracker ``Add``): what the
@@ -388,27 +403,27 @@ class FakeKube(KubeClient):
         if resource.schema:
             _apply_defaults(stored, resource.schema)
         stored_meta["resourceVersion"] = self._next_revision()
-        self._store[(resource.group, resource.plural, namespace, meta["name"])] = stored
+        self._server.store[(resource.group, resource.plural, namespace, meta["name"])] = stored
         return copy.deepcopy(stored)
 
     def object(self, path: str) -> dict[str, Any] | None:
         """The object stored at ``path`` (a copy), None when there is none; no action."""
         target = self._parse(path)
-        found = self._store.get(target.key)
+        found = self._server.store.get(target.key)
         return copy.deepcopy(found) if found is not None else None
 
     def objects(self, resource: str, namespace: str | None = None, group: str = "") -> list[dict[str, Any]]:
         """The stored objects of ``resource`` (a plural), copies, by namespace and name."""
         return [
             copy.deepcopy(obj)
-            for (g, plural, ns, _), obj in sorted(self._store.items(), key=lambda kv: kv[0])
+            for (g, plural, ns, _), obj in sorted(self._server.store.items(), key=lambda kv: kv[0])
             if g == group and plural == resource and namespace in (None, ns)
         ]
 
     def remove(self, path: str) -> None:
         """Drop the object at ``path`` now, without an action: a kubelet confirming a pod's
         termination, the garbage collector, someone else's delete."""
-        del self._store[self._parse(path).key]
+        del self._server.store[self._parse(path).key]
         self._next_revision()
 
     def writes(self, *, ignore: Iterable[str] = ()) -> list[Action]:
@@ -553,7 +568,7 @@ class FakeKube(KubeClient):
         return self._serve(action)
 
     def _serve(self, action: Action) -> dict[str, Any]:
-        resource = self._resources[(action.group, action.resource)]
+        resource = self._server.resources[(action.group, action.resource)]
         target = _Target(resource, action.version, action.namespace, action.name, action.subresource)
         if action.verb == "list":
             return self._list(target, action.params)
@@ -575,7 +590,7 @@ class FakeKube(KubeClient):
         fields = _field_selector(params.get("fieldSelector", ""))
         items = [
             obj
-            for (g, plural, ns, _), obj in sorted(self._store.items(), key=lambda kv: kv[0])
+            for (g, plural, ns, _), obj in sorted(self._server.store.items(), key=lambda kv: kv[0])
             if (g, plural) == (target.resource.group, target.resource.plural)
             and (not target.namespace or ns == target.namespace)
             and labels((obj.get("metadata") or {}).get("labels") or {})
@@ -584,7 +599,7 @@ class FakeKube(KubeClient):
         return {
             "kind": f"{target.resource.kind}List",
             "apiVersion": _api_version(target.resource.group, target.version),
-            "metadata": {"resourceVersion": str(self._revision)},
+            "metadata": {"resourceVersion": str(self._server.revision)},
             "items": items,
         }
 
@@ -604,13 +619,15 @@ class FakeKube(KubeClient):
             meta["namespace"] = target.namespace
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
-            name = meta["generateName"] + "".join(self._random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+            name = meta["generateName"] + "".join(
+                self._server.random.choices("bcdfghjklmnpqrstvwxz2456789", k=5)
+            )
             meta["name"] = name
         what = _qualified(resource.plural, resource.group)
         if not name:
             raise self._invalid(target, "", "metadata.name: Required value: name or generateName is required")
         key = (resource.group, resource.plural, target.namespace, name)
-        if key in self._store:
+        if key in self._server.store:
             raise status_error(
                 409,
                 "AlreadyExists",
@@ -634,11 +651,11 @@ class FakeKube(KubeClient):
             obj.pop("status", None)
         if resource.schema:
             _apply_defaults(obj, resource.schema)
-        self._store[key] = obj
+        self._server.store[key] = obj
         return obj
 
     def _existing(self, target: _Target) -> dict[str, Any]:
-        found = self._store.get(target.key)
+        found = self._server.store.get(target.key)
         if found is None:
             raise self._not_found(target)
         return found
@@ -668,9 +685,9 @@ class FakeKube(KubeClient):
         new["metadata"]["resourceVersion"] = self._next_revision()
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             # The last finalizer of a deleting object is gone: the object goes.
-            del self._store[target.key]
+            del self._server.store[target.key]
             return new
-        self._store[target.key] = new
+        self._server.store[target.key] = new
         return new
 
     def _check_update(
@@ -814,9 +831,9 @@ class FakeKube(KubeClient):
             if "generation" in meta:
                 deleting["metadata"]["generation"] = meta["generation"] + 1
             deleting["metadata"]["resourceVersion"] = self._next_revision()
-            self._store[target.key] = deleting
+            self._server.store[target.key] = deleting
             return deleting
-        del self._store[target.key]
+        del self._server.store[target.key]
         self._next_revision()
         if target.resource.answers_deleted:
             return current
@@ -878,7 +895,7 @@ class FakeKube(KubeClient):
         if updated != current:
             updated["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
             updated["metadata"]["resourceVersion"] = self._next_revision()
-            self._store[target.key] = updated
+            self._server.store[target.key] = updated
         return self._scale_of(target, updated)
 
     # -- paths, errors, counters ---------------------------------------------------------------
@@ -899,7 +916,7 @@ class FakeKube(KubeClient):
         if not rest or len(rest) > 3:
             raise _no_such_resource()
         plural, name, subresource = (*rest, "", "")[:3]
-        resource = self._resources.get((group, plural))
+        resource = self._server.resources.get((group, plural))
         if (
             resource is None
             or version not in resource.versions
@@ -916,7 +933,7 @@ class FakeKube(KubeClient):
 
     def _by_kind(self, api_version: str, kind: str) -> Resource:
         group = api_version.rpartition("/")[0]
-        for resource in self._resources.values():
+        for resource in self._server.resources.values():
             if resource.group == group and resource.kind == kind:
                 return resource
         raise ValueError(f"FakeKube serves no {kind} in {api_version}: register() it")
@@ -960,14 +977,14 @@ class FakeKube(KubeClient):
         )
 
     def _uid(self) -> str:
-        return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+        return str(uuid.UUID(int=self._server.random.getrandbits(128), version=4))
 
     def _next_revision(self) -> str:
-        self._revision += 1
-        return str(self._revision)
+        self._server.revision += 1
+        return str(self._server.revision)
 
     def _timestamp(self) -> str:
-        now = self._now()
+        now = self._server.now()
         moment = (
             now if isinstance(now, datetime.datetime) else datetime.datetime.fromtimestamp(now, datetime.UTC)
         )

@@ -499,3 +499,19 @@ async def test_methods_a_path_does_not_allow_are_refused():
         with pytest.raises(ApiError) as err:
             await call
         assert err.value.status == 405
+
+
+async def test_clients_of_one_server_share_objects_not_actions_reactors_or_fences():
+    kube = FakeKube()
+    user = kube.client()
+    user.prepend_reactor("delete", "*", fail(403))
+    kube.fence = lambda method, path: None
+    await user.create(CM, configmap())
+    assert (await kube.get(namespaced(NS, "configmaps", "c")))["metadata"]["name"] == "c"
+    await kube.delete(namespaced(NS, "configmaps", "c"))  # the user's reactor is the user's
+    assert user.keys() == [("create", "configmaps", NS, "c", "")]
+    assert kube.keys(reads=True) == [
+        ("get", "configmaps", NS, "c", ""),
+        ("delete", "configmaps", NS, "c", ""),
+    ]
+    assert user.fence is None and kube.objects("configmaps") == []
