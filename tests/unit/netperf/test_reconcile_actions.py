@@ -1,0 +1,148 @@
+"""One Netperf run, pass by pass, tested as kubernetes/sample-controller tests its controller:
+objects in a fake API server (:class:`tests.framework.fakekube.FakeKube`), one pass, the exact
+writes and Events.
+
+Written against the module-level wiring of ``operators.netperf.handlers`` (its client, pod
+cache, clock and Event poster replaced for the test): when the reconciler takes them injected
+(issue #24), only :class:`Pass` changes, the expected actions stay — they pin the behaviour the
+rewrite must keep. The kubelet's part (a pod Running and Ready, a container that terminates
+with netperf's output) is written to the pods' status by the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import pytest
+
+from operators.netperf import desired, handlers
+from operators.netperf.api import NetperfAPI
+from shared.api.clock import Clock
+from shared.client.kube import namespaced
+from shared.controller import caches
+from tests.framework.fakekube import FakeKube, fail
+from tests.framework.netperfs import fixture
+
+NS = "ns"
+NP = "app.example.com/v1alpha1"
+NP_PATH = namespaced(NS, "netperfs", "np", NP)
+NOW = datetime.datetime(2026, 1, 5, 12, 0, tzinfo=datetime.UTC)
+
+
+def netperf() -> dict[str, Any]:
+    return {"apiVersion": NP, "kind": "Netperf", "metadata": {"name": "np", "namespace": NS}, "spec": {}}
+
+
+class Pass:
+    """The Netperf operator's wiring around one FakeKube: what a reconciler will take injected."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, kube: FakeKube) -> None:
+        self.kube = kube
+        self.events: list[tuple[str, str, str]] = []
+        monkeypatch.setattr(handlers, "api", NetperfAPI(kube))
+        monkeypatch.setattr(handlers, "clock", Clock(NOW - datetime.datetime.now(datetime.UTC)))
+        monkeypatch.setattr(handlers, "pods", caches.OwnerCache(desired.pod_view))
+        monkeypatch.setattr(
+            handlers,
+            "post_event",
+            lambda body, *, type, reason, message: self.events.append((type, reason, message)),
+        )
+
+    def kubelet(self, name: str, status: dict[str, Any]) -> None:
+        """The kubelet reports ``status`` for pod ``name``, and the pod watch delivers it."""
+        asyncio.run(self.kube.merge_patch(namespaced(NS, "pods", name) + "/status", {"status": status}))
+        handlers.pods.observe("MODIFIED", self.kube.object(namespaced(NS, "pods", name)))
+
+    def run(self) -> float | None:
+        """One pass over the Netperf as the API server holds it now."""
+        self.kube.clear_actions()
+        self.events.clear()
+        return asyncio.run(handlers.reconcile(self.kube.object(NP_PATH)))
+
+
+def test_a_run_from_start_to_result(monkeypatch):
+    kube = FakeKube(netperf())
+    p = Pass(monkeypatch, kube)
+
+    p.run()  # the run is claimed in the status first, then the server pod is created
+    [server] = [pod["metadata"]["name"] for pod in kube.objects("pods", NS)]
+    assert kube.keys() == [
+        ("patch", "netperfs", NS, "np", "status"),
+        ("create", "pods", NS, server, ""),
+        ("patch", "netperfs", NS, "np", "status"),
+    ]
+    assert kube.object(NP_PATH)["status"]["status"] == "Server"
+    assert [reason for _, reason, _ in p.events] == ["TestStarted", "CreatedPod"]
+
+    p.kubelet(
+        server, {"phase": "Running", "podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]}
+    )
+    p.run()
+    client = next(
+        pod["metadata"]["name"] for pod in kube.objects("pods", NS) if pod["metadata"]["name"] != server
+    )
+    assert kube.keys() == [("create", "pods", NS, client, ""), ("patch", "netperfs", NS, "np", "status")]
+    assert kube.object(NP_PATH)["status"]["status"] == "Test"
+
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        client,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+        },
+    )
+    p.run()  # the result first, then the pods go
+    assert kube.keys() == [
+        ("patch", "netperfs", NS, "np", "status"),
+        ("delete", "pods", NS, server, ""),
+        ("delete", "pods", NS, client, ""),
+    ]
+    assert kube.object(NP_PATH)["status"]["status"] == "Done"
+    assert kube.objects("pods", NS) == []
+    assert [reason for _, reason, _ in p.events] == ["TestFinished", "DeletedPod", "DeletedPod"]
+
+
+def test_a_server_pod_refused_by_a_quota_is_retried_with_the_run_still_claimed(monkeypatch):
+    kube = FakeKube(netperf())
+    kube.prepend_reactor("create", "pods", fail(403, message="exceeded quota: pods, requested: pods=1"))
+    p = Pass(monkeypatch, kube)
+
+    with pytest.raises(handlers.ReconcileError, match="exceeded quota"):
+        p.run()
+    assert [a.key[:2] for a in kube.writes()] == [("patch", "netperfs"), ("create", "pods")]
+    assert kube.object(NP_PATH)["status"]["status"] == "Initial"
+    assert [(t, reason) for t, reason, _ in p.events] == [
+        ("Normal", "TestStarted"),
+        ("Warning", "FailedUpdate"),
+    ]
+
+
+def test_a_pod_name_held_by_a_stranger_ends_the_run_in_error(monkeypatch):
+    kube = FakeKube(netperf())
+    p = Pass(monkeypatch, kube)
+    names = desired.pod_names("np", 1)
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": names.server, "namespace": NS},
+        "spec": {},
+    }
+    kube.add(stranger)
+
+    assert p.run() is None
+    assert kube.keys(reads=True) == [
+        ("patch", "netperfs", NS, "np", "status"),
+        ("create", "pods", NS, names.server, ""),  # refused: AlreadyExists
+        ("get", "pods", NS, names.server, ""),
+        ("patch", "netperfs", NS, "np", "status"),
+    ]
+    st = kube.object(NP_PATH)["status"]
+    assert (st["status"], st["reason"]) == ("Error", "PodConflict")
+    assert kube.object(namespaced(NS, "pods", names.server))["spec"] == {}  # untouched
+    assert [(t, reason) for t, reason, _ in p.events] == [
+        ("Normal", "TestStarted"),
+        ("Warning", "TestFailed"),
+    ]
