@@ -2,11 +2,8 @@
 objects in a fake API server (:class:`tests.framework.fakekube.FakeKube`), one pass, the exact
 writes and Events.
 
-Written against the module-level wiring of ``operators.netperf.handlers`` (its client, pod
-cache, clock and Event poster replaced for the test): when the reconciler takes them injected
-(issue #24), only :class:`Pass` changes, the expected actions stay — they pin the behaviour the
-rewrite must keep. The kubelet's part (a pod Running and Ready, a container that terminates
-with netperf's output) is written to the pods' status by the test.
+The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`), with
+the fake client and a fixed clock injected.
 """
 
 from __future__ import annotations
@@ -17,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from operators.netperf import desired, handlers
-from operators.netperf.api import NetperfAPI
+from operators.netperf import desired
+from operators.netperf.description import DESCRIPTION
+from operators.netperf.reconciler import NetperfReconciler
 from shared.api.clock import Clock
 from shared.client.kube import namespaced
-from shared.controller import caches
+from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube, fail
 from tests.framework.netperfs import fixture
+from tests.framework.passes import OnePass
 
 NS = "ns"
 NP = "app.example.com/v1alpha1"
@@ -35,36 +34,24 @@ def netperf() -> dict[str, Any]:
     return {"apiVersion": NP, "kind": "Netperf", "metadata": {"name": "np", "namespace": NS}, "spec": {}}
 
 
-class Pass:
-    """The Netperf operator's wiring around one FakeKube: what a reconciler will take injected."""
+class Pass(OnePass):
+    """The Netperf operator on one FakeKube, one pass at a time, at ``NOW``."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, kube: FakeKube) -> None:
-        self.kube = kube
-        self.events: list[tuple[str, str, str]] = []
-        monkeypatch.setattr(handlers, "api", NetperfAPI(kube))
-        monkeypatch.setattr(handlers, "clock", Clock(NOW - datetime.datetime.now(datetime.UTC)))
-        monkeypatch.setattr(handlers, "pods", caches.OwnerCache(desired.pod_view))
-        monkeypatch.setattr(
-            handlers,
-            "post_event",
-            lambda body, *, type, reason, message: self.events.append((type, reason, message)),
-        )
+    def __init__(self, kube: FakeKube) -> None:
+        clock = Clock(NOW - datetime.datetime.now(datetime.UTC))
+        super().__init__(DESCRIPTION, NetperfReconciler, kube, NP_PATH, clock)
+        assert isinstance(self.reconciler, NetperfReconciler)
+        self.np = self.reconciler
 
     def kubelet(self, name: str, status: dict[str, Any]) -> None:
         """The kubelet reports ``status`` for pod ``name``, and the pod watch delivers it."""
         asyncio.run(self.kube.merge_patch(namespaced(NS, "pods", name) + "/status", {"status": status}))
-        handlers.pods.observe("MODIFIED", self.kube.object(namespaced(NS, "pods", name)))
-
-    def run(self) -> float | None:
-        """One pass over the Netperf as the API server holds it now."""
-        self.kube.clear_actions()
-        self.events.clear()
-        return asyncio.run(handlers.reconcile(self.kube.object(NP_PATH)))
+        self.np.pods.observe("MODIFIED", self.kube.object(namespaced(NS, "pods", name)))
 
 
-def test_a_run_from_start_to_result(monkeypatch):
+def test_a_run_from_start_to_result():
     kube = FakeKube(netperf())
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
 
     p.run()  # the run is claimed in the status first, then the server pod is created
     [server] = [pod["metadata"]["name"] for pod in kube.objects("pods", NS)]
@@ -105,12 +92,12 @@ def test_a_run_from_start_to_result(monkeypatch):
     assert [reason for _, reason, _ in p.events] == ["TestFinished", "DeletedPod", "DeletedPod"]
 
 
-def test_a_server_pod_refused_by_a_quota_is_retried_with_the_run_still_claimed(monkeypatch):
+def test_a_server_pod_refused_by_a_quota_is_retried_with_the_run_still_claimed():
     kube = FakeKube(netperf())
     kube.prepend_reactor("create", "pods", fail(403, message="exceeded quota: pods, requested: pods=1"))
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
 
-    with pytest.raises(handlers.ReconcileError, match="exceeded quota"):
+    with pytest.raises(ReconcileError, match="exceeded quota"):
         p.run()
     assert [a.key[:2] for a in kube.writes()] == [("patch", "netperfs"), ("create", "pods")]
     assert kube.object(NP_PATH)["status"]["status"] == "Initial"
@@ -120,9 +107,9 @@ def test_a_server_pod_refused_by_a_quota_is_retried_with_the_run_still_claimed(m
     ]
 
 
-def test_a_pod_name_held_by_a_stranger_ends_the_run_in_error(monkeypatch):
+def test_a_pod_name_held_by_a_stranger_ends_the_run_in_error():
     kube = FakeKube(netperf())
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     names = desired.pod_names("np", 1)
     stranger = {
         "apiVersion": "v1",

@@ -1,10 +1,8 @@
 """One TDSet pass, tested as kubernetes/sample-controller tests its controller: objects in a fake
 API server (:class:`tests.framework.fakekube.FakeKube`), one pass, the exact writes and Events.
 
-Written against the module-level wiring of ``operators.tdset.handlers`` (its client, caches,
-clock and Event poster replaced for the test): when the reconciler takes them injected
-(issue #24), only :class:`Pass` changes, the expected actions stay — they pin the
-behaviour the rewrite must keep.
+The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`), with
+the fake client and a fixed clock injected.
 """
 
 from __future__ import annotations
@@ -15,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from operators.tdset import desired, handlers
-from operators.tdset.api import PatchExpectations, StoredTemplates, TDSetAPI
+from operators.tdset.description import DESCRIPTION
+from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions, ownership
 from shared.api.clock import Clock
-from shared.api.services import view as service_view
 from shared.client.kube import namespaced
-from shared.controller import caches
+from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube
+from tests.framework.passes import OnePass
 
 NS = "ns"
 TDS = "schedule.rs/v1"
@@ -45,42 +43,26 @@ def tdset() -> dict[str, Any]:
     }
 
 
-class Pass:
-    """The TDSet operator's wiring around one FakeKube: what a reconciler will take injected."""
+class Pass(OnePass):
+    """The TDSet operator on one FakeKube, one pass at a time, at ``NOW``."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, kube: FakeKube) -> None:
-        self.kube = kube
-        self.events: list[tuple[str, str, str]] = []
-        monkeypatch.setattr(handlers, "api", TDSetAPI(kube))
-        monkeypatch.setattr(handlers, "clock", Clock(NOW - datetime.datetime.now(datetime.UTC)))
-        monkeypatch.setattr(handlers, "deployments", caches.OwnerCache(desired.deployment_view))
-        monkeypatch.setattr(handlers, "services", caches.OwnerCache(service_view))
-        monkeypatch.setattr(handlers, "autoscalers", {})
-        monkeypatch.setattr(handlers, "expectations", PatchExpectations())
-        monkeypatch.setattr(handlers, "stored_templates", StoredTemplates())
-        monkeypatch.setattr(
-            handlers,
-            "post_event",
-            lambda body, *, type, reason, message: self.events.append((type, reason, message)),
-        )
+    def __init__(self, kube: FakeKube) -> None:
+        clock = Clock(NOW - datetime.datetime.now(datetime.UTC))
+        super().__init__(DESCRIPTION, TDSetReconciler, kube, TDS_PATH, clock)
+        assert isinstance(self.reconciler, TDSetReconciler)
+        self.tds = self.reconciler
 
     def watch(self, *paths: str) -> None:
         """The watches deliver the objects now stored at ``paths`` to the caches."""
         for path in paths:
             obj = self.kube.object(path)
             assert obj is not None
-            handlers.deployments.observe("MODIFIED", obj)
-
-    def run(self) -> float | None:
-        """One pass over the TDSet as the API server holds it now."""
-        self.kube.clear_actions()
-        self.events.clear()
-        return asyncio.run(handlers.reconcile(self.kube.object(TDS_PATH)))
+            self.tds.deployments.observe("MODIFIED", obj)
 
 
-def test_a_new_tdset_gets_its_deployment_at_the_scheduled_replicas_then_a_status(monkeypatch):
+def test_a_new_tdset_gets_its_deployment_at_the_scheduled_replicas_then_a_status():
     kube = FakeKube(tdset())
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     owner = kube.object(TDS_PATH)
 
     p.run()
@@ -96,18 +78,18 @@ def test_a_new_tdset_gets_its_deployment_at_the_scheduled_replicas_then_a_status
     assert [reason for _, reason, _ in p.events] == ["CreatedDeployment"]
 
 
-def test_a_pass_with_nothing_to_do_writes_nothing(monkeypatch):
+def test_a_pass_with_nothing_to_do_writes_nothing():
     kube = FakeKube(tdset())
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     p.run()
     p.watch(DEP_PATH)
     p.run()
     assert kube.actions == [] and p.events == []
 
 
-def test_a_deployment_scaled_by_hand_is_scaled_back_and_reported_in_a_pass_of_its_own(monkeypatch):
+def test_a_deployment_scaled_by_hand_is_scaled_back_and_reported_in_a_pass_of_its_own():
     kube = FakeKube(tdset())
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     p.run()
     asyncio.run(kube.merge_patch(DEP_PATH, {"spec": {"replicas": 2}}))  # kubectl scale
     p.watch(DEP_PATH)
@@ -118,7 +100,7 @@ def test_a_deployment_scaled_by_hand_is_scaled_back_and_reported_in_a_pass_of_it
     assert [(t, reason) for t, reason, _ in p.events] == [("Normal", "RevertedManualScale")]
 
 
-def test_a_deployment_someone_else_holds_is_reported_and_never_written(monkeypatch):
+def test_a_deployment_someone_else_holds_is_reported_and_never_written():
     stranger = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -126,9 +108,9 @@ def test_a_deployment_someone_else_holds_is_reported_and_never_written(monkeypat
         "spec": {"replicas": 1},
     }
     kube = FakeKube(tdset(), stranger)
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
 
-    with pytest.raises(handlers.ReconcileError, match="DeploymentConflict"):
+    with pytest.raises(ReconcileError, match="DeploymentConflict"):
         p.run()
     assert kube.keys(reads=True) == [
         ("create", "deployments", NS, "shop", ""),  # refused: AlreadyExists

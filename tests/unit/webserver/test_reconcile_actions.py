@@ -1,10 +1,8 @@
 """One WebServer pass, tested as kubernetes/sample-controller tests its controller: objects in a
 fake API server (:class:`tests.framework.fakekube.FakeKube`), one pass, the exact writes and Events.
 
-Written against the module-level wiring of ``operators.webserver.handlers`` (its client, caches,
-delete expectations and Event poster replaced for the test): when the reconciler takes them
-injected (issue #24), only :class:`Pass` changes, the expected actions stay — they pin the
-behaviour the rewrite must keep.
+The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`), with
+the fake client and a fixed clock injected.
 """
 
 from __future__ import annotations
@@ -14,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from operators.webserver import desired, handlers
-from operators.webserver.api import DeleteExpectations, WebServerAPI
+from operators.webserver.description import DESCRIPTION
+from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions, ownership
 from shared.client.kube import namespaced
-from shared.controller import caches
+from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube, fail
+from tests.framework.passes import OnePass
 
 NS = "ns"
 WS = "demo.k8s.io/v1alpha1"
@@ -36,41 +35,27 @@ def webserver(replicas: int) -> dict[str, Any]:
     }
 
 
-class Pass:
-    """The WebServer operator's wiring around one FakeKube: what a reconciler will take injected."""
+class Pass(OnePass):
+    """The WebServer operator on one FakeKube, one pass at a time."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, kube: FakeKube) -> None:
-        self.kube = kube
-        self.events: list[tuple[str, str, str]] = []
-        monkeypatch.setattr(handlers, "api", WebServerAPI(kube))
-        monkeypatch.setattr(handlers, "pods", caches.OwnerCache(desired.pod_view))
-        monkeypatch.setattr(handlers, "services", caches.OwnerCache(desired.service_view))
-        monkeypatch.setattr(handlers, "expectations", DeleteExpectations())
-        monkeypatch.setattr(
-            handlers,
-            "post_event",
-            lambda body, *, type, reason, message: self.events.append((type, reason, message)),
-        )
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__(DESCRIPTION, WebServerReconciler, kube, WS_PATH)
+        assert isinstance(self.reconciler, WebServerReconciler)
+        self.ws = self.reconciler
 
     def watch(self) -> None:
         """The pod watch delivers every pod now stored."""
         for pod in self.kube.objects("pods", NS):
-            handlers.pods.observe("MODIFIED", pod)
-
-    def run(self) -> float | None:
-        """One pass over the WebServer as the API server holds it now."""
-        self.kube.clear_actions()
-        self.events.clear()
-        return asyncio.run(handlers.reconcile(self.kube.object(WS_PATH)))
+            self.ws.pods.observe("MODIFIED", pod)
 
 
 def pod_names(kube: FakeKube) -> list[str]:
     return [pod["metadata"]["name"] for pod in kube.objects("pods", NS)]
 
 
-def test_a_new_webserver_gets_its_pods_then_a_status_per_pass_until_nothing_changes(monkeypatch):
+def test_a_new_webserver_gets_its_pods_then_a_status_per_pass_until_nothing_changes():
     kube = FakeKube(webserver(3))
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     owner = kube.object(WS_PATH)
 
     p.run()
@@ -92,9 +77,9 @@ def test_a_new_webserver_gets_its_pods_then_a_status_per_pass_until_nothing_chan
     assert kube.actions == [] and p.events == []
 
 
-def test_scaling_down_deletes_pods_under_their_uid(monkeypatch):
+def test_scaling_down_deletes_pods_under_their_uid():
     kube = FakeKube(webserver(3))
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     p.run()
     p.watch()
     uids = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in kube.objects("pods", NS)}
@@ -112,12 +97,12 @@ def test_scaling_down_deletes_pods_under_their_uid(monkeypatch):
     assert [reason for _, reason, _ in p.events] == ["SuccessfulDelete"]
 
 
-def test_a_pod_create_refused_by_a_quota_is_a_replica_failure(monkeypatch):
+def test_a_pod_create_refused_by_a_quota_is_a_replica_failure():
     kube = FakeKube(webserver(3))
     kube.prepend_reactor("create", "pods", fail(403, message="exceeded quota: pods, requested: pods=1"))
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
 
-    with pytest.raises(handlers.ReconcileError, match="FailedCreate"):
+    with pytest.raises(ReconcileError, match="FailedCreate"):
         p.run()
     # Slow start: the first batch (one pod) fails, the others are not tried.
     assert [a.key[:2] for a in kube.writes()] == [("create", "pods"), ("patch", "webservers")]
@@ -126,9 +111,9 @@ def test_a_pod_create_refused_by_a_quota_is_a_replica_failure(monkeypatch):
     assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "FailedCreate")]
 
 
-def test_pods_the_watch_has_not_shown_yet_are_claimed_not_duplicated(monkeypatch):
+def test_pods_the_watch_has_not_shown_yet_are_claimed_not_duplicated():
     kube = FakeKube(webserver(3))
-    p = Pass(monkeypatch, kube)
+    p = Pass(kube)
     p.run()
     names = pod_names(kube)
 
