@@ -12,7 +12,7 @@ once in ``operators.PACKAGES``, and read by
 - ``python -m operators.<name>`` (``operators.main``): the handlers module named by
   :attr:`~OperatorDescription.reconcile`;
 - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
-  permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
+  permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
   Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts, dashboard panels),
   ``tools/generate/docs.py`` (API reference pages, the metrics table) and ``localcluster/images.py`` (operator
   and operand images).
@@ -22,8 +22,8 @@ tool and keeping their copies of its text in step. Logic stays where it was: a d
 points at the operator's ``schema.CRD`` and ``rbac.RULES``, it does not restate them.
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`
-only; the controller layer reads it, never the other way round.
+manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd` and
+:mod:`shared.api.metricsauth` only; the controller layer reads it, never the other way round.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.api import metricsauth
 from shared.api.crd import CRDSpec
 
 NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
@@ -144,6 +145,12 @@ class OperatorDescription:
     def handlers(self) -> str:
         """The module that registers the kopf handlers and holds ``runtime``."""
         return self.reconcile.partition(":")[0]
+
+    @property
+    def cluster_rules(self) -> list[dict[str, Any]]:
+        """RBAC granted cluster-wide (the CSV's ``clusterPermissions``), the same for every
+        operator: the reviews its ``/metrics`` filter makes (:mod:`shared.api.metricsauth`)."""
+        return metricsauth.operator_rules()
 
     @property
     def child_resources(self) -> tuple[str, ...]:
