@@ -12,10 +12,10 @@ once in ``operators.PACKAGES``, and read by
 - ``python -m operators.<name>`` (``operators.main``): the handlers module named by
   :attr:`~OperatorDescription.reconcile`;
 - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
-  permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
-  Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts, dashboard panels),
-  ``tools/generate/docs.py`` (API reference pages, the metrics table) and ``localcluster/images.py`` (operator
-  and operand images).
+  permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service,
+  ServiceMonitor, Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts,
+  dashboard panels), ``tools/generate/docs.py`` (API reference pages, the metrics table) and
+  ``localcluster/images.py`` (operator and operand images).
 
 Before, each of those listed the three operators by hand, so adding one meant editing every
 tool and keeping their copies of its text in step. Logic stays where it was: a description

@@ -164,12 +164,12 @@ def subject_access_review(user: User, path: str, verb: str) -> dict[str, Any]:
 
 
 def access_decision(review: Mapping[str, Any], user: User) -> Decision:
-    """A created SubjectAccessReview as the answer to the request (controller-runtime's texts)."""
+    """A created SubjectAccessReview as the answer to the request (controller-runtime's texts;
+    the authorizer's reason is not passed on: it is about the cluster's policy, not the caller's)."""
     status = review.get("status") or {}
     if status.get("allowed") and not status.get("denied"):
         return ALLOWED
-    reason = f": {status['reason']}" if status.get("reason") else ""
-    return Decision(403, f"Authorization denied for user {user.name}{reason}")
+    return Decision(403, f"Authorization denied for user {user.name}")
 
 
 def verb_of(method: str) -> str:
