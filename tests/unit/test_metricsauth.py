@@ -338,3 +338,53 @@ async def test_endpoints_serve_metrics_over_https_to_the_allowed_only_and_probes
 def test_https_metrics_cannot_share_the_probes_port():
     with pytest.raises(ValueError, match="port of their own"):
         Endpoints(Metrics(), Readiness(), 9000, 9000, metrics_tls=certs.server_context())
+
+
+def _write_pair(directory, names: tuple[str, ...]) -> bytes:
+    """A new certificate and key in ``directory``, swapped in by rename as the kubelet does."""
+    cert_pem, key_pem = certs.self_signed(names=names)
+    for name, data in (("tls.key", key_pem), ("tls.crt", cert_pem)):
+        (directory / f".{name}.new").write_bytes(data)
+        (directory / f".{name}.new").replace(directory / name)
+    return cert_pem
+
+
+async def _served_certificate(port: int) -> x509.Certificate:
+    """The certificate the server at ``port`` presents to a new connection."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=_client_context())
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        writer.close()
+    return x509.load_der_x509_certificate(der)
+
+
+def _names(cert: x509.Certificate) -> list[str]:
+    return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+
+
+async def test_a_mounted_certificate_is_picked_up_and_rotated_without_a_restart(tmp_path):
+    """An optional Secret created after start, then renewed: each is served from the next
+    connection after the next look (every RECHECK_INTERVAL seconds; time is the test's)."""
+    clock = Clock()
+    ctx = certs.server_context(tmp_path, clock=clock)
+    port = free_port()
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", port, ssl=ctx)
+    try:
+        assert "localhost" in _names(await _served_certificate(port))  # self-signed: nothing mounted
+        _write_pair(tmp_path, ("first.example",))
+        assert "localhost" in _names(await _served_certificate(port))  # not looked at yet
+        clock.now += certs.RECHECK_INTERVAL
+        assert _names(await _served_certificate(port)) == ["first.example"]
+        _write_pair(tmp_path, ("second.example",))
+        clock.now += certs.RECHECK_INTERVAL
+        assert _names(await _served_certificate(port)) == ["second.example"]
+        # A broken pair (a certificate without its key) is refused; the last good one stays.
+        (tmp_path / "tls.crt").write_bytes(certs.self_signed(names=("third.example",))[0])
+        clock.now += certs.RECHECK_INTERVAL
+        assert _names(await _served_certificate(port)) == ["second.example"]
+    finally:
+        server.close()
+        await server.wait_closed()
