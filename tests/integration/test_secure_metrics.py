@@ -5,12 +5,13 @@ as ServiceAccounts holding exactly the CSV's rules (its cluster permissions incl
 and SubjectAccessReview create), ``/metrics`` over HTTPS with a self-signed certificate. Each is
 asked by callers the real kube-apiserver authenticates and authorizes: no token, a forged one, a
 ServiceAccount without the bundle's metrics-reader ClusterRole, one with it; the probes stay plain
-HTTP on their own port.
+HTTP on their own port. Then a mounted certificate, served by the shared runtime alone.
 """
 
 from __future__ import annotations
 
 import http.client
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from shared.api import leases
+from shared.controller import certs
 from tests.framework.cluster import SCRAPERS_NAMESPACE, Cluster, service_account_token
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
@@ -106,3 +108,30 @@ def test_a_denial_lasts_only_until_the_caller_is_bound_to_metrics_reader(cluster
         client.RbacAuthorizationV1Api(cluster.api).delete_cluster_role_binding(
             f"test:metrics-later:{leader.namespaces}"
         )
+
+
+def test_a_mounted_certificate_is_served_and_a_runtime_without_a_client_of_its_own_makes_one(
+    cluster, namespace, tmp_path
+):
+    """The shared runtime alone (the test operator manages no API client: the filter makes one
+    for its reviews), with a certificate in ``METRICS_CERT_DIR``, as the Deployments mount the
+    optional ``<operator>-metrics-cert`` Secret."""
+    cert_pem, key_pem = certs.self_signed(names=("demo-metrics.example",))
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "tls.crt").write_bytes(cert_pem)
+    (tmp_path / "certs" / "tls.key").write_bytes(key_pem)
+    demo = OperatorProcess(
+        "tests.framework.demo_operator",
+        cluster.kubeconfig,
+        tmp_path / "demo.log",
+        namespace,
+        env={"METRICS_CERT_DIR": str(tmp_path / "certs")},
+        metrics_token=cluster.metrics_reader_token(),
+    ).start()
+    try:
+        served = ssl.get_server_certificate(("127.0.0.1", demo.metrics_port), timeout=5)
+        assert served.strip() == cert_pem.decode().strip()
+        assert demo.get(demo.metrics_port, "/metrics")[0] == 401
+        assert "controller_runtime_reconcile_total" in demo.metrics()
+    finally:
+        demo.stop()
