@@ -127,11 +127,7 @@ def test_operator_deployment(name):
     assert metrics_port["containerPort"] == 8443
     # A mounted certificate when its Secret exists, else a self-signed one: the pod starts either way.
     (volume,) = [v for v in pod["volumes"] if v["name"] == "metrics-cert"]
-    assert volume["secret"] == {
-        "secretName": f"{name}-metrics-cert",
-        "optional": True,
-        "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
-    }
+    assert volume["secret"] == {"secretName": f"{name}-metrics-cert", "optional": True}
     (mount,) = [m for m in c["volumeMounts"] if m["name"] == "metrics-cert"]
     assert {"name": "METRICS_CERT_DIR", "value": mount["mountPath"]} in c["env"] and mount["readOnly"]
     fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}

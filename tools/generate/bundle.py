@@ -39,7 +39,6 @@ from operators import descriptions
 from shared.api import leases, metricsauth
 from shared.api.crd import to_yaml
 from shared.api.description import OperatorDescription
-from shared.controller.certs import CERT_NAME, KEY_NAME
 from shared.controller.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools.generate import monitoring
 from tools.generate.manifests import render as manifests_render
@@ -87,6 +86,7 @@ ServiceMonitors.
 """
 # The Secret (kubernetes.io/tls) whose tls.crt and tls.key an operator serves /metrics with when
 # it exists (cert-manager can write it); optional: without it the operator makes a self-signed one.
+# Mounted whole (an ``items`` list would fail the pod on a Secret lacking one of its keys).
 METRICS_CERT_DIR = "/etc/metrics-cert"
 # The ClusterRole a scraper is bound to. kubebuilder names it `metrics-reader` behind the
 # project's name prefix: a bare `metrics-reader` would be every kubebuilder project's too.
@@ -251,7 +251,6 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
                             "secret": {
                                 "secretName": metrics_cert_secret(op),
                                 "optional": True,
-                                "items": [{"key": k, "path": k} for k in (CERT_NAME, KEY_NAME)],
                             },
                         },
                     ],
