@@ -135,7 +135,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "METRICS_PORT": str(free_port()),
                 "HEALTH_PORT": str(free_port()),
             }
-            log(f"starting operator {op} (metrics :{env['METRICS_PORT']}, probes :{env['HEALTH_PORT']})")
+            ports = f"metrics :{env['METRICS_PORT']} (HTTPS), probes :{env['HEALTH_PORT']}"
+            log(f"starting operator {op} ({ports})")
             procs.append(
                 (op, subprocess.Popen([sys.executable, "-m", f"{Path(args.operators).name}.{op}"], env=env))
             )

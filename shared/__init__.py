@@ -15,7 +15,8 @@ aiohttp's server):
 - :mod:`shared.controller.caches`     server-side label-filtered watches and owner -> children indexes
 - :mod:`shared.controller.informer`   a relisting watch for what kopf does not watch
 - :mod:`shared.controller.metrics`    controller-runtime compatible metrics on a private registry
-- :mod:`shared.controller.serving`    ``/metrics``, ``/healthz``, ``/readyz``
+- :mod:`shared.controller.serving`    ``/metrics`` (HTTPS), ``/healthz``, ``/readyz``
+- :mod:`shared.controller.certs`      the serving certificate of ``/metrics``: mounted, else self-signed
 
 :mod:`shared.client` — talking to the API server (aiohttp):
 
@@ -24,6 +25,7 @@ aiohttp's server):
 - :mod:`shared.client.leader`    leader election on a Lease, and the write fence
 - :mod:`shared.client.statuses`  status written whole, only when it changed
 - :mod:`shared.client.services`  converging the optional one-port Service
+- :mod:`shared.client.metricsauth`  who may read ``/metrics``: TokenReview, SubjectAccessReview
 
 :mod:`shared.api` — pure: Kubernetes objects as data, no I/O, no kopf, aiohttp or prometheus_client
 (an operator's ``schema``, ``desired`` and ``status`` modules import only this layer):
@@ -35,6 +37,7 @@ aiohttp's server):
 - :mod:`shared.api.validation`   spec validation from the CRD's own OpenAPI schema
 - :mod:`shared.api.crd`          CustomResourceDefinitions as data
 - :mod:`shared.api.description`  one declarative description per operator, read by tools and handlers
+- :mod:`shared.api.metricsauth`  the ``/metrics`` filter's review bodies, decisions, caches, RBAC rules
 - :mod:`shared.api.quantity`, :mod:`shared.api.versions`, :mod:`shared.api.podsecurity`,
   :mod:`shared.api.clock`  resource quantities, resourceVersions, the restricted pod security
   profile, the operators' notion of now (shiftable for tests and demos)

@@ -10,10 +10,10 @@ once in ``operators.PACKAGES``, and read by
   controller, metrics registry with exactly the declared metrics), its watches, and its
   reconciler named by :attr:`~OperatorDescription.reconcile` (``python -m operators.<name>``);
 - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
-  permissions, Deployment, relatedImages, alm-examples; metrics Service, ServiceMonitor,
-  Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts, dashboard panels),
-  ``tools/generate/docs.py`` (API reference pages, the metrics table) and ``localcluster/images.py`` (operator
-  and operand images).
+  permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service,
+  ServiceMonitor, Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts,
+  dashboard panels), ``tools/generate/docs.py`` (API reference pages, the metrics table) and
+  ``localcluster/images.py`` (operator and operand images).
 
 Before, each of those listed the three operators by hand, so adding one meant editing every
 tool and keeping their copies of its text in step. Logic stays where it was: a description
@@ -21,8 +21,8 @@ points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules 
 what it declares it watches and calls (:attr:`OperatorDescription.rules`).
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`
-only; the controller layer reads it, never the other way round.
+manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd` and
+:mod:`shared.api.metricsauth` only; the controller layer reads it, never the other way round.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.api import leases
+from shared.api import leases, metricsauth
 from shared.api.crd import CRDSpec
 
 NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
@@ -182,6 +182,12 @@ class OperatorDescription:
         rules += leases.rules(self.app)
         rules += [dict(r) for r in self.extra_rules]
         return rules
+
+    @property
+    def cluster_rules(self) -> list[dict[str, Any]]:
+        """RBAC granted cluster-wide (the CSV's ``clusterPermissions``), the same for every
+        operator: the reviews its ``/metrics`` filter makes (:mod:`shared.api.metricsauth`)."""
+        return metricsauth.operator_rules()
 
     @property
     def child_resources(self) -> tuple[str, ...]:

@@ -33,7 +33,9 @@ left to wait for before its bytes go out. The second ask is the one that counts:
 wait a long time for a free connection of the pool (all taken by slow requests), and a process
 frozen (SIGSTOP) past its lease while the write waited must not send it on resuming. aiohttp's
 own resend of an idempotent request on a dropped keep-alive connection is asked too. Reads are
-never fenced (a standby keeps its caches warm).
+never fenced (a standby keeps its caches warm), and neither are reviews (TokenReview,
+SubjectAccessReview, ...: a POST that persists nothing), with which a standby checks who may
+read its ``/metrics`` (:mod:`shared.client.metricsauth`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import ssl
 import time
 import urllib.parse
@@ -67,6 +70,16 @@ MAX_RETRY_AFTER = 60.0
 logger = logging.getLogger("shared.kube")
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The review kinds of authentication.k8s.io and authorization.k8s.io: created, answered, never stored.
+REVIEW_PATH = re.compile(
+    r"/apis/(authentication|authorization)\.k8s\.io/v1/(namespaces/[^/]+/)?[a-z]+reviews$"
+)
+
+
+def is_write(method: str, path: str) -> bool:
+    """Whether a request changes stored state (and is fenced): a write method, not a review."""
+    return method.upper() in WRITE_METHODS and not REVIEW_PATH.search(path)
+
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -283,7 +296,7 @@ class KubeClient:
         return ctx
 
     def _fence_write(self, method: str, path: str) -> None:
-        if self.fence is not None and method.upper() in WRITE_METHODS:
+        if self.fence is not None and is_write(method, path):
             self.fence(method, path)
 
     def _headers(self, content_type: str) -> dict[str, str]:

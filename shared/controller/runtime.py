@@ -25,6 +25,11 @@ Everything below is the same for all operators:
 - kopf only watches (:mod:`shared.controller.kopf_adapter`); Events are posted through the
   operator's own client (:mod:`shared.client.events`);
 - server-side label selectors on child watches (:mod:`shared.controller.caches`);
+- ``/metrics`` over HTTPS for callers allowed ``get`` on it (``--metrics-secure``, ``METRICS_SECURE``,
+  default true; the certificate from ``--metrics-cert-dir``/``METRICS_CERT_DIR`` when it holds
+  ``tls.crt`` and ``tls.key``, else self-signed: :mod:`shared.controller.certs`; the reviews
+  through the operator's own client: :mod:`shared.client.metricsauth`), on ``METRICS_PORT``
+  (default 8443; 8080 with ``--metrics-secure=false``, plain HTTP for development);
 - ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.controller.serving`); ``WATCH_FAILURE_TIMEOUT``
   (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
 - watches that reconnect fast after an API outage and notice dead connections (see
@@ -40,6 +45,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -50,10 +56,12 @@ from shared.api.description import OperatorDescription
 from shared.client import leader
 from shared.client.events import EventRecorder
 from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
-from shared.controller import kopf_adapter
+from shared.client.metricsauth import MetricsAuth
+from shared.controller import certs, kopf_adapter
 from shared.controller.metrics import Metrics
 from shared.controller.serving import (
     DEFAULT_BLIND_AFTER,
+    DEFAULT_INSECURE_METRICS_PORT,
     DEFAULT_METRICS_PORT,
     DEFAULT_PROBE_PORT,
     Endpoints,
@@ -102,6 +110,8 @@ class Options:
     lease_duration: float = leader.LEASE_DURATION
     renew_deadline: float = leader.RENEW_DEADLINE
     retry_period: float = leader.RETRY_PERIOD
+    metrics_secure: bool = True  # HTTPS + TokenReview/SubjectAccessReview on /metrics
+    metrics_cert_dir: str = ""  # tls.crt + tls.key there, else a self-signed certificate
 
     @property
     def clusterwide(self) -> bool:
@@ -159,7 +169,27 @@ def parse_options(
     )
     parser.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
     parser.add_argument(
-        "--metrics-port", type=int, default=int(env.get("METRICS_PORT", DEFAULT_METRICS_PORT))
+        "--metrics-port",
+        type=int,
+        default=None,
+        help=f"default: $METRICS_PORT, else {DEFAULT_METRICS_PORT} ({DEFAULT_INSECURE_METRICS_PORT} "
+        "with --metrics-secure=false)",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        type=boolean,
+        nargs="?",
+        const=True,
+        default=env.get("METRICS_SECURE") or "true",
+        help="serve /metrics over HTTPS, only to callers the API server authenticates and allows "
+        "`get` on /metrics; false: plain HTTP to anyone, for development (default: $METRICS_SECURE, "
+        "else true)",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        default=env.get("METRICS_CERT_DIR") or "",
+        help="directory with tls.crt and tls.key for /metrics; without them a self-signed "
+        "certificate is made at start (default: $METRICS_CERT_DIR)",
     )
     parser.add_argument("--health-port", type=int, default=int(env.get("HEALTH_PORT", DEFAULT_PROBE_PORT)))
     parser.add_argument(
@@ -216,6 +246,9 @@ def parse_options(
                 "(LEADER_ELECTION_NAMESPACE), or POD_NAMESPACE (the downward API does in a pod), or "
                 "watch a namespace (--namespace)"
             )
+    if args.metrics_port is None:
+        default_port = DEFAULT_METRICS_PORT if args.metrics_secure else DEFAULT_INSECURE_METRICS_PORT
+        args.metrics_port = int(env.get("METRICS_PORT") or default_port)
     return Options(
         namespaces,
         args.metrics_port,
@@ -231,6 +264,8 @@ def parse_options(
         lease_duration=args.leader_election_lease_duration,
         renew_deadline=args.leader_election_renew_deadline,
         retry_period=args.leader_election_retry_period,
+        metrics_secure=args.metrics_secure,
+        metrics_cert_dir=args.metrics_cert_dir,
     )
 
 
@@ -366,14 +401,33 @@ class Runtime:
             await asyncio.gather(self._election, return_exceptions=True)
         await self.elector.release()
 
+    def metrics_security(self) -> tuple[ssl.SSLContext | None, MetricsAuth | None]:
+        """The TLS context and the authentication/authorization filter of ``/metrics``; none with
+        ``--metrics-secure=false``. The reviews go through the operator's own client (the first
+        managed one: metered and rate-limited with its other calls), else a client of their own."""
+        if not self.options.metrics_secure:
+            return None, None
+        tls = certs.server_context(self.options.metrics_cert_dir or None)
+        if self._managed:
+            return tls, MetricsAuth(self._managed[0][1])
+        kube = KubeClient(
+            observer=self.metrics.observe_request,
+            qps=self.options.kube_api_qps,
+            burst=self.options.kube_api_burst,
+        )
+        return tls, MetricsAuth(kube, close=kube.close)
+
     def run(self, watches: Iterable[Watch]) -> None:
         """Run the process until SIGINT/SIGTERM: ``watches``, the endpoints, the election."""
+        metrics_tls, metrics_auth = self.metrics_security()
         endpoints = Endpoints(
             self.metrics,
             self.readiness,
             self.options.metrics_port,
             self.options.probe_port,
             blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
+            metrics_tls=metrics_tls,
+            metrics_auth=metrics_auth,
         )
 
         async def startup() -> None:
@@ -394,9 +448,10 @@ class Runtime:
             for recorder in self._recorders:
                 await recorder.close()
             await self.step_down()
+            # The endpoints before the clients: a scrape's reviews use the operator's client.
+            await endpoints.stop()
             for _, kube, _ in self._managed:
                 await kube.close()
-            await endpoints.stop()
 
         kopf_adapter.run(
             watches,

@@ -1,5 +1,11 @@
-"""HTTP endpoints of an operator: ``/metrics`` (default :8080), ``/healthz`` and ``/readyz``
+"""HTTP endpoints of an operator: ``/metrics`` (default :8443), ``/healthz`` and ``/readyz``
 (default :8081), served with aiohttp on kopf's own event loop.
+
+``/metrics`` is served over HTTPS to callers the API server vouches for
+(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise)
+when :class:`Endpoints` is given a TLS context and a :class:`~shared.client.metricsauth.MetricsAuth`,
+as the runtime does by default (``--metrics-secure``); the probes stay plain HTTP on their own
+port, for the kubelet.
 
 ``/healthz`` answers as long as the event loop does and no watch has been failing for longer
 than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,9 +34,11 @@ from typing import Any
 
 from aiohttp import web
 
+from shared.client.metricsauth import MetricsAuth
 from shared.controller.metrics import Metrics
 
-DEFAULT_METRICS_PORT = 8080
+DEFAULT_METRICS_PORT = 8443  # HTTPS, as controller-runtime's scaffold
+DEFAULT_INSECURE_METRICS_PORT = 8080  # plain HTTP (--metrics-secure=false), as before
 DEFAULT_PROBE_PORT = 8081
 # /healthz fails once a watch has been failing this long (seconds; env WATCH_FAILURE_TIMEOUT).
 DEFAULT_BLIND_AFTER = 120.0
@@ -144,8 +153,14 @@ class Endpoints:
         host: str = "0.0.0.0",
         *,
         blind_after: float = DEFAULT_BLIND_AFTER,
+        metrics_tls: ssl.SSLContext | None = None,
+        metrics_auth: MetricsAuth | None = None,
     ) -> None:
+        if metrics_tls is not None and metrics_port == probe_port:
+            raise ValueError(f"HTTPS metrics need a port of their own; the probes' ({probe_port}) is HTTP")
         self.blind_after = blind_after
+        self.metrics_tls = metrics_tls
+        self.metrics_auth = metrics_auth
         self.metrics = metrics
         self.readiness = readiness
         self.metrics_port = metrics_port
@@ -156,6 +171,16 @@ class Endpoints:
     async def _metrics(self, _: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, self.metrics.exposition)
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def _guarded_metrics(self, request: web.Request) -> web.Response:
+        """``/metrics`` for a caller :attr:`metrics_auth` lets through, else its error."""
+        assert self.metrics_auth is not None
+        decision = await self.metrics_auth.decide(
+            request.headers.get("Authorization"), request.method, request.path
+        )
+        if not decision.allowed:
+            return web.Response(status=decision.status, text=decision.message)
+        return await self._metrics(request)
 
     async def _healthz(self, _: web.Request) -> web.Response:
         blind = self.readiness.blind(time.monotonic(), self.blind_after)
@@ -180,7 +205,7 @@ class Endpoints:
     async def start(self) -> None:
         apps: dict[int, web.Application] = {}
         for port, path, handler in (
-            (self.metrics_port, "/metrics", self._metrics),
+            (self.metrics_port, "/metrics", self._guarded_metrics if self.metrics_auth else self._metrics),
             (self.probe_port, "/healthz", self._healthz),
             (self.probe_port, "/readyz", self._readyz),
         ):
@@ -188,10 +213,13 @@ class Endpoints:
         for port, app in apps.items():
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, self.host, port).start()
+            tls = self.metrics_tls if port == self.metrics_port else None
+            await web.TCPSite(runner, self.host, port, ssl_context=tls).start()
             self._runners.append(runner)
 
     async def stop(self) -> None:
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()
+        if self.metrics_auth is not None:
+            await self.metrics_auth.close()

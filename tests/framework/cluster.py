@@ -25,9 +25,76 @@ CSV = REPO / "bundle" / "manifests" / "k8s-operators-py.clusterserviceversion.ya
 
 
 def csv_permissions() -> dict[str, list[dict[str, Any]]]:
-    """The rules the bundle's CSV grants each operator's ServiceAccount."""
+    """The rules the bundle's CSV grants each operator's ServiceAccount where it works."""
     spec = yaml.safe_load(CSV.read_text())["spec"]["install"]["spec"]
     return {p["serviceAccountName"]: p["rules"] for p in spec["permissions"]}
+
+
+def csv_cluster_permissions() -> dict[str, list[dict[str, Any]]]:
+    """The rules the bundle's CSV grants each operator's ServiceAccount cluster-wide (the
+    reviews of its ``/metrics`` filter)."""
+    spec = yaml.safe_load(CSV.read_text())["spec"]["install"]["spec"]
+    return {p["serviceAccountName"]: p["rules"] for p in spec.get("clusterPermissions", [])}
+
+
+METRICS_READER = (
+    REPO
+    / "bundle"
+    / "manifests"
+    / "k8s-operators-py-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"
+)
+SCRAPERS_NAMESPACE = "monitoring"  # where the tests' scrapers' ServiceAccounts live
+
+
+def _create(*creates: Any) -> None:
+    """Run each create, an object that already exists being as good as a new one."""
+    for create in creates:
+        try:
+            create()
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
+def service_account_token(
+    api: client.ApiClient, account: str, namespace: str = SCRAPERS_NAMESPACE, cluster_role: str | None = None
+) -> str:
+    """A TokenRequest token of ``namespace/account`` (both made if missing), bound to
+    ``cluster_role`` when one is named."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    _create(
+        lambda: core.create_namespace({"metadata": {"name": namespace}}),
+        lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": account}}),
+    )
+    if cluster_role:
+        binding = f"test:{namespace}:{account}:{cluster_role}"
+        _create(
+            lambda: rbac.create_cluster_role_binding(
+                {
+                    "metadata": {"name": binding},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": cluster_role,
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+                }
+            )
+        )
+    return str(
+        core.create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 24 * 3600}}
+        ).status.token
+    )
+
+
+def metrics_reader_token(api: client.ApiClient, account: str = "metrics-scraper") -> str:
+    """A token of a ServiceAccount bound to the bundle's metrics-reader ClusterRole, as a user
+    binds Prometheus' (docs/operations/monitoring.md). The ClusterRole is created from the
+    bundle's own manifest when the cluster lacks it (an install brings it)."""
+    role = yaml.safe_load(METRICS_READER.read_text())
+    _create(lambda: client.RbacAuthorizationV1Api(api).create_cluster_role(role))
+    return service_account_token(api, account, cluster_role=role["metadata"]["name"])
 
 
 @dataclass
@@ -48,13 +115,17 @@ class Cluster:
         install mode; the token comes from the TokenRequest API. Operators under test run with
         it, so a verb missing from the CSV fails their tests with 403s. ``account`` names another
         ServiceAccount with the same rules (its requests can then be told apart in the audit log).
+        The CSV's cluster permissions (the ``/metrics`` filter's reviews) are in the same role.
         """
-        rules = csv_permissions()[f"{operator}-operator"]
+        rules = [
+            *csv_permissions()[f"{operator}-operator"],
+            *csv_cluster_permissions().get(f"{operator}-operator", []),
+        ]
         account = account or f"{operator}-operator"
         namespace = localcluster.AUDITED_NAMESPACE
         core, rbac = client.CoreV1Api(self.api), client.RbacAuthorizationV1Api(self.api)
         role = f"test:{account}"
-        for create in (
+        _create(
             lambda: core.create_namespace({"metadata": {"name": namespace}}),
             lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": account}}),
             lambda: rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules}),
@@ -65,12 +136,7 @@ class Cluster:
                     "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
                 }
             ),
-        ):
-            try:
-                create()
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+        )
         token = core.create_namespaced_service_account_token(
             account, namespace, {"spec": {"expirationSeconds": 24 * 3600}}
         ).status.token
@@ -82,3 +148,7 @@ class Cluster:
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
         return path
+
+    def metrics_reader_token(self, account: str = "metrics-scraper") -> str:
+        """A token allowed to read the operators' ``/metrics`` (:func:`metrics_reader_token`)."""
+        return metrics_reader_token(self.api, account)

@@ -7,6 +7,8 @@ real node and the images imported into it, and the operators running as pods in
 
 from __future__ import annotations
 
+import functools
+import ssl
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from kubernetes import client
 
 from localcluster.kube import kubectl
 from localcluster.node import RealNode
-from tests.framework.cluster import REPO
+from tests.framework.cluster import REPO, metrics_reader_token
 from tests.framework.waits import wait_for
 from tools.generate.bundle import OPERATOR_REPLICAS
 
@@ -28,7 +30,15 @@ CRDS = [
 ]
 # Straight to pod and Service IPs, whatever proxy the environment names.
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# The same, for the operators' HTTPS /metrics: their certificate is self-signed, and what the
+# scraper proves is its token (the ServiceMonitors' insecureSkipVerify).
+_UNVERIFIED = ssl.create_default_context()
+_UNVERIFIED.check_hostname, _UNVERIFIED.verify_mode = False, ssl.CERT_NONE
+DIRECT_TLS = urllib.request.build_opener(
+    urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_UNVERIFIED)
+)
 WEB_UID = 101  # images/web/Dockerfile
+METRICS_PORT = 8443  # the operators' HTTPS /metrics (shared.controller.serving)
 
 
 @dataclass
@@ -48,6 +58,20 @@ class Install:
 
     def kubectl(self, *args: str, check: bool = True) -> str:
         return kubectl(self.kubeconfig, *args, check=check)
+
+    @functools.cached_property
+    def metrics_token(self) -> str:
+        """A token of a ServiceAccount bound to install.yaml's metrics-reader ClusterRole."""
+        return metrics_reader_token(self.api)
+
+    def metrics(self, pod: client.V1Pod) -> str:
+        """An operator pod's ``/metrics`` (HTTPS, the metrics-reader token)."""
+        request = urllib.request.Request(
+            f"https://{pod.status.pod_ip}:{METRICS_PORT}/metrics",
+            headers={"Authorization": f"Bearer {self.metrics_token}"},
+        )
+        with DIRECT_TLS.open(request, timeout=5) as resp:
+            return str(resp.read().decode(errors="replace"))
 
     def operator_pods(self, op: str) -> list[client.V1Pod]:
         pods = self.core.list_namespaced_pod(

@@ -1,9 +1,17 @@
-"""Run one of our operators as a real process against the test cluster."""
+"""Run one of our operators as a real process against the test cluster.
+
+Its ``/metrics`` is served as shipped (HTTPS, TokenReview + SubjectAccessReview) when the test
+gives a ``metrics_token`` (a ServiceAccount bound to metrics-reader:
+:meth:`tests.framework.cluster.Cluster.metrics_reader_token`), which every read of the metrics
+then carries; without one, as plain HTTP (``--metrics-secure=false``, what a developer runs),
+for the tests about something else.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -15,6 +23,8 @@ from localcluster.process import free_port
 from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
+UNVERIFIED = ssl.create_default_context()
+UNVERIFIED.check_hostname, UNVERIFIED.verify_mode = False, ssl.CERT_NONE
 
 
 class OperatorProcess:
@@ -27,6 +37,7 @@ class OperatorProcess:
         env: Mapping[str, str] | None = None,
         *,
         verbose: bool = True,
+        metrics_token: str | None = None,
     ) -> None:
         self.module = module
         self.extra_env = dict(env or {})
@@ -35,6 +46,7 @@ class OperatorProcess:
         self.namespaces = namespaces
         # Tests want kopf's debug log; benchmarks run the operator as deployed, without it.
         self.verbose = verbose
+        self.metrics_token = metrics_token
         self.metrics_port = free_port()
         self.probe_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -53,6 +65,7 @@ class OperatorProcess:
             "WATCH_NAMESPACE": self.namespaces,
             "METRICS_PORT": str(self.metrics_port),
             "HEALTH_PORT": str(self.probe_port),
+            "METRICS_SECURE": "true" if self.metrics_token else "false",
             **self.extra_env,
         }
         with self.log_path.open("ab") as out:
@@ -72,16 +85,26 @@ class OperatorProcess:
         assert self.proc is not None and self.proc.poll() is None, f"{self.module} exited:\n{self.log_tail()}"
         return self.get(self.probe_port, "/readyz")[0] == 200
 
-    def get(self, port: int, path: str) -> tuple[int, str]:
+    @property
+    def metrics_secure(self) -> bool:
+        return (self.extra_env.get("METRICS_SECURE") or ("true" if self.metrics_token else "false")) == "true"
+
+    def get(self, port: int, path: str, *, token: str | None = None) -> tuple[int, str]:
+        """GET over HTTPS on a secure metrics port (the operator's self-signed certificate is
+        not verified: what a scraper checks is the token), else plain HTTP; ``token`` as bearer."""
+        tls = port == self.metrics_port and self.metrics_secure
+        request = urllib.request.Request(f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            with urllib.request.urlopen(request, timeout=5, context=UNVERIFIED if tls else None) as resp:
                 return resp.status, resp.read().decode()
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
 
     def metrics(self) -> str:
-        status, text = self.get(self.metrics_port, "/metrics")
-        assert status == 200
+        status, text = self.get(self.metrics_port, "/metrics", token=self.metrics_token)
+        assert status == 200, (status, text)
         return text
 
     def metric(self, name: str, /, **labels: str) -> float:

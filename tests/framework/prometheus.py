@@ -1,4 +1,9 @@
-"""A real Prometheus server (Debian's ``prometheus`` package) scraping static targets every second."""
+"""A real Prometheus server (Debian's ``prometheus`` package) scraping static targets every second.
+
+With a ``token``, it scrapes as the bundle's ServiceMonitors make Prometheus Operator scrape:
+HTTPS without verifying the operators' self-signed certificates, the token as bearer (a
+ServiceAccount bound to metrics-reader).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +22,24 @@ from tests.framework.waits import wait_for
 
 
 class Prometheus:
-    def __init__(self, targets: dict[str, str], workdir: Path) -> None:
+    def __init__(self, targets: dict[str, str], workdir: Path, *, token: str | None = None) -> None:
         """``targets``: operator name -> ``host:port`` of its metrics endpoint."""
         self.port = free_port()
         self.workdir = workdir
+        secure: dict[str, Any] = {}
+        if token:
+            token_file = workdir / "token"
+            token_file.write_text(token)
+            token_file.chmod(0o600)
+            secure = {
+                "scheme": "https",
+                "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                "tls_config": {"insecure_skip_verify": True},
+            }
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [address]}]}
+                {"job_name": f"{op}-operator-metrics", "static_configs": [{"targets": [address]}], **secure}
                 for op, address in targets.items()
             ],
         }

@@ -6,7 +6,8 @@ then "Install without OLM" (docs/operations/install.md): the three CRDs and
 ``deploy/install.yaml`` applied with kubectl. From there on everything is what a user's cluster
 does: the operators run in-cluster (service-account token, the ``kubernetes`` Service),
 WebServer pods serve HTTP through their Service, a TDSet's Deployment pods run, Netperf pods
-run netperf for real, a real Prometheus scrapes the operators through their metrics Services.
+run netperf for real, a real Prometheus scrapes the operators through their metrics Services
+(HTTPS, with the token of a ServiceAccount bound to the metrics-reader ClusterRole).
 
 Each test makes its own namespace and objects and polls with deadlines; the install is shared by
 the module (and removed at its end).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime
 import statistics
 import threading
+import urllib.error
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +31,9 @@ from shared.api.conditions import rfc3339
 from tests.framework.install import (
     CRDS,
     DIRECT,
+    DIRECT_TLS,
     INSTALL_NAMESPACE,
+    METRICS_PORT,
     OPERATORS,
     REPO,
     WEB_UID,
@@ -129,12 +133,16 @@ def test_operators_run_from_their_images_in_cluster_as_non_root(installed):
         assert "Traceback" not in logs, logs[-3000:]
         # The leader and the standby alike: ready once their caches listed.
         assert http_get(f"http://{pod.status.pod_ip}:8081/readyz")[0] == 200
-        assert "controller_runtime_reconcile_total" in http_get(f"http://{pod.status.pod_ip}:8080/metrics")[1]
+        assert "controller_runtime_reconcile_total" in installed.metrics(pod)
+        # Nobody else: no token, 401 (the body names nothing of any tenant).
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            DIRECT_TLS.open(f"https://{pod.status.pod_ip}:{METRICS_PORT}/metrics", timeout=5)
+        assert refused.value.code == 401
     for op in OPERATORS:
         leading = installed.operator_pod(op)
         for pod in installed.operator_pods(op):
             # One leads, the other stands by: controller-runtime's gauge says which.
-            text = http_get(f"http://{pod.status.pod_ip}:8080/metrics")[1]
+            text = installed.metrics(pod)
             value = 1 if pod.metadata.name == leading.metadata.name else 0
             sample = f'leader_election_master_status{{name="{op}-leader"}} {value}.0'
             assert sample in text, (op, pod.metadata.name)
@@ -175,7 +183,8 @@ def test_prometheus_scrapes_the_operator_pods_through_their_metrics_services(ins
         svc = installed.core.read_namespaced_service(f"{op}-operator-metrics", INSTALL_NAMESPACE)
         port = next(p.port for p in svc.spec.ports if p.name == "metrics")
         targets[op] = f"{svc.spec.cluster_ip}:{port}"
-    prom = Prometheus(targets, tmp_path)
+    # As the ServiceMonitors scrape: HTTPS, a token of an account bound to metrics-reader.
+    prom = Prometheus(targets, tmp_path, token=installed.metrics_token)
     try:
         wait_for(
             lambda: (

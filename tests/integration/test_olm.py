@@ -318,16 +318,16 @@ def lease_holder(env: Olm, ns: str, op: str) -> str:
 CSV_FILE = REPO / "bundle" / "manifests" / f"{PACKAGE}.clusterserviceversion.yaml"
 
 
-def csv_rules(op: str) -> list[dict[str, Any]]:
+def csv_rules(op: str, kind: str = "permissions") -> list[dict[str, Any]]:
     spec = yaml.safe_load(CSV_FILE.read_text())["spec"]["install"]["spec"]
-    (perm,) = [p for p in spec["permissions"] if p["serviceAccountName"] == f"{op}-operator"]
+    (perm,) = [p for p in spec[kind] if p["serviceAccountName"] == f"{op}-operator"]
     return list(perm["rules"])
 
 
 def allowed(env: Olm, inst: Installed, op: str, rule: dict[str, Any], *, verb: str, ns: str) -> bool:
     """A SubjectAccessReview: may ``op``'s ServiceAccount do ``verb`` on the rule's first resource?"""
     attrs = {
-        "namespace": ns,
+        **({"namespace": ns} if ns else {}),
         "verb": verb,
         "group": rule["apiGroups"][0],
         "resource": rule["resources"][0].split("/")[0],
@@ -357,6 +357,10 @@ def assert_rbac(env: Olm, inst: Installed, granted_in: list[str], refused_in: li
                     assert allowed(env, inst, op, rule, verb=verb, ns=ns), (op, rule, verb, ns)
                 for ns in refused_in:
                     assert not allowed(env, inst, op, rule, verb=verb, ns=ns), (op, rule, verb, ns)
+        # Cluster-wide in every install mode: the reviews of the /metrics filter.
+        for rule in csv_rules(op, "clusterPermissions"):
+            for verb in rule["verbs"]:
+                assert allowed(env, inst, op, rule, verb=verb, ns=""), (op, rule, verb)
 
 
 # -- custom resources ---------------------------------------------------------------------------

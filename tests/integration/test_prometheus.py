@@ -5,7 +5,8 @@ module's own, so what they export depends on nothing another module left behind)
 Prometheus with a static scrape config, one job per operator named like the job its
 ServiceMonitor would produce (``<operator>-operator-metrics``), scraping every second. Then it
 drives reconciles and asks Prometheus' HTTP API what it saw, comparing with each operator's own
-``/metrics``.
+``/metrics``. The metrics are served as shipped (HTTPS, TokenReview + SubjectAccessReview) and
+scraped as the ServiceMonitors do, with the token of a ServiceAccount bound to metrics-reader.
 """
 
 from __future__ import annotations
@@ -39,8 +40,13 @@ def watched(cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def scraper_token(cluster: Cluster) -> str:
+    return cluster.metrics_reader_token()
+
+
+@pytest.fixture(scope="module")
 def operators(
-    cluster: Cluster, watched: str, tmp_path_factory: pytest.TempPathFactory
+    cluster: Cluster, watched: str, scraper_token: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, OperatorProcess]]:
     logs = tmp_path_factory.mktemp("operators")
     started = {
@@ -51,6 +57,7 @@ def operators(
             logs / f"{op}.log",
             namespaces=watched,
             env={"LEADER_ELECT": "true"},
+            metrics_token=scraper_token,
         ).start()
         for op in OPERATORS
     }
@@ -61,11 +68,12 @@ def operators(
 
 @pytest.fixture(scope="module")
 def prometheus(
-    operators: dict[str, OperatorProcess], tmp_path_factory: pytest.TempPathFactory
+    operators: dict[str, OperatorProcess], scraper_token: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
     prom = Prometheus(
         {op: f"127.0.0.1:{p.metrics_port}" for op, p in operators.items()},
         tmp_path_factory.mktemp("prometheus"),
+        token=scraper_token,
     )
     yield prom
     prom.stop()

@@ -29,7 +29,7 @@ from operators.tdset import schema as tdset_schema
 from operators.webserver import desired as webserver_desired
 from operators.webserver import schema as webserver_schema
 from tests.framework import netperfs, tdsets
-from tests.framework.cluster import Cluster, csv_permissions
+from tests.framework.cluster import Cluster, csv_cluster_permissions, csv_permissions
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
 
@@ -238,12 +238,19 @@ def test_every_granted_verb_is_used_and_none_is_refused(cluster, namespace, oper
         tmp_path / "operator.log",
         namespaces=namespace,
         env={"LEADER_ELECT": "true"},
+        metrics_token=cluster.metrics_reader_token(),
     )
     process.start()
     try:
         TOURS[operator](cluster, namespace)
+        # A scrape: the /metrics filter's TokenReview and SubjectAccessReview (cluster permissions).
+        process.metrics()
         # ``<plural>/finalizers`` is never called: admission checks it (see the test below).
-        want = {t for t in granted(csv_permissions()[f"{operator}-operator"]) if not admission_only(t)}
+        rules = [
+            *csv_permissions()[f"{operator}-operator"],
+            *csv_cluster_permissions()[f"{operator}-operator"],
+        ]
+        want = {t for t in granted(rules) if not admission_only(t)}
         # The audit log is written as requests complete: poll until every grant shows up.
         try:
             wait_for(lambda: observed(cluster, account)[0] >= want, 30, "every granted verb used")

@@ -121,7 +121,15 @@ def test_operator_deployment(name):
     (env,) = [e for e in c["env"] if e["name"] == "WATCH_NAMESPACE"]
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']"
     # Leader election on, its Lease in the pod's own namespace, held under the pod's name.
-    assert c["args"] == ["--leader-elect"]
+    # Metrics over HTTPS with TokenReview + SubjectAccessReview (the default, said explicitly).
+    assert c["args"] == ["--leader-elect", "--metrics-secure=true"]
+    (metrics_port,) = [p for p in c["ports"] if p["name"] == "metrics"]
+    assert metrics_port["containerPort"] == 8443
+    # A mounted certificate when its Secret exists, else a self-signed one: the pod starts either way.
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "metrics-cert"]
+    assert volume["secret"] == {"secretName": f"{name}-metrics-cert", "optional": True}
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "metrics-cert"]
+    assert {"name": "METRICS_CERT_DIR", "value": mount["mountPath"]} in c["env"] and mount["readOnly"]
     fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
     assert fields["POD_NAMESPACE"] == "metadata.namespace" and fields["POD_NAME"] == "metadata.name"
     assert pod["terminationGracePeriodSeconds"] >= 15  # time to release the Lease on SIGTERM
@@ -171,7 +179,21 @@ def test_the_lease_rules_reach_one_named_lease_and_install_yaml_grants_them_in_i
 
 def test_rbac_is_namespaced_and_least_privilege():
     install = CSV["spec"]["install"]["spec"]
-    assert not install.get("clusterPermissions")
+    # Cluster-wide only the reviews of the /metrics filter, which are cluster-scoped kinds.
+    assert install["clusterPermissions"] == [
+        {
+            "serviceAccountName": name,
+            "rules": [
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["subjectaccessreviews"],
+                    "verbs": ["create"],
+                },
+            ],
+        }
+        for name in DEPLOYMENTS
+    ]
     assert {p["serviceAccountName"] for p in install["permissions"]} == set(DEPLOYMENTS)
     for perm in install["permissions"]:
         for rule in perm["rules"]:
@@ -198,6 +220,33 @@ def test_service_monitors_select_the_metrics_services_by_label_and_port_name():
         assert svc["spec"]["selector"].items() <= pod_labels.items()
         (c,) = deployment["spec"]["template"]["spec"]["containers"]
         assert {p["targetPort"] for p in svc["spec"]["ports"]} <= {p["name"] for p in c["ports"]}
+        # HTTPS with the scraper's token, as the kubebuilder scaffold's ServiceMonitor.
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        assert endpoint["tlsConfig"] == {
+            "insecureSkipVerify": True,
+            "serverName": f"{svc['metadata']['name']}.k8s-operators-py.svc",
+        }
+
+
+def test_a_metrics_reader_cluster_role_ships_in_the_bundle_and_install_yaml_unbound():
+    want = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": "k8s-operators-py-metrics-reader",
+            "labels": {"app.kubernetes.io/part-of": bundle.PACKAGE},
+        },
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
+    assert [r for r in manifests_of("ClusterRole")] == [want]
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
+    assert want in docs
+    # Who scrapes is the cluster's to say: nothing binds it.
+    assert not [
+        d for d in docs if d["kind"].endswith("Binding") and d["roleRef"]["name"] == want["metadata"]["name"]
+    ]
 
 
 INSTALL = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]

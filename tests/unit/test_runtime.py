@@ -16,7 +16,22 @@ REPO = Path(__file__).resolve().parents[2]
 def test_defaults_watch_all_namespaces():
     opts = parse_options([], env={})
     assert opts == Options()
-    assert opts.clusterwide and opts.metrics_port == 8080 and opts.probe_port == 8081
+    assert opts.clusterwide and opts.metrics_port == 8443 and opts.probe_port == 8081
+    # Secure by default, as controller-runtime's scaffold: HTTPS, TokenReview + SubjectAccessReview.
+    assert opts.metrics_secure and opts.metrics_cert_dir == ""
+
+
+def test_metrics_security_options():
+    """Plain HTTP only when asked (development), then on the old port unless one is named."""
+    plain = parse_options(["--metrics-secure=false"], env={})
+    assert (plain.metrics_secure, plain.metrics_port) == (False, 8080)
+    assert parse_options([], env={"METRICS_SECURE": "false"}).metrics_port == 8080
+    assert parse_options(["--metrics-secure=false", "--metrics-port", "9"], env={}).metrics_port == 9
+    assert parse_options([], env={"METRICS_SECURE": "false", "METRICS_PORT": "7"}).metrics_port == 7
+    assert parse_options(["--metrics-secure"], env={"METRICS_SECURE": "false"}).metrics_secure
+    opts = parse_options(["--metrics-cert-dir", "/certs"], env={"METRICS_CERT_DIR": "/elsewhere"})
+    assert opts.metrics_cert_dir == "/certs"
+    assert parse_options([], env={"METRICS_CERT_DIR": "/mounted"}).metrics_cert_dir == "/mounted"
 
 
 def test_environment_is_read():

@@ -7,7 +7,7 @@ CRD and descriptors from ``schema.py``, permissions derived from it, display tex
 example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
 
     bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
-                        PodDisruptionBudget per operator
+                        PodDisruptionBudget per operator, the metrics-reader ClusterRole
     bundle/metadata/annotations.yaml
     bundle/tests/scorecard/config.yaml
     bundle/bundle.Dockerfile
@@ -36,7 +36,7 @@ import yaml
 
 import shared
 from operators import descriptions
-from shared.api import leases
+from shared.api import leases, metricsauth
 from shared.api.crd import to_yaml
 from shared.api.description import OperatorDescription
 from shared.controller.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
@@ -78,10 +78,25 @@ behave like the best Go operators: level-based, idempotent, restart-safe, observ
 least-privilege. Each runs as its own Deployment with its own image and ServiceAccount.
 
 """
-OUTRO = """\
-Metrics (controller-runtime compatible) are served on port 8080 of each operator and scraped
-through the bundled ServiceMonitors.
+OUTRO = f"""\
+Metrics (controller-runtime compatible) are served over HTTPS on port {DEFAULT_METRICS_PORT} of each
+operator, to callers allowed `get` on `/metrics` (bind the ClusterRole
+`{PACKAGE}-metrics-reader` to Prometheus' ServiceAccount), and scraped through the bundled
+ServiceMonitors.
 """
+# The Secret (kubernetes.io/tls) whose tls.crt and tls.key an operator serves /metrics with when
+# it exists (cert-manager can write it); optional: without it the operator makes a self-signed one.
+# Mounted whole (an ``items`` list would fail the pod on a Secret lacking one of its keys).
+METRICS_CERT_DIR = "/etc/metrics-cert"
+# The ClusterRole a scraper is bound to. kubebuilder names it `metrics-reader` behind the
+# project's name prefix: a bare `metrics-reader` would be every kubebuilder project's too.
+METRICS_READER = f"{PACKAGE}-metrics-reader"
+
+
+def metrics_cert_secret(op: OperatorDescription) -> str:
+    return f"{op.deployment}-metrics-cert"
+
+
 COUNTS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
 
 
@@ -150,7 +165,8 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
         "image": image(registry, op.name, version),
         "imagePullPolicy": "IfNotPresent",
         # As kubebuilder's scaffold: the flag is off for `python -m operators.<name>` on a host.
-        "args": ["--leader-elect"],
+        # Secure metrics are the default everywhere; said here so the manifest shows it.
+        "args": ["--leader-elect", "--metrics-secure=true"],
         "env": [
             {
                 # OLM's OperatorGroup target namespaces (comma list; empty = all) -> what we watch.
@@ -163,6 +179,8 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             # Where the leader-election Lease lives: the operator's own namespace.
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            # A mounted serving certificate for /metrics, if its Secret exists (else self-signed).
+            {"name": "METRICS_CERT_DIR", "value": METRICS_CERT_DIR},
         ],
         "ports": [
             {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
@@ -184,7 +202,10 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "metrics-cert", "mountPath": METRICS_CERT_DIR, "readOnly": True},
+        ],
     }
     return {
         "name": op.deployment,
@@ -223,7 +244,16 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                        {
+                            "name": "metrics-cert",
+                            "secret": {
+                                "secretName": metrics_cert_secret(op),
+                                "optional": True,
+                            },
+                        },
+                    ],
                 },
             },
         },
@@ -248,6 +278,15 @@ def metrics_service(op: OperatorDescription) -> dict[str, Any]:
 
 
 def service_monitor(op: OperatorDescription) -> dict[str, Any]:
+    """Prometheus Operator scrapes over HTTPS with its own ServiceAccount's token (bound to
+    :data:`METRICS_READER`), as the kubebuilder scaffold's ServiceMonitor does.
+
+    ``insecureSkipVerify``: the operators serve a self-signed certificate unless one is mounted,
+    and no CA is known to Prometheus; the token, checked by the API server, says who scrapes.
+    ``serverName`` is the Service's name in the suggested namespace: the name a mounted
+    certificate is issued for, so turning verification on (with its CA) needs no other change.
+    """
+    svc = f"{op.deployment}-metrics"
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -257,8 +296,28 @@ def service_monitor(op: OperatorDescription) -> dict[str, Any]:
         },
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "http"}],
+            "endpoints": [
+                {
+                    "port": "metrics",
+                    "path": metricsauth.METRICS_PATH,
+                    "interval": "30s",
+                    "scheme": "https",
+                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                    "tlsConfig": {"insecureSkipVerify": True, "serverName": f"{svc}.{PACKAGE}.svc"},
+                }
+            ],
         },
+    }
+
+
+def metrics_reader() -> dict[str, Any]:
+    """``get`` on ``/metrics``, for the user to bind to Prometheus' ServiceAccount (not bound here:
+    who scrapes is the cluster's)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": METRICS_READER, "labels": {"app.kubernetes.io/part-of": PACKAGE}},
+        "rules": metricsauth.reader_rules(),
     }
 
 
@@ -392,6 +451,11 @@ def csv(version: str, registry: str) -> dict[str, Any]:
                         {"serviceAccountName": op.deployment, "rules": [dict(r) for r in op.rules]}
                         for op in ops
                     ],
+                    # Cluster-scoped: the reviews of the /metrics filter (TokenReview,
+                    # SubjectAccessReview), whatever the install mode.
+                    "clusterPermissions": [
+                        {"serviceAccountName": op.deployment, "rules": op.cluster_rules} for op in ops
+                    ],
                     "deployments": [deployment(op, registry, version) for op in ops],
                 },
             },
@@ -459,7 +523,7 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
-    Deployment, PodDisruptionBudget, Service, NetworkPolicy.
+    Deployment, PodDisruptionBudget, Service, NetworkPolicy; and the metrics-reader ClusterRole.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
@@ -490,7 +554,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": {"name": role, "labels": labels},
-                "rules": watched_namespace_rules(op.rules),
+                "rules": [*watched_namespace_rules(op.rules), *op.cluster_rules],
             },
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -535,7 +599,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "metadata": {**network_policy(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
         ]
-    return docs
+    return [*docs, metrics_reader()]
 
 
 # Debian's own python3 on debian:bookworm-slim (bookworm ships 3.11): every image of the project
@@ -621,6 +685,8 @@ def render(version: str, registry: str) -> dict[Path, str]:
         files[manifests / f"{op.deployment}_policy_v1_poddisruptionbudget.yaml"] = _yaml(
             disruption_budget(op)
         )
+    reader = manifests / f"{METRICS_READER}_rbac.authorization.k8s.io_v1_clusterrole.yaml"
+    files[reader] = _yaml(metrics_reader())
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())
     files[BUNDLE / "bundle.Dockerfile"] = bundle_dockerfile()

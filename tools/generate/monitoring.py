@@ -62,7 +62,9 @@ def alerts() -> list[dict[str, Any]]:
             severity="critical",
             summary="Operator {{ $labels.job }} is down",
             description="Prometheus has failed to scrape {{ $labels.job }} ({{ $labels.instance }}) for "
-            "5 minutes: that operator pod is not running or its metrics port is unreachable. If the "
+            "5 minutes: that operator pod is not running, its metrics port is unreachable, or it "
+            "refuses Prometheus (401/403: Prometheus' ServiceAccount is not bound to the "
+            "k8s-operators-py-metrics-reader ClusterRole). If the "
             "operator's other pod is up it leads (or takes over within about 20 s), without a standby; "
             "if none is up, its resources are not reconciled.",
         ),

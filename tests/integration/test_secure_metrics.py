@@ -1,0 +1,137 @@
+"""``/metrics`` only for those allowed to read it, on a real API server (issue #25.4).
+
+The WebServer operator runs as shipped: two processes (leader and standby, leader election on)
+as ServiceAccounts holding exactly the CSV's rules (its cluster permissions included: TokenReview
+and SubjectAccessReview create), ``/metrics`` over HTTPS with a self-signed certificate. Each is
+asked by callers the real kube-apiserver authenticates and authorizes: no token, a forged one, a
+ServiceAccount without the bundle's metrics-reader ClusterRole, one with it; the probes stay plain
+HTTP on their own port. Then a mounted certificate, served by the shared runtime alone.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from shared.api import leases
+from shared.controller import certs
+from tests.framework.cluster import SCRAPERS_NAMESPACE, Cluster, service_account_token
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
+
+
+@pytest.fixture
+def pair(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[list[OperatorProcess]]:
+    """The WebServer operator twice (a leader and a standby), secure metrics as shipped."""
+    reader = cluster.metrics_reader_token()
+    started = []
+    for name in ("a", "b"):
+        process = OperatorProcess(
+            "operators.webserver",
+            cluster.operator_kubeconfig("webserver", account=f"sm-{name}-{namespace[-6:]}"),
+            tmp_path / f"{name}.log",
+            namespaces=namespace,
+            env={"LEADER_ELECT": "true", "POD_NAME": name},
+            metrics_token=reader,
+        )
+        started.append(process)
+        process.start()
+    yield started
+    for process in started:
+        process.stop()
+
+
+def test_metrics_answer_401_403_or_200_as_the_api_server_says_and_probes_stay_http(cluster, pair):
+    nobody = service_account_token(cluster.api, "metrics-nobody")
+    # Exactly one leads; the standby answers its scrapers as well (its reviews are not fenced).
+    lease = leases.lease_name("webserver")
+    wait_for(
+        lambda: sorted(p.metric("leader_election_master_status", name=lease) for p in pair) == [0, 1],
+        60,
+        "a leader and a standby",
+    )
+    for process in pair:
+        port = process.metrics_port
+        assert process.get(port, "/metrics") == (401, "Unauthorized")
+        assert process.get(port, "/metrics", token="not-a-token") == (401, "Unauthorized")
+        assert process.get(port, "/metrics", token=nobody) == (
+            403,
+            f"Authorization denied for user system:serviceaccount:{SCRAPERS_NAMESPACE}:metrics-nobody",
+        )
+        status, body = process.get(port, "/metrics", token=process.metrics_token)
+        assert status == 200
+        assert 'controller_runtime_max_concurrent_reconciles{controller="webserver"} 8.0' in body
+        # No plain HTTP on the metrics port: the TLS handshake fails before any answer.
+        with pytest.raises((urllib.error.URLError, http.client.HTTPException, ConnectionError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).close()
+        # The kubelet's probes: plain HTTP, no token, on their own port; nothing of them on the
+        # metrics port.
+        assert process.get(process.probe_port, "/healthz") == (200, "ok")
+        assert process.get(process.probe_port, "/readyz") == (200, "ok")
+        assert process.get(process.probe_port, "/metrics")[0] == 404
+        assert process.get(port, "/readyz", token=process.metrics_token)[0] == 404
+
+
+def test_a_denial_lasts_only_until_the_caller_is_bound_to_metrics_reader(cluster, pair):
+    """A denial is cached 30 s (controller-runtime's), not for good: once Prometheus' account is
+    bound to metrics-reader, its scrapes succeed without restarting the operator."""
+    token = service_account_token(cluster.api, "metrics-later")
+    leader = pair[0]
+    assert leader.get(leader.metrics_port, "/metrics", token=token)[0] == 403
+    client.RbacAuthorizationV1Api(cluster.api).create_cluster_role_binding(
+        {
+            "metadata": {"name": f"test:metrics-later:{leader.namespaces}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "k8s-operators-py-metrics-reader",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "metrics-later", "namespace": SCRAPERS_NAMESPACE}
+            ],
+        }
+    )
+    try:
+        wait_for(
+            lambda: leader.get(leader.metrics_port, "/metrics", token=token)[0] == 200,
+            90,
+            "the scrape allowed once the denial's cache entry expired",
+        )
+    finally:
+        client.RbacAuthorizationV1Api(cluster.api).delete_cluster_role_binding(
+            f"test:metrics-later:{leader.namespaces}"
+        )
+
+
+def test_a_mounted_certificate_is_served_and_a_runtime_without_a_client_of_its_own_makes_one(
+    cluster, namespace, tmp_path
+):
+    """The shared runtime alone (the test operator manages no API client: the filter makes one
+    for its reviews), with a certificate in ``METRICS_CERT_DIR``, as the Deployments mount the
+    optional ``<operator>-metrics-cert`` Secret."""
+    cert_pem, key_pem = certs.self_signed(names=("demo-metrics.example",))
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "tls.crt").write_bytes(cert_pem)
+    (tmp_path / "certs" / "tls.key").write_bytes(key_pem)
+    demo = OperatorProcess(
+        "tests.framework.demo_operator",
+        cluster.kubeconfig,
+        tmp_path / "demo.log",
+        namespace,
+        env={"METRICS_CERT_DIR": str(tmp_path / "certs")},
+        metrics_token=cluster.metrics_reader_token(),
+    ).start()
+    try:
+        served = ssl.get_server_certificate(("127.0.0.1", demo.metrics_port), timeout=5)
+        assert served.strip() == cert_pem.decode().strip()
+        assert demo.get(demo.metrics_port, "/metrics")[0] == 401
+        assert "controller_runtime_reconcile_total" in demo.metrics()
+    finally:
+        demo.stop()
