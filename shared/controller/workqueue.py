@@ -40,7 +40,10 @@ Within a loop:
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
-``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once.
+``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once. A pass that
+is due (kicked, its delay or backoff over) but waits for a slot is an item in
+controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
+is how long each waited.
 
 Only one pass per request runs at a time (its loop is the only caller), so a reconcile never
 races itself. Across requests, :class:`Controller` runs at most ``max_concurrent_reconciles``
@@ -49,6 +52,16 @@ object wants a pass at the same moment, and without a bound they would all hit t
 (and this process's memory) together. The bound is a semaphore taken per pass, not per object,
 so an idle object (its loop waiting for a kick or a deadline) holds no slot, and
 ``controller_runtime_active_workers`` counts the passes that hold one, not those waiting.
+
+Who gets a slot that comes free is fair across namespaces (:class:`FairSlots`): round-robin
+over the namespaces that have passes waiting, first come first served within each. One
+operator serves every namespace, and a namespace is a tenant that can create as many objects
+as its quota allows: with one first-come-first-served line, the passes of 3000 new WebServers
+in one namespace stood in front of a change in any other, which waited for all of them
+(170 s, ``tools/bench/noisy_neighbour.py``). Now a change in a quiet namespace waits for one
+slot to come free, however long the line of a busy one. controller-runtime's queue has no such
+fairness (one FIFO per controller); the API server's priority and fairness shuffles by user,
+and every request of the operator is one user's.
 """
 
 from __future__ import annotations
@@ -57,6 +70,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -159,6 +173,100 @@ class Triggers:
         return key in self._events
 
 
+class FairSlots:
+    """At most ``limit`` holders at once; a slot that comes free goes round-robin over the
+    groups (namespaces) that have holders waiting, first come first served within a group.
+
+    The groups that wait form a round, in order: a freed slot goes to the first waiter of the
+    first group, and that group goes to the end of the round. The group of the holder that
+    gives a slot back goes to the end too, so a group that held slots while another queued
+    up does not get the next one ahead of it: with one slot, 100 holders waiting in group A
+    and then one in group B, B is served second. A group that starts to wait joins at the end;
+    it waits for at most one holder of each other group that waits.
+
+    A slot is handed straight from the holder that gives it back to the waiter it goes to, so
+    no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
+    Waiters live on the running event loop; the count of free slots is not bound to any.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"the limit must be >= 1, not {limit}")
+        self.limit = limit
+        self._held = 0
+        self._waiting = 0
+        # Group -> its waiters in arrival order (cancelled ones are skipped when reached). The
+        # dict's order is the round.
+        self._groups: dict[Hashable, deque[asyncio.Future[None]]] = {}
+
+    @property
+    def held(self) -> int:
+        """Slots held now."""
+        return self._held
+
+    @property
+    def waiting(self) -> int:
+        """Holders waiting for a slot now."""
+        return self._waiting
+
+    def slot(self, group: Hashable) -> _Slot:
+        """A reusable ``async with`` that holds one slot, waiting in ``group``."""
+        return _Slot(self, group)
+
+    async def acquire(self, group: Hashable) -> None:
+        if self._held < self.limit and not self._waiting:
+            self._held += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._groups.get(group)
+        if queue is None:
+            queue = self._groups[group] = deque()
+        queue.append(waiter)
+        self._waiting += 1
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(group)  # handed a slot as it was cancelled: it goes on to the next
+            else:
+                self._waiting -= 1  # left in its queue, skipped when reached
+            raise
+
+    def release(self, group: Hashable) -> None:
+        if group in self._groups:
+            self._groups[group] = self._groups.pop(group)  # its turn is over: to the end
+        waiter = self._next()
+        if waiter is None:
+            self._held -= 1
+        else:
+            waiter.set_result(None)  # the slot passes to it, held all along
+
+    def _next(self) -> asyncio.Future[None] | None:
+        """The first live waiter of the first group of the round, which goes to the end."""
+        while self._groups:
+            group = next(iter(self._groups))
+            queue = self._groups.pop(group)
+            waiter = queue.popleft()
+            if queue:
+                self._groups[group] = queue
+            if not waiter.done():
+                self._waiting -= 1
+                return waiter
+        return None
+
+
+class _Slot:
+    def __init__(self, slots: FairSlots, group: Hashable) -> None:
+        self._slots = slots
+        self._group = group
+
+    async def __aenter__(self) -> None:
+        await self._slots.acquire(self._group)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._slots.release(self._group)
+
+
 def _capped(after: float | None, most: float | None) -> float | None:
     """``after`` (None: forever), but no more than ``most`` (None: no bound)."""
     if most is None:
@@ -177,21 +285,23 @@ async def reconcile_loop(
     max_idle: float | None = None,
     metrics: Metrics | None = None,
     controller: str = "",
-    slots: asyncio.Semaphore | None = None,
+    slots: FairSlots | None = None,
+    group: Hashable = None,
 ) -> None:
     """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
 
     ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
-    pass first takes one of ``slots`` (shared by the loops of one controller) and gives it back
-    when it ends, before the loop sleeps.
+    pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
+    ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
     """
     event = triggers.event(key)
     failures = 0
     slot: contextlib.AbstractAsyncContextManager[Any] = (
-        slots if slots is not None else contextlib.nullcontext()
+        slots.slot(group) if slots is not None else contextlib.nullcontext()
     )
     try:
         while not stopped():
+            due = time.monotonic()
             async with slot:
                 if stopped():  # gone while waiting for a slot
                     break
@@ -199,6 +309,7 @@ async def reconcile_loop(
                 event.clear()
                 started = time.monotonic()
                 if metrics is not None:
+                    metrics.queue_duration.labels(controller, controller).observe(started - due)
                     metrics.active_workers.labels(controller).inc()
                 try:
                     after = await reconcile()
@@ -260,7 +371,8 @@ class Controller:
     down, and kopf's finalizer patch races with our own status writes. Here deleting the object
     just ends its loop, and the garbage collector takes care of the children.
 
-    At most ``max_concurrent_reconciles`` passes run at once over all requests (see the module
+    At most ``max_concurrent_reconciles`` passes run at once over all requests, the slots that
+    come free shared round-robin among the namespaces whose requests wait (see the module
     docstring); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
 
@@ -302,11 +414,14 @@ class Controller:
         self._forget_name: list[ForgetName] = []
         # Made on first use, on the loop that runs the passes (asyncio primitives bind to one
         # loop; the operators build their Controller at import time, before kopf's loop exists).
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: FairSlots | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._max_concurrent = 0
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self._gate_poll: asyncio.Task[None] | None = None
+        if metrics is not None:
+            # Read at each scrape: the passes waiting for a slot are controller-runtime's depth.
+            metrics.queue_depth.labels(name, name).set_function(lambda: self.queued)
 
     @property
     def max_concurrent_reconciles(self) -> int:
@@ -325,10 +440,15 @@ class Controller:
         if self._metrics is not None:
             self._metrics.max_concurrent.labels(self.name).set(value)
 
-    def _pass_slots(self) -> asyncio.Semaphore:
+    @property
+    def queued(self) -> int:
+        """Passes waiting for a slot now: due (kicked, or their delay is up) but not yet running."""
+        return self._slots.waiting if self._slots is not None else 0
+
+    def _pass_slots(self) -> FairSlots:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots_loop is not loop:
-            self._slots, self._slots_loop = asyncio.Semaphore(self._max_concurrent), loop
+            self._slots, self._slots_loop = FairSlots(self._max_concurrent), loop
         return self._slots
 
     def on_forget(self, *, uid: ForgetUid | None = None, name: ForgetName | None = None) -> None:
@@ -470,6 +590,7 @@ class Controller:
                 metrics=self._metrics,
                 controller=self.name,
                 slots=self._pass_slots(),
+                group=request.namespace,
             )
         finally:
             if self._tasks.get(request) is asyncio.current_task():
