@@ -1,13 +1,14 @@
 """Noisy neighbour: how long a change in a quiet namespace waits while another namespace floods the operator.
 
     python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
+    python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer operator
 as deployed (no debug log; its CSV's rules, as a user the API server audits), creates the
 WebServer ``probe`` of one replica in namespace B and waits until its status says it is ready.
-Then it creates ``--webservers`` WebServers of one replica in namespace A, 16 POSTs at once
-(as :mod:`tools.bench.scale`), and from the first POST until every pod of A is Ready and every
-status of A says so, it scales ``probe`` between 1 and 2 replicas, one change at a time,
+Then it creates ``--webservers`` WebServers of ``--replicas`` (1) in namespace A, 16 POSTs at
+once (as :mod:`tools.bench.scale`), and from the first POST until every pod of A is Ready and
+every status of A says so, it scales ``probe`` between 1 and 2 replicas, one change at a time,
 ``--pause`` seconds apart. Each probe is timed from just before its PATCH until B's watch shows
 a status whose ``observedGeneration`` is the patched generation (the first pass for it has
 written) and whose ``replicas`` is the new count (the pod it created or deleted is counted:
@@ -137,12 +138,13 @@ async def bench(
         flood = WEBSERVERS.format(ns=flood_ns)
         tracker = Tracker(api, flood_ns, flood).start()
         mark, before = audit.mark(), await stats.quiet()
-        say(f"creating {args.webservers} WebServers of 1 replica in {flood_ns}; {load()}")
+        pods = args.webservers * args.replicas
+        say(f"creating {args.webservers} WebServers of {args.replicas} in {flood_ns}; {load()}")
         t0 = time.monotonic()
         posting = asyncio.create_task(
-            api.create_all(flood, [webserver(f"w{i}", 1) for i in range(args.webservers)])
+            api.create_all(flood, [webserver(f"w{i}", args.replicas) for i in range(args.webservers)])
         )
-        converging = asyncio.create_task(tracker.wait(args.webservers, args.webservers))
+        converging = asyncio.create_task(tracker.wait(pods, args.webservers))
         flooded: list[Probe] = []
         replicas = 1
         while not converging.done():
@@ -150,7 +152,7 @@ async def bench(
             flooded.append(await probe(api, path, watched, replicas, tracker.ready_pods()))
             p = flooded[-1]
             say(
-                f"probe {len(flooded)} (to {p.replicas}, {p.flood_ready}/{args.webservers} Ready in "
+                f"probe {len(flooded)} (to {p.replicas}, {p.flood_ready}/{pods} Ready in "
                 f"{flood_ns}): status after {p.counted:.2f}s (observedGeneration after {p.observed:.2f}s)"
             )
             await asyncio.wait([converging], timeout=args.pause)
@@ -168,14 +170,14 @@ async def bench(
         calm: list[Probe] = []
         for _ in range(args.quiet_probes):
             replicas = 3 - replicas
-            calm.append(await probe(api, path, watched, replicas, args.webservers))
+            calm.append(await probe(api, path, watched, replicas, pods))
             await asyncio.sleep(args.pause)
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
     print(
-        f"\nwhile {args.webservers} WebServers x 1 pod of one namespace converged ({took:.1f}s), scaling "
-        f"a WebServer in another namespace:\n  {report('during the flood', flooded)}\n  "
-        f"{report('after it, quiet', calm)}\n"
+        f"\nwhile {args.webservers} WebServers x {args.replicas} pods of one namespace converged "
+        f"({took:.1f}s), scaling a WebServer in another namespace:\n"
+        f"  {report('during the flood', flooded)}\n  {report('after it, quiet', calm)}\n"
         f"  flood: operator CPU {after.cpu_s - before.cpu_s:.1f}s, RSS {after.rss_mib:.0f} MiB; API writes "
         f"{writes}\n  limits: {lib.operator_limits(args)}; {load()}"
     )
@@ -183,7 +185,8 @@ async def bench(
 
 def main() -> None:
     parser = lib.parser(__doc__)
-    parser.add_argument("--webservers", type=int, default=3000, help="WebServers x 1 pod of the flood")
+    parser.add_argument("--webservers", type=int, default=3000, help="WebServers of the flood")
+    parser.add_argument("--replicas", type=int, default=1, help="pods of each WebServer of the flood")
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between probes")
     parser.add_argument("--quiet-probes", type=int, default=10, help="probes after the flood")
     args = parser.parse_args()
