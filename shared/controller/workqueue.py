@@ -70,13 +70,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
+from shared.client.fair import RoundRobin
 from shared.client.kube import SupersededError
 from shared.controller.caches import OwnerCache
 from shared.controller.metrics import Metrics
@@ -174,30 +174,36 @@ class Triggers:
 
 
 class FairSlots:
-    """At most ``limit`` holders at once; a slot that comes free goes round-robin over the
-    groups (namespaces) that have holders waiting, first come first served within a group.
+    """At most ``limit`` holders at once, taking turns by group (namespace) when they wait
+    (:class:`~shared.client.fair.RoundRobin`), and no group holding more than ``limit - 1``.
 
-    The groups that wait form a round, in order: a freed slot goes to the first waiter of the
-    first group, and that group goes to the end of the round. The group of the holder that
-    gives a slot back goes to the end too, so a group that held slots while another queued
-    up does not get the next one ahead of it: with one slot, 100 holders waiting in group A
-    and then one in group B, B is served second. A group that starts to wait joins at the end;
-    it waits for at most one holder of each other group that waits.
+    A slot that comes free goes to the first waiter of the first group of the round, and that
+    group goes to the end of the round. The group of the holder that gives a slot back goes to
+    the end too, so a group that held slots while another queued up does not get the next one
+    ahead of it: with one slot, 100 holders waiting in group A and then one in group B, B is
+    served second.
+
+    Taking turns is not enough when a group's holders are slow (a WebServer creating 100 pods
+    holds its slot for as long as its requests wait for the client's rate limit): every slot
+    could be held by them, and a newcomer of another group would wait for the first of them to
+    end. So one group never holds the last slot (with a ``limit`` of 1 there is nothing to keep):
+    a group holding no slot finds one free at once unless other groups hold them. A single busy
+    group runs ``limit - 1`` holders at once, its waiters staying in line while the last slot
+    is free.
 
     A slot is handed straight from the holder that gives it back to the waiter it goes to, so
     no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
-    Waiters live on the running event loop; the count of free slots is not bound to any.
     """
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"the limit must be >= 1, not {limit}")
         self.limit = limit
+        self.per_group = max(1, limit - 1)
         self._held = 0
-        self._waiting = 0
-        # Group -> its waiters in arrival order (cancelled ones are skipped when reached). The
-        # dict's order is the round.
-        self._groups: dict[Hashable, deque[asyncio.Future[None]]] = {}
+        self._held_by: dict[Hashable, int] = {}
+        self._at_most = 0  # groups holding per_group slots
+        self._waiters = RoundRobin()
 
     @property
     def held(self) -> int:
@@ -207,52 +213,42 @@ class FairSlots:
     @property
     def waiting(self) -> int:
         """Holders waiting for a slot now."""
-        return self._waiting
+        return len(self._waiters)
+
+    def held_by(self, group: Hashable) -> int:
+        return self._held_by.get(group, 0)
 
     def slot(self, group: Hashable) -> _Slot:
         """A reusable ``async with`` that holds one slot, waiting in ``group``."""
         return _Slot(self, group)
 
+    def _may_take(self, group: Hashable) -> bool:
+        return self._held < self.limit and self._held_by.get(group, 0) < self.per_group
+
+    def _take(self, group: Hashable) -> None:
+        self._held += 1
+        held = self._held_by[group] = self._held_by.get(group, 0) + 1
+        self._at_most += held == self.per_group
+
     async def acquire(self, group: Hashable) -> None:
-        if self._held < self.limit and not self._waiting:
-            self._held += 1
+        # A slot free for this group means no waiter may take it (release hands every slot it
+        # can to a waiter): nobody is passed over.
+        if self._may_take(group):
+            self._take(group)
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue = self._groups.get(group)
-        if queue is None:
-            queue = self._groups[group] = deque()
-        queue.append(waiter)
-        self._waiting += 1
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release(group)  # handed a slot as it was cancelled: it goes on to the next
-            else:
-                self._waiting -= 1  # left in its queue, skipped when reached
-            raise
+        await self._waiters.wait(group, abandon=lambda: self.release(group))
 
     def release(self, group: Hashable) -> None:
-        if group in self._groups:
-            self._groups[group] = self._groups.pop(group)  # its turn is over: to the end
-        waiter = self._next()
-        if waiter is None:
-            self._held -= 1
-        else:
-            waiter.set_result(None)  # the slot passes to it, held all along
-
-    def _next(self) -> asyncio.Future[None] | None:
-        """The first live waiter of the first group of the round, which goes to the end."""
-        while self._groups:
-            group = next(iter(self._groups))
-            queue = self._groups.pop(group)
-            waiter = queue.popleft()
-            if queue:
-                self._groups[group] = queue
-            if not waiter.done():
-                self._waiting -= 1
-                return waiter
-        return None
+        held = self._held_by.pop(group) - 1
+        self._at_most -= held + 1 == self.per_group
+        if held:
+            self._held_by[group] = held
+        self._held -= 1
+        self._waiters.to_back(group)  # its turn is over
+        # Only a group at its most is passed over (the one busy group, if any).
+        woken = self._waiters.wake(self._may_take if self._at_most else None)
+        if woken is not None:
+            self._take(woken.group)  # the slot passes to it, held all along
 
 
 class _Slot:

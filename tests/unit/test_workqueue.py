@@ -281,8 +281,8 @@ async def test_no_more_than_max_concurrent_reconciles_passes_run_at_once():
         metrics.registry.get_sample_value("controller_runtime_max_concurrent_reconciles", {"controller": "c"})
         == limit
     )
-    for i in range(objects):
-        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "namespace": "ns", "name": f"o{i}"}})
+    for i in range(objects):  # in several namespaces: one alone gets all slots but one
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "namespace": f"ns{i % 4}", "name": f"o{i}"}})
     await _until(lambda: running >= limit)
     await asyncio.sleep(0.05)  # time for any pass over the limit to start
     assert (running, most) == (limit, limit)
@@ -377,33 +377,62 @@ async def test_fair_slots_go_round_robin_over_groups_first_come_first_served_wit
     assert (slots.held, slots.waiting) == (0, 0)
 
 
-async def test_fair_slots_hold_at_most_their_limit_and_a_group_that_gives_one_back_goes_last():
-    """Two slots held by group a, a queue in a and then one in b: the first slot a gives back
-    goes to b, although a queued first."""
-    slots, order = FairSlots(2), []
-    for _ in range(2):
-        await slots.acquire("a")
+async def test_a_group_that_gives_a_slot_back_goes_to_the_end_of_the_round():
+    """Slots held by a and b, a queue in a and then one in b: the first slot a gives back goes
+    to b, although a queued first."""
+    slots, order = FairSlots(3), []
+    for group in ("a", "a", "b"):
+        await slots.acquire(group)
 
     async def holder(group: str, name: str) -> None:
         await slots.acquire(group)
         order.append(name)
 
-    tasks = [asyncio.create_task(holder("a", f"a{i}")) for i in range(3)]
+    tasks = [asyncio.create_task(holder("a", f"a{i}")) for i in range(2)]
     tasks.append(asyncio.create_task(holder("b", "b0")))
-    await _until(lambda: slots.waiting == 4)
+    await _until(lambda: slots.waiting == 3)
     slots.release("a")
     await _until(lambda: order == ["b0"])
-    assert (slots.held, slots.waiting) == (2, 3)
-    slots.release("a")
+    assert (slots.held, slots.waiting) == (3, 2)
     slots.release("b")
-    await _until(lambda: order == ["b0", "a0", "a1"])
-    assert (slots.held, slots.waiting) == (2, 1)
-    for _ in range(3):
-        slots.release("a")
+    await _until(lambda: order == ["b0", "a0"])
+    for group in ("a", "a", "b"):
+        slots.release(group)
     await asyncio.gather(*tasks)
+    assert order == ["b0", "a0", "a1"]
+    slots.release("a")
     assert (slots.held, slots.waiting) == (0, 0)
     with pytest.raises(ValueError):
         FairSlots(0)
+
+
+async def test_one_group_never_holds_the_last_slot():
+    """#25.3: a namespace whose passes are slow (a WebServer creating 100 pods at the client's
+    rate) would hold every slot; the last one is left for the others, who find it free."""
+    slots, order = FairSlots(4), []
+
+    async def holder(group: str, name: str) -> None:
+        await slots.acquire(group)
+        order.append(name)
+
+    busy = [asyncio.create_task(holder("a", f"a{i}")) for i in range(10)]
+    await _until(lambda: len(order) == 3 and slots.waiting == 7)
+    assert (slots.held, slots.held_by("a")) == (3, 3)  # the last slot stays free ...
+    await holder("b", "b0")  # ... and b takes it at once
+    assert (slots.held, slots.held_by("b")) == (4, 1)
+    slots.release("b")  # free again, and a still waits: it holds all but one
+    assert (slots.held, slots.waiting) == (3, 7)
+    slots.release("a")
+    await _until(lambda: len(order) == 5)
+    assert (slots.held, slots.held_by("a"), slots.waiting) == (3, 3, 6)
+    for _ in range(9):
+        slots.release("a")
+        await asyncio.sleep(0)
+    await asyncio.gather(*busy)
+    assert (slots.held, slots.waiting) == (0, 0)
+    lone = FairSlots(1)  # nothing to keep
+    await lone.acquire("a")
+    assert lone.held_by("a") == 1
 
 
 async def test_a_cancelled_waiter_gives_up_its_place_and_keeps_no_slot():
