@@ -49,18 +49,22 @@ Only one pass per request runs at a time (its loop is the only caller), so a rec
 races itself. Across requests, :class:`Controller` runs at most ``max_concurrent_reconciles``
 passes at once (controller-runtime's option of that name): after a restart or an outage every
 object wants a pass at the same moment, and without a bound they would all hit the API server
-(and this process's memory) together. The bound is a semaphore taken per pass, not per object,
+(and this process's memory) together. The bound is a slot taken per pass, not per object,
 so an idle object (its loop waiting for a kick or a deadline) holds no slot, and
 ``controller_runtime_active_workers`` counts the passes that hold one, not those waiting.
 
-Who gets a slot that comes free is fair across namespaces (:class:`FairSlots`): round-robin
-over the namespaces that have passes waiting, first come first served within each. One
-operator serves every namespace, and a namespace is a tenant that can create as many objects
-as its quota allows: with one first-come-first-served line, the passes of 3000 new WebServers
-in one namespace stood in front of a change in any other, which waited for all of them
-(170 s, ``tools/bench/noisy_neighbour.py``). Now a change in a quiet namespace waits for one
-slot to come free, however long the line of a busy one. controller-runtime's queue has no such
-fairness (one FIFO per controller); the API server's priority and fairness shuffles by user,
+The slots are shared fairly across namespaces (:class:`FairSlots`): one that comes free goes
+round-robin over the namespaces that have passes waiting, first come first served within
+each, and no namespace holds the last one. One operator serves every namespace, and a
+namespace is a tenant that can create as many objects as its quota allows: with one
+first-come-first-served line, the passes of 3000 new WebServers in one namespace stood in
+front of a change in any other, which waited up to 126 s for its status
+(``tools/bench/noisy_neighbour.py``, :mod:`shared.client.fair`). Now a change in a quiet
+namespace finds the last slot free, or waits for one slot to come free, however long the line
+of a busy one; its requests then take turns with the busy one's at the client's rate limit
+(:class:`shared.client.kube.TokenBucket`). A single busy namespace runs
+``max_concurrent_reconciles - 1`` passes at once. controller-runtime's queue has no such
+fairness (one FIFO per controller); the API server's priority and fairness shares by user,
 and every request of the operator is one user's.
 """
 
@@ -368,8 +372,8 @@ class Controller:
     just ends its loop, and the garbage collector takes care of the children.
 
     At most ``max_concurrent_reconciles`` passes run at once over all requests, the slots that
-    come free shared round-robin among the namespaces whose requests wait (see the module
-    docstring); with ``metrics`` the limit is reported as
+    come free shared round-robin among the namespaces whose requests wait, and no namespace
+    holding the last one (see the module docstring); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
