@@ -11,7 +11,8 @@ Throttling, as client-go does it:
 
 - a client-side token bucket (:class:`TokenBucket`) in front of every request, so a burst of
   passes (every object after a restart, a WebServer creating 100 pods) cannot flood the API
-  server: ``burst`` requests at once, then ``qps`` per second. client-go's defaults (5 QPS,
+  server: ``burst`` requests at once, then ``qps`` per second; the requests that wait take
+  turns by namespace, so one namespace's burst does not hold back the others'. client-go's defaults (5 QPS,
   burst 10) would hold the creates of a 100-pod WebServer for 18 s; 50/100 lets such a burst
   through at once and sustains 50 requests per second, still far below what an API server
   serves, and the server's own priority-and-fairness protects it beyond that. 0 QPS turns the
@@ -49,12 +50,14 @@ import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import ClientRequest
 from aiohttp.connector import Connection
+
+from shared.client.fair import RoundRobin
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
@@ -108,11 +111,15 @@ def reason_of(exc: BaseException) -> str:
 
 class TokenBucket:
     """client-go's token bucket (``flowcontrol.NewTokenBucketRateLimiter``): holds up to
-    ``burst`` tokens, refilled at ``qps`` per second; each request takes one.
+    ``burst`` tokens, refilled at ``qps`` per second; each request takes one. ``qps <= 0``
+    means unlimited.
 
-    Like ``golang.org/x/time/rate``, a caller that finds the bucket empty reserves the next
-    token (the count goes negative) and sleeps until it is due, so waiters are served in order
-    and need no lock or polling. ``qps <= 0`` means unlimited.
+    Unlike client-go's, the requests that find it empty take turns by group (the namespace of
+    the object: :func:`namespace_of`), round-robin (:class:`~shared.client.fair.RoundRobin`),
+    first come first served within a group: one pass can ask for many tokens at once (a
+    WebServer creating 64 pods in one slow-start batch), and a request of another namespace
+    must not wait for all of them (:mod:`shared.client.fair`). One task hands out the tokens
+    as they become due, while anyone waits; they are due exactly as client-go's would be.
     """
 
     def __init__(
@@ -128,28 +135,59 @@ class TokenBucket:
         self._sleep = sleep
         self._tokens = float(burst)
         self._last: float | None = None
+        self._waiters = RoundRobin()
+        self._dealer: asyncio.Task[None] | None = None
 
-    def reserve(self) -> float:
-        """Take a token; returns how many seconds to wait before it may be used."""
-        if self.qps <= 0:
-            return 0.0
+    def _refill(self) -> None:
         now = self._clock()
         if self._last is not None:
             self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
         self._last = now
-        self._tokens -= 1
-        return -self._tokens / self.qps if self._tokens < 0 else 0.0
 
-    async def wait(self) -> float:
-        """Wait for a token; returns the seconds waited."""
-        delay = self.reserve()
-        if delay > 0:
-            try:
-                await self._sleep(delay)
-            except asyncio.CancelledError:
-                self._tokens += 1  # never used: the callers after it may go earlier
-                raise
-        return delay
+    def _give_back(self) -> None:
+        self._tokens += 1  # handed to a request that was cancelled: never used
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a token now."""
+        return len(self._waiters)
+
+    async def wait(self, group: Hashable = None) -> float:
+        """Wait for a token, in ``group``'s line; returns the seconds waited."""
+        if self.qps <= 0:
+            return 0.0
+        self._refill()
+        if not self._waiters and self._tokens >= 1:
+            self._tokens -= 1
+            return 0.0
+        start = self._clock()
+        loop = asyncio.get_running_loop()
+        if self._dealer is None or self._dealer.done() or self._dealer.get_loop() is not loop:
+            self._dealer = loop.create_task(self._deal(), name="token-bucket")
+        await self._waiters.wait(group, abandon=self._give_back)
+        return self._clock() - start
+
+    async def _deal(self) -> None:
+        """Hand out each token as it becomes due, round-robin over the groups waiting."""
+        while self._waiters:
+            self._refill()
+            # (Not quite 1 after a sleep of exactly the time to the next token: float error.)
+            if self._tokens >= 1 - 1e-9:
+                self._tokens -= 1
+                if self._waiters.wake() is None:  # every waiter left was cancelled
+                    self._tokens += 1
+                continue
+            await self._sleep((1 - self._tokens) / self.qps)
+
+
+def namespace_of(path: str) -> str:
+    """The namespace a request path is in (``""`` for a cluster-scoped one)."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    # /api/v1/namespaces/<ns>/... and /apis/<group>/<version>/namespaces/<ns>/...
+    at = 2 if parts[0] == "api" else 3
+    if len(parts) > at + 1 and parts[at] == "namespaces":
+        return parts[at + 1]
+    return ""
 
 
 def retry_after(status: int, header: str | None) -> float | None:
@@ -326,7 +364,7 @@ class KubeClient:
         data = json.dumps(body) if body is not None else None
         host = urllib.parse.urlsplit(cfg.host).netloc
         for attempt in range(self.max_retries + 1):
-            waited = await self._limiter.wait()
+            waited = await self._limiter.wait(namespace_of(path))
             if waited > 1:
                 logger.info(f"waited {waited:.2f}s for client-side throttling before {method} {path}")
             # Asked again once the attempt has its connection (FencedConnector); this first ask

@@ -11,7 +11,12 @@ operators work unchanged:
 - ``controller_runtime_reconcile_time_seconds{controller}`` (histogram, controller-runtime's
   buckets);
 - ``controller_runtime_max_concurrent_reconciles{controller}`` and
-  ``controller_runtime_active_workers{controller}`` (gauges).
+  ``controller_runtime_active_workers{controller}`` (gauges);
+- ``workqueue_depth{name,controller}`` (gauge) and ``workqueue_queue_duration_seconds{name,controller}``
+  (histogram, controller-runtime's buckets), both labels the controller's name as
+  controller-runtime sets them: the passes that are due but wait for a slot, and how long each
+  waited (:mod:`shared.controller.workqueue` has no queue of keys: a pass waiting for a slot
+  is what an item in controller-runtime's queue is).
 
 plus client-go's ``leader_election_master_status{name}`` (1 while this process holds the
 Lease ``name``, 0 while it stands by; no series without leader election),
@@ -79,6 +84,9 @@ RECONCILE_BUCKETS = (
 )  # fmt: skip
 
 
+# controller-runtime's workqueue_queue_duration_seconds buckets: 10 ns to 1000 s, x10 apart.
+QUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
+
 # client-go's request latency buckets (k8s.io/client-go/tools/metrics via component-base).
 REQUEST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
@@ -126,6 +134,19 @@ TABLE: tuple[MetricSpec, ...] = (
         "gauge",
         "Number of currently used workers per controller",
         ("controller",),
+    ),
+    MetricSpec(
+        "workqueue_depth",
+        "gauge",
+        "Current depth of workqueue",
+        ("name", "controller"),
+    ),
+    MetricSpec(
+        "workqueue_queue_duration_seconds",
+        "histogram",
+        "How long in seconds an item stays in workqueue before being requested",
+        ("name", "controller"),
+        buckets=QUEUE_BUCKETS,
     ),
     MetricSpec(
         "leader_election_master_status",
@@ -177,6 +198,8 @@ class Metrics:
         self.reconcile_time = self.histogram("controller_runtime_reconcile_time_seconds")
         self.max_concurrent = self.gauge("controller_runtime_max_concurrent_reconciles")
         self.active_workers = self.gauge("controller_runtime_active_workers")
+        self.queue_depth = self.gauge("workqueue_depth")
+        self.queue_duration = self.histogram("workqueue_queue_duration_seconds")
         self.requests = self.counter("rest_client_requests_total")
         self.request_duration = self.histogram("rest_client_request_duration_seconds")
         for spec in domain:
@@ -222,6 +245,8 @@ class Metrics:
             self.reconcile_time.labels(c)
             self.max_concurrent.labels(c).set(max_concurrent)
             self.active_workers.labels(c).set(0)
+            self.queue_depth.labels(c, c)
+            self.queue_duration.labels(c, c)
 
     def observe(self, controller: str, result: str, seconds: float, exc: BaseException | None = None) -> None:
         """Record one finished reconcile; ``exc`` is the exception it ended with, if any."""

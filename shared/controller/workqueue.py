@@ -40,15 +40,32 @@ Within a loop:
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
-``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once.
+``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once. A pass that
+is due (kicked, its delay or backoff over) but waits for a slot is an item in
+controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
+is how long each waited.
 
 Only one pass per request runs at a time (its loop is the only caller), so a reconcile never
 races itself. Across requests, :class:`Controller` runs at most ``max_concurrent_reconciles``
 passes at once (controller-runtime's option of that name): after a restart or an outage every
 object wants a pass at the same moment, and without a bound they would all hit the API server
-(and this process's memory) together. The bound is a semaphore taken per pass, not per object,
+(and this process's memory) together. The bound is a slot taken per pass, not per object,
 so an idle object (its loop waiting for a kick or a deadline) holds no slot, and
 ``controller_runtime_active_workers`` counts the passes that hold one, not those waiting.
+
+The slots are shared fairly across namespaces (:class:`FairSlots`): one that comes free goes
+round-robin over the namespaces that have passes waiting, first come first served within
+each, and no namespace holds the last one. One operator serves every namespace, and a
+namespace is a tenant that can create as many objects as its quota allows: with one
+first-come-first-served line, the passes of 3000 new WebServers in one namespace stood in
+front of a change in any other, which waited up to 126 s for its status
+(``tools/bench/noisy_neighbour.py``, :mod:`shared.client.fair`). Now a change in a quiet
+namespace finds the last slot free, or waits for one slot to come free, however long the line
+of a busy one; its requests then take turns with the busy one's at the client's rate limit
+(:class:`shared.client.kube.TokenBucket`). A single busy namespace runs
+``max_concurrent_reconciles - 1`` passes at once. controller-runtime's queue has no such
+fairness (one FIFO per controller); the API server's priority and fairness shares by user,
+and every request of the operator is one user's.
 """
 
 from __future__ import annotations
@@ -63,6 +80,7 @@ from typing import Any, NamedTuple
 
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
+from shared.client.fair import RoundRobin
 from shared.client.kube import SupersededError
 from shared.controller.caches import OwnerCache
 from shared.controller.metrics import Metrics
@@ -170,6 +188,96 @@ class Triggers:
         return key in self._events
 
 
+class FairSlots:
+    """At most ``limit`` holders at once, taking turns by group (namespace) when they wait
+    (:class:`~shared.client.fair.RoundRobin`), and no group holding more than ``limit - 1``.
+
+    A slot that comes free goes to the first waiter of the first group of the round, and that
+    group goes to the end of the round. The group of the holder that gives a slot back goes to
+    the end too, so a group that held slots while another queued up does not get the next one
+    ahead of it: with one slot, 100 holders waiting in group A and then one in group B, B is
+    served second.
+
+    Taking turns is not enough when a group's holders are slow (a WebServer creating 100 pods
+    holds its slot for as long as its requests wait for the client's rate limit): every slot
+    could be held by them, and a newcomer of another group would wait for the first of them to
+    end. So one group never holds the last slot (with a ``limit`` of 1 there is nothing to keep):
+    a group holding no slot finds one free at once unless other groups hold them. A single busy
+    group runs ``limit - 1`` holders at once, its waiters staying in line while the last slot
+    is free.
+
+    A slot is handed straight from the holder that gives it back to the waiter it goes to, so
+    no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"the limit must be >= 1, not {limit}")
+        self.limit = limit
+        self.per_group = max(1, limit - 1)
+        self._held = 0
+        self._held_by: dict[Hashable, int] = {}
+        self._at_most = 0  # groups holding per_group slots
+        self._waiters = RoundRobin()
+
+    @property
+    def held(self) -> int:
+        """Slots held now."""
+        return self._held
+
+    @property
+    def waiting(self) -> int:
+        """Holders waiting for a slot now."""
+        return len(self._waiters)
+
+    def held_by(self, group: Hashable) -> int:
+        return self._held_by.get(group, 0)
+
+    def slot(self, group: Hashable) -> _Slot:
+        """A reusable ``async with`` that holds one slot, waiting in ``group``."""
+        return _Slot(self, group)
+
+    def _may_take(self, group: Hashable) -> bool:
+        return self._held < self.limit and self._held_by.get(group, 0) < self.per_group
+
+    def _take(self, group: Hashable) -> None:
+        self._held += 1
+        held = self._held_by[group] = self._held_by.get(group, 0) + 1
+        self._at_most += held == self.per_group
+
+    async def acquire(self, group: Hashable) -> None:
+        # A slot free for this group means no waiter may take it (release hands every slot it
+        # can to a waiter): nobody is passed over.
+        if self._may_take(group):
+            self._take(group)
+            return
+        await self._waiters.wait(group, abandon=lambda: self.release(group))
+
+    def release(self, group: Hashable) -> None:
+        held = self._held_by.pop(group) - 1
+        self._at_most -= held + 1 == self.per_group
+        if held:
+            self._held_by[group] = held
+        self._held -= 1
+        self._waiters.to_back(group)  # its turn is over
+        # Only a group at its most is passed over (the one busy group, if any).
+        woken = self._waiters.wake(self._may_take if self._at_most else None)
+        if woken is not None:
+            self._take(woken.group)  # the slot passes to it, held all along
+
+
+class _Slot:
+    def __init__(self, slots: FairSlots, group: Hashable) -> None:
+        self._slots = slots
+        self._group = group
+
+    async def __aenter__(self) -> None:
+        await self._slots.acquire(self._group)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._slots.release(self._group)
+
+
 def _capped(after: float | None, most: float | None) -> float | None:
     """``after`` (None: forever), but no more than ``most`` (None: no bound)."""
     if most is None:
@@ -188,21 +296,23 @@ async def reconcile_loop(
     max_idle: float | None = None,
     metrics: Metrics | None = None,
     controller: str = "",
-    slots: asyncio.Semaphore | None = None,
+    slots: FairSlots | None = None,
+    group: Hashable = None,
 ) -> None:
     """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
 
     ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
-    pass first takes one of ``slots`` (shared by the loops of one controller) and gives it back
-    when it ends, before the loop sleeps.
+    pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
+    ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
     """
     event = triggers.event(key)
     failures = 0
     slot: contextlib.AbstractAsyncContextManager[Any] = (
-        slots if slots is not None else contextlib.nullcontext()
+        slots.slot(group) if slots is not None else contextlib.nullcontext()
     )
     try:
         while not stopped():
+            due = time.monotonic()
             async with slot:
                 if stopped():  # gone while waiting for a slot
                     break
@@ -210,6 +320,7 @@ async def reconcile_loop(
                 event.clear()
                 started = time.monotonic()
                 if metrics is not None:
+                    metrics.queue_duration.labels(controller, controller).observe(started - due)
                     metrics.active_workers.labels(controller).inc()
                 try:
                     after = await reconcile()
@@ -271,8 +382,9 @@ class Controller:
     down, and kopf's finalizer patch races with our own status writes. Here deleting the object
     just ends its loop, and the garbage collector takes care of the children.
 
-    At most ``max_concurrent_reconciles`` passes run at once over all requests (see the module
-    docstring); with ``metrics`` the limit is reported as
+    At most ``max_concurrent_reconciles`` passes run at once over all requests, the slots that
+    come free shared round-robin among the namespaces whose requests wait, and no namespace
+    holding the last one (see the module docstring); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
@@ -313,11 +425,14 @@ class Controller:
         self._forget_name: list[ForgetName] = []
         # Made on first use, on the loop that runs the passes (asyncio primitives bind to one
         # loop; the operators build their Controller at import time, before kopf's loop exists).
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: FairSlots | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._max_concurrent = 0
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self._gate_poll: asyncio.Task[None] | None = None
+        if metrics is not None:
+            # Read at each scrape: the passes waiting for a slot are controller-runtime's depth.
+            metrics.queue_depth.labels(name, name).set_function(lambda: self.queued)
 
     @property
     def max_concurrent_reconciles(self) -> int:
@@ -336,10 +451,15 @@ class Controller:
         if self._metrics is not None:
             self._metrics.max_concurrent.labels(self.name).set(value)
 
-    def _pass_slots(self) -> asyncio.Semaphore:
+    @property
+    def queued(self) -> int:
+        """Passes waiting for a slot now: due (kicked, or their delay is up) but not yet running."""
+        return self._slots.waiting if self._slots is not None else 0
+
+    def _pass_slots(self) -> FairSlots:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots_loop is not loop:
-            self._slots, self._slots_loop = asyncio.Semaphore(self._max_concurrent), loop
+            self._slots, self._slots_loop = FairSlots(self._max_concurrent), loop
         return self._slots
 
     def on_forget(self, *, uid: ForgetUid | None = None, name: ForgetName | None = None) -> None:
@@ -481,6 +601,7 @@ class Controller:
                 metrics=self._metrics,
                 controller=self.name,
                 slots=self._pass_slots(),
+                group=request.namespace,
             )
         finally:
             if self._tasks.get(request) is asyncio.current_task():

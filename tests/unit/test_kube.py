@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
-from shared.client.kube import MAX_RETRY_AFTER, ApiError, KubeClient, retry_after
+from shared.client.kube import MAX_RETRY_AFTER, ApiError, KubeClient, TokenBucket, namespace_of, retry_after
 
 TOO_MANY = {"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "message": "slow down"}
 POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
@@ -197,6 +197,92 @@ async def test_rate_limit_allows_burst_plus_qps_times_elapsed(qps, burst, send):
         assert count <= burst + qps * at + 1e-9, f"{count} requests by t={at}"
     # ...and it throttles no more than it must: the last token is due at (n - burst) / qps.
     assert time.now == pytest.approx((requests - burst) / qps)
+
+
+class ManualTime:
+    """A clock that moves only when the test says: sleepers wake when it passes their deadline."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, future))
+        await future
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for deadline, future in list(self._sleepers):
+            if deadline <= self.now + 1e-9:
+                self._sleepers.remove((deadline, future))
+                if not future.done():
+                    future.set_result(None)
+
+
+async def test_requests_waiting_for_the_rate_limit_take_turns_by_namespace():
+    """#25.3: 50 requests of namespace a wait for tokens (a pass creating pods), then one of b:
+    b's goes out with the second token, not the 51st; a's go out in their order."""
+    time = ManualTime()
+    bucket = TokenBucket(10.0, 1, time.monotonic, time.sleep)
+    order: list[str] = []
+    waited: dict[str, float] = {}
+
+    async def request(namespace: str, name: str) -> None:
+        waited[name] = await bucket.wait(namespace)
+        order.append(name)
+
+    assert await bucket.wait("a") == 0  # the burst
+    flood = [asyncio.create_task(request("a", f"a{i}")) for i in range(50)]
+    await until(lambda: bucket.waiting == 50, "a's requests waiting")
+    quiet = asyncio.create_task(request("b", "b"))
+    await until(lambda: bucket.waiting == 51, "b's request waiting")
+    for n in (1, 2):
+        time.advance(0.1)  # one more token
+        await until(lambda n=n: len(order) == n, f"{n} tokens handed out")
+    await quiet
+    assert order == ["a0", "b"] and waited["b"] == pytest.approx(0.2)
+    for n in range(3, 52):
+        time.advance(0.1)
+        await until(lambda n=n: len(order) == n, f"{n} tokens handed out")
+    await asyncio.gather(*flood)
+    assert order[2:] == [f"a{i}" for i in range(1, 50)]
+    assert bucket.waiting == 0
+
+
+async def test_a_request_cancelled_while_waiting_for_a_token_uses_none():
+    time = ManualTime()
+    bucket = TokenBucket(10.0, 1, time.monotonic, time.sleep)
+    await bucket.wait("a")
+    gone = asyncio.create_task(bucket.wait("a"))
+    stays = asyncio.create_task(bucket.wait("b"))
+    await until(lambda: bucket.waiting == 2, "two waiting")
+    gone.cancel()
+    await asyncio.gather(gone, return_exceptions=True)
+    assert bucket.waiting == 1
+    time.advance(0.1)
+    assert await stays == pytest.approx(0.1)  # the first token went to b
+    time.advance(0.1)
+    assert await bucket.wait("c") == 0  # and the next one is still there
+
+
+@pytest.mark.parametrize(
+    ("path", "namespace"),
+    [
+        ("/api/v1/namespaces/web/pods", "web"),
+        ("/api/v1/namespaces/web/pods/p-1?dryRun=All", "web"),
+        ("/apis/demo.k8s.io/v1alpha1/namespaces/web/webservers/w/status", "web"),
+        ("/apis/apps/v1/namespaces/x/deployments", "x"),
+        ("/api/v1/nodes", ""),
+        ("/apis/demo.k8s.io/v1alpha1/webservers", ""),
+        ("/version", ""),
+    ],
+)
+def test_the_namespace_of_a_request(path, namespace):
+    assert namespace_of(path) == namespace
 
 
 async def test_zero_qps_is_unlimited():

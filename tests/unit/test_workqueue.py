@@ -6,7 +6,7 @@ import pytest
 
 from shared.controller.caches import OwnerCache
 from shared.controller.retry import Backoff
-from shared.controller.workqueue import Controller, RetryError, Triggers, reconcile_loop
+from shared.controller.workqueue import Controller, FairSlots, RetryError, Triggers, reconcile_loop
 
 
 async def _until(predicate, timeout=10):
@@ -281,16 +281,21 @@ async def test_no_more_than_max_concurrent_reconciles_passes_run_at_once():
         metrics.registry.get_sample_value("controller_runtime_max_concurrent_reconciles", {"controller": "c"})
         == limit
     )
-    for i in range(objects):
-        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "namespace": "ns", "name": f"o{i}"}})
+    for i in range(objects):  # in several namespaces: one alone gets all slots but one
+        ctl.observe("ADDED", {"metadata": {"uid": f"u{i}", "namespace": f"ns{i % 4}", "name": f"o{i}"}})
     await _until(lambda: running >= limit)
     await asyncio.sleep(0.05)  # time for any pass over the limit to start
     assert (running, most) == (limit, limit)
     assert active() == limit  # passes waiting for a slot are not active workers
+    labels = {"name": "c", "controller": "c"}
+    assert metrics.registry.get_sample_value("workqueue_depth", labels) == objects - limit == ctl.queued
     release.set()
     await _until(lambda: len(done) == objects)
     assert most == limit and most_active == limit
     assert active() == 0
+    assert metrics.registry.get_sample_value("workqueue_depth", labels) == 0
+    # Every pass waited in the queue once, the first ones for no time.
+    assert metrics.registry.get_sample_value("workqueue_queue_duration_seconds_count", labels) == objects
     await ctl.shutdown()
 
 
@@ -325,6 +330,134 @@ async def test_the_limit_is_positive_and_fixed_once_objects_are_observed():
         ctl.max_concurrent_reconciles = 4  # running loops would keep the old slots
     await ctl.shutdown()
     ctl.max_concurrent_reconciles = 4
+
+
+async def test_a_flooded_namespace_does_not_starve_another():
+    """#25.3: with one slot, 100 objects queued in namespace a, then one in b: b's pass is the
+    second to run, not the 101st (one first-come-first-served line made a change in a quiet
+    namespace wait for every pass of a busy one)."""
+    release, order = asyncio.Event(), []
+
+    async def reconcile(body):
+        order.append(body["metadata"]["namespace"])
+        await release.wait()
+
+    ctl = Controller("c", reconcile, max_concurrent_reconciles=1)
+    for i in range(100):
+        ctl.observe("ADDED", {"metadata": {"uid": f"a{i}", "namespace": "a", "name": f"o{i}"}})
+    await _until(lambda: order == ["a"] and ctl.queued == 99)
+    ctl.observe("ADDED", {"metadata": {"uid": "b", "namespace": "b", "name": "o"}})
+    await _until(lambda: ctl.queued == 100)
+    release.set()
+    await _until(lambda: len(order) == 101)
+    assert order.index("b") == 1
+    assert ctl.queued == 0
+    await ctl.shutdown()
+
+
+async def test_fair_slots_go_round_robin_over_groups_first_come_first_served_within_each():
+    slots, order = FairSlots(1), []
+
+    async def holder(group: str, name: str) -> None:
+        async with slots.slot(group):
+            order.append(name)
+            await asyncio.sleep(0)
+
+    await slots.acquire("x")  # held: everyone below waits
+    tasks = [
+        asyncio.create_task(holder(group, f"{group}{i}"))
+        for group, count in (("a", 3), ("b", 2), ("c", 1))
+        for i in range(count)
+    ]
+    await _until(lambda: slots.waiting == 6)
+    assert slots.held == 1
+    slots.release("x")
+    await asyncio.gather(*tasks)
+    assert order == ["a0", "b0", "c0", "a1", "b1", "a2"]
+    assert (slots.held, slots.waiting) == (0, 0)
+
+
+async def test_a_group_that_gives_a_slot_back_goes_to_the_end_of_the_round():
+    """Slots held by a and b, a queue in a and then one in b: the first slot a gives back goes
+    to b, although a queued first."""
+    slots, order = FairSlots(3), []
+    for group in ("a", "a", "b"):
+        await slots.acquire(group)
+
+    async def holder(group: str, name: str) -> None:
+        await slots.acquire(group)
+        order.append(name)
+
+    tasks = [asyncio.create_task(holder("a", f"a{i}")) for i in range(2)]
+    tasks.append(asyncio.create_task(holder("b", "b0")))
+    await _until(lambda: slots.waiting == 3)
+    slots.release("a")
+    await _until(lambda: order == ["b0"])
+    assert (slots.held, slots.waiting) == (3, 2)
+    slots.release("b")
+    await _until(lambda: order == ["b0", "a0"])
+    for group in ("a", "a", "b"):
+        slots.release(group)
+    await asyncio.gather(*tasks)
+    assert order == ["b0", "a0", "a1"]
+    slots.release("a")
+    assert (slots.held, slots.waiting) == (0, 0)
+    with pytest.raises(ValueError):
+        FairSlots(0)
+
+
+async def test_one_group_never_holds_the_last_slot():
+    """#25.3: a namespace whose passes are slow (a WebServer creating 100 pods at the client's
+    rate) would hold every slot; the last one is left for the others, who find it free."""
+    slots, order = FairSlots(4), []
+
+    async def holder(group: str, name: str) -> None:
+        await slots.acquire(group)
+        order.append(name)
+
+    busy = [asyncio.create_task(holder("a", f"a{i}")) for i in range(10)]
+    await _until(lambda: len(order) == 3 and slots.waiting == 7)
+    assert (slots.held, slots.held_by("a")) == (3, 3)  # the last slot stays free ...
+    await holder("b", "b0")  # ... and b takes it at once
+    assert (slots.held, slots.held_by("b")) == (4, 1)
+    slots.release("b")  # free again, and a still waits: it holds all but one
+    assert (slots.held, slots.waiting) == (3, 7)
+    slots.release("a")
+    await _until(lambda: len(order) == 5)
+    assert (slots.held, slots.held_by("a"), slots.waiting) == (3, 3, 6)
+    for _ in range(9):
+        slots.release("a")
+        await asyncio.sleep(0)
+    await asyncio.gather(*busy)
+    assert (slots.held, slots.waiting) == (0, 0)
+    lone = FairSlots(1)  # nothing to keep
+    await lone.acquire("a")
+    assert lone.held_by("a") == 1
+
+
+async def test_a_cancelled_waiter_gives_up_its_place_and_keeps_no_slot():
+    slots = FairSlots(1)
+    await slots.acquire("a")
+    gone = asyncio.create_task(slots.acquire("b"))
+    stays = asyncio.create_task(slots.acquire("c"))
+    await _until(lambda: slots.waiting == 2)
+    gone.cancel()  # an object deleted while its pass waited
+    await asyncio.gather(gone, return_exceptions=True)
+    assert (slots.held, slots.waiting) == (1, 1)
+    slots.release("a")
+    await stays  # the slot went past the cancelled waiter
+    assert (slots.held, slots.waiting) == (1, 0)
+
+    handed = asyncio.create_task(slots.acquire("d"))
+    after = asyncio.create_task(slots.acquire("e"))
+    await _until(lambda: slots.waiting == 2)
+    slots.release("c")  # hands the slot to d ...
+    handed.cancel()  # ... which is cancelled before it runs: the slot goes on to e
+    await asyncio.gather(handed, return_exceptions=True)
+    await after
+    assert (slots.held, slots.waiting) == (1, 0)
+    slots.release("e")
+    assert slots.held == 0
 
 
 def _obj(uid: str, name: str = "web", **extra: Any) -> dict[str, Any]:

@@ -172,6 +172,12 @@ def dashboard() -> dict[str, Any]:
             "short",
         ),
         (
+            # Due passes waiting for a slot: a namespace flooding the operator shows here first.
+            "Work queue depth",
+            [(f'workqueue_depth{{controller=~"{sel}"}}', "{{controller}}")],
+            "short",
+        ),
+        (
             "API requests per second by code",
             [("sum by (job, code) (rate(rest_client_requests_total[5m]))", "{{job}} {{code}}")],
             "reqps",
