@@ -56,15 +56,15 @@ class WebServerAPI:
         self.kube = kube or KubeClient()
         self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
-    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
-        """Create a pod; False when it already exists (a stale view, not an error)."""
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create a pod: the pod as the API server stored it, or None when the name is taken
+        (a stale view, not an error)."""
         try:
-            await self.kube.create(namespaced(namespace, "pods"), pod)
+            return await self.kube.create(namespaced(namespace, "pods"), pod)
         except ApiError as exc:
             if exc.status == 409:
-                return False
+                return None
             raise
-        return True
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.kube.get_if_exists(namespaced(namespace, "pods", name))

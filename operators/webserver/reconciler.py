@@ -130,10 +130,15 @@ class WebServerReconciler:
             results = await asyncio.gather(
                 *(self.api.create_pod(namespace, m) for m in manifests), return_exceptions=True
             )
-            created += [m["metadata"]["name"] for m, r in zip(manifests, results, strict=True) if r is True]
+            for r in results:
+                if isinstance(r, dict):
+                    # Write-through: the next pass counts it even if the watch has not shown it
+                    # yet (else it would create it again, get AlreadyExists and read it back).
+                    self.pods.observe("ADDED", r)
+                    created.append(r["metadata"]["name"])
             errs = [reason_of(r) for r in results if isinstance(r, BaseException)]
             for m, r in zip(manifests, results, strict=True):
-                if r is False:  # AlreadyExists
+                if r is None:  # AlreadyExists
                     try:
                         why = await self.claim(body, m["metadata"]["name"])
                     except ApiError as exc:

@@ -111,13 +111,27 @@ def test_a_pod_create_refused_by_a_quota_is_a_replica_failure():
     assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "FailedCreate")]
 
 
-def test_pods_the_watch_has_not_shown_yet_are_claimed_not_duplicated():
+def test_pods_the_watch_has_not_shown_yet_are_counted_not_created_again():
     kube = FakeKube(webserver(3))
     p = Pass(kube)
     p.run()
     names = pod_names(kube)
 
-    p.run()  # the watch lags: the cache still shows no pod
+    p.run()  # the watch lags: no pod event has come, but the creates' answers were cached
+    assert kube.keys(reads=True) == [("patch", "webservers", NS, "web", "status")]
+    assert kube.object(WS_PATH)["status"]["replicas"] == 3
+    assert pod_names(kube) == names
+
+
+def test_pods_a_lost_cache_does_not_hold_are_claimed_not_duplicated():
+    kube = FakeKube(webserver(3))
+    p = Pass(kube)
+    p.run()
+    names = pod_names(kube)
+
+    # A new process (a restart, a failover) whose watch has not shown the pods yet.
+    p = Pass(kube)
+    p.run()
     # Each create is refused (AlreadyExists), the pod read and found ours; in slow-start batches
     # of 1 and 2 pods.
     assert kube.keys(reads=True) == [
