@@ -283,12 +283,8 @@ class NetperfReconciler:
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta = body["metadata"]
-        namespace, name, uid, generation = (
-            meta["namespace"],
-            meta["name"],
-            meta["uid"],
-            meta.get("generation", 0),
-        )
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        generation = meta.get("generation", 0)
         now = self.clock.now()
         current = self.api.status.current(body)
         spec = desired.effective(body.get("spec") or {})

@@ -157,12 +157,8 @@ class WebServerReconciler:
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
-        namespace, name, uid, generation = (
-            meta["namespace"],
-            meta["name"],
-            meta["uid"],
-            meta.get("generation", 0),
-        )
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        generation = meta.get("generation", 0)
         now = self.ctx.clock.now()
         current = self.api.status.current(body)
 
