@@ -41,6 +41,7 @@ class Observed:
     suspended: bool
     warnings: Sequence[str]
     failure: tuple[str, str] | None
+    workload: str = "Deployment"  # the kind it scales: its own Deployment, or its scaleTargetRef's
 
 
 def compute(
@@ -53,7 +54,7 @@ def compute(
         return conditions.make(type_, status, reason, message, generation=generation, now=now)
 
     if dep is None:
-        available = cond(conditions.AVAILABLE, False, "DeploymentMissing", "no Deployment yet")
+        available = cond(conditions.AVAILABLE, False, "DeploymentMissing", f"no {observed.workload} yet")
     elif dep.available:
         available = cond(
             conditions.AVAILABLE, True, "MinimumReplicasAvailable", f"{dep.ready} of {dep.replicas} ready"
@@ -68,7 +69,7 @@ def compute(
     # What the Deployment still has to do, suspended or not (then its own count is the target).
     pending: tuple[str, str] | None = None
     if dep is None or dep.replicas != target:
-        pending = ("Scaling", f"scaling the Deployment to {target}")
+        pending = ("Scaling", f"scaling the {observed.workload} to {target}")
     elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
         pending = ("RollingOut", f"{dep.updated} of {target} pods updated")
     elif dep.ready < target:
