@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
-from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import IMAGE, name_rules
 
 GROUP = "schedule.rs"
@@ -78,15 +78,16 @@ SPEC_SCHEMA: dict[str, Any] = {
         "(spec.container) or one you run (spec.scaleTargetRef)."
     ),
     "required": ["schedulingConfig", "defaultReplica"],
+    # Ratcheting (tools.check.crd_compat): every stored TDSet has a container, so both hold.
     "x-kubernetes-validations": [
-        {
-            "rule": "has(self.container) != has(self.scaleTargetRef)",
-            "message": "set exactly one of container (a Deployment of the TDSet's own) and scaleTargetRef",
-        },
-        {
-            "rule": "!has(self.service) || has(self.container)",
-            "message": "service exposes the TDSet's own pods: it needs container, not scaleTargetRef",
-        },
+        ratcheting_rule(
+            "has(self.container) != has(self.scaleTargetRef)",
+            "set exactly one of container (a Deployment of the TDSet's own) and scaleTargetRef",
+        ),
+        ratcheting_rule(
+            "!has(self.service) || has(self.container)",
+            "service exposes the TDSet's own pods: it needs container, not scaleTargetRef",
+        ),
     ],
     "properties": {
         "scaleTargetRef": {
