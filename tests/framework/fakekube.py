@@ -872,8 +872,8 @@ class FakeKube(KubeClient):
             (r for r in self._server.resources.values() if r.group == group and version in r.versions),
             key=lambda r: r.plural,
         )
-        if not served:
-            raise _no_such_resource()
+        if not served:  # the API server's mux answers, in plain text
+            raise ApiError(404, "Not Found", "404 page not found\n", {})
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         resources: list[dict[str, Any]] = []
         for r in served:
