@@ -337,10 +337,11 @@ def autoscaler_for(
     scaleTargetRef: by group, kind and name, whatever the version. The first by name when
     several do, as HPAs would fight anyway."""
     wanted = (group, kind, name)
-    return next((a for a in sorted(autoscalers, key=lambda a: a.name) if _scales(a) == wanted), None)
+    return next((a for a in sorted(autoscalers, key=lambda a: a.name) if scaled_by(a) == wanted), None)
 
 
-def _scales(hpa: AutoscalerView) -> tuple[str, str, str] | None:
+def scaled_by(hpa: AutoscalerView) -> tuple[str, str, str] | None:
+    """(group, kind, name) of what ``hpa`` scales."""
     if hpa.scales is None and hpa.target is not None:
         return ("apps", "Deployment", hpa.target)
     return hpa.scales

@@ -74,11 +74,15 @@ class FloorSweeps:
         autoscalers: Autoscalers,
         live: Callable[[], set[str]],
         active: Callable[[], bool],
+        scales: Callable[[str], TargetKey | None] = lambda uid: None,
     ) -> None:
         self._api = api
         self._autoscalers = autoscalers
         self._live = live
         self._active = active
+        # What a live TDSet scales now (None: not known): an HPA whose floor it raised on a
+        # target it no longer points at (scaleTargetRef changed) gets its minReplicas back too.
+        self._scales = scales
         self._task: asyncio.Task[None] | None = None
         self._again = False
 
@@ -99,11 +103,18 @@ class FloorSweeps:
             self._again = False
             live = self._live()
             for hpa in list(self._autoscalers.values()):
-                if hpa.floor_owner is not None and hpa.floor_owner not in live:
+                if hpa.floor_owner is not None and (
+                    hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
+                ):
                     try:
                         await self._restore_floor(hpa)
                     except Exception as exc:  # one HPA's failure must not end the sweeps for all
                         logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
+
+    def _moved_away(self, hpa: AutoscalerView, owner: str) -> bool:
+        now = self._scales(owner)
+        scaled = desired.scaled_by(hpa)
+        return now is not None and scaled is not None and now != (hpa.namespace, *scaled)
 
     async def _restore_floor(self, hpa: AutoscalerView) -> None:
         try:
@@ -286,9 +297,11 @@ class TDSetReconciler:
         self.services = caches.OwnerCache(service_view)
         # An HPA's events wake the TDSet of its target's name.
         self.autoscalers: Autoscalers = {}
-        self.floor_sweeps = FloorSweeps(self.api, self.autoscalers, ctx.controller.uids, ctx.active)
         # What each TDSet points at now, from its latest body: uid -> (namespace, name, target).
         self.wanted: dict[str, tuple[str, str, TargetKey | None]] = {}
+        self.floor_sweeps = FloorSweeps(
+            self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
+        )
         self.target_sweeps = TargetSweeps(
             self.api.targets, self.wants, ctx.active, ctx.namespaces, self._target_event
         )
@@ -332,8 +345,19 @@ class TDSetReconciler:
         wanted = target_key(namespace, ref) if ref is not None else None
         before = self.wanted.get(uid)
         self.wanted[uid] = (namespace, meta.get("name") or "", wanted)
-        if before is not None and before[2] != wanted and before[2] is not None:
-            self.target_sweeps.request()
+        if before is not None and before[2] != wanted:
+            if before[2] is not None:
+                self.target_sweeps.request()
+            self.floor_sweeps.request()  # an HPA floor on what it scaled before goes back
+
+    def scales(self, uid: str) -> TargetKey | None:
+        """What the TDSet ``uid`` scales now: its scaleTargetRef, else its own Deployment (None:
+        not known)."""
+        found = self.wanted.get(uid)
+        if found is None:
+            return None
+        namespace, name, wanted = found
+        return wanted if wanted is not None else (namespace, "apps", "Deployment", name)
 
     def started(self) -> None:
         """At start-up (the builder calls it): the sweep that lists the claims left behind."""

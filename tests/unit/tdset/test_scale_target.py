@@ -79,8 +79,10 @@ class Pass(OnePass):
         assert isinstance(self.reconciler, TDSetReconciler)
         self.tds = self.reconciler
         self.tds.target_sweeps._active = lambda: True
+        self.tds.floor_sweeps._active = lambda: True
         self.live: set[str] = set()
         self.operator.controller.uids = lambda: set(self.live)  # type: ignore[method-assign]
+        self.tds.floor_sweeps._live = self.operator.controller.uids
 
     def see(self, *paths: str) -> None:
         """The TDSets at ``paths`` are live and their watch delivered them."""
@@ -105,6 +107,7 @@ class Pass(OnePass):
                 self.live.discard(forget)
                 self.tds.forget(forget)
             await self.tds.target_sweeps.wait()
+            await self.tds.floor_sweeps.wait()
             await self.operator.events.flush()
 
         asyncio.run(run())
@@ -335,6 +338,39 @@ def test_an_hpa_on_the_target_gets_the_floor_and_the_target_is_not_scaled():
     hpa = kube.object(namespaced(NS, "horizontalpodautoscalers", "web-hpa", "autoscaling/v2"))
     assert hpa["spec"]["minReplicas"] == 5
     assert kube.object(TDS_PATH)["status"]["autoscaler"] == "web-hpa"
+
+
+def test_pointing_away_from_a_target_with_an_hpa_gives_the_hpa_its_floor_back():
+    hpa_path = namespaced(NS, "horizontalpodautoscalers", "web-hpa", "autoscaling/v2")
+    autoscaler = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web-hpa", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 10,
+        },
+    }
+    kube = FakeKube(tdset(ref("StatefulSet")), workload("StatefulSet"), workload(name="other"), autoscaler)
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.tds.autoscaler_changed("ADDED", kube.object(hpa_path))
+    p.run()
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 5
+
+    async def floor_seen() -> None:  # the watch shows the raised floor (the sweep keeps it)
+        p.tds.autoscaler_changed("MODIFIED", kube.object(hpa_path))
+        await p.tds.floor_sweeps.wait()
+
+    asyncio.run(floor_seen())
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 5
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"scaleTargetRef": ref(name="other")}}))
+
+    p.see(TDS_PATH)
+    p.sweep()
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 2
+    assert claim(kube, path("statefulsets")).holder is None
 
 
 def test_deleting_the_tdset_gives_the_replicas_back_and_drops_the_claim():
