@@ -180,9 +180,13 @@ class TargetSweeps:
         active: Callable[[], bool],
         namespaces: Callable[[], tuple[str, ...]],
         event: Callable[[Mapping[str, Any], str, str], None],
+        *,
+        autoscaled: Callable[[TargetKey], bool] = lambda key: False,
     ) -> None:
         self._api = api
         self._wants = wants
+        # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
+        self._autoscaled = autoscaled
         self._active = active
         self._namespaces = namespaces
         self._event = event
@@ -250,6 +254,8 @@ class TargetSweeps:
             self._again = True
             return
         original = scaletarget.give_back_replicas(claim)
+        if self._autoscaled(key):
+            original = None
         if original is not None:
             await self._api.patch_scale(namespace, held.plural, name, held.api_version, original)
         await self._api.patch(
@@ -257,7 +263,7 @@ class TargetSweeps:
         )
         self.claims.pop(key, None)
         why = f"TDSet {claim.holder_name} (uid {claim.holder}) no longer scales it"
-        gave = f"replicas set back to {original}" if original is not None else "released"
+        gave = f"replicas set back to {original}" if original is not None else "released to its HPA"
         logger.info(f"{kind} {namespace}/{name}: {gave} ({why})")
         self._event(obj, "GaveBackReplicas", f"{gave[0].upper()}{gave[1:]}: {why}")
 
@@ -303,7 +309,12 @@ class TDSetReconciler:
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
         self.target_sweeps = TargetSweeps(
-            self.api.targets, self.wants, ctx.active, ctx.namespaces, self._target_event
+            self.api.targets,
+            self.wants,
+            ctx.active,
+            ctx.namespaces,
+            self._target_event,
+            autoscaled=self.autoscaled,
         )
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
@@ -349,6 +360,12 @@ class TDSetReconciler:
             if before[2] is not None:
                 self.target_sweeps.request()
             self.floor_sweeps.request()  # an HPA floor on what it scaled before goes back
+
+    def autoscaled(self, key: TargetKey) -> bool:
+        """Whether an HPA scales the target ``key``."""
+        namespace, group, kind, name = key
+        in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
+        return desired.autoscaler_for(in_namespace, name, kind, group) is not None
 
     def scales(self, uid: str) -> TargetKey | None:
         """What the TDSet ``uid`` scales now: its scaleTargetRef, else its own Deployment (None:

@@ -25,7 +25,18 @@ from operators.tdset import target
 from operators.tdset.description import DESCRIPTION
 from tests.framework.cluster import REPO, Cluster
 from tests.framework.operator_process import OperatorProcess
-from tests.framework.tdsets import GROUP, PLURAL, VERSION, co, condition, create, get, patch_spec, wait_event
+from tests.framework.tdsets import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    co,
+    condition,
+    create,
+    events,
+    get,
+    patch_spec,
+    wait_event,
+)
 from tests.framework.waits import wait_for
 
 Start = Callable[..., OperatorProcess]
@@ -219,6 +230,50 @@ def test_a_second_tdset_on_the_same_target_is_a_conflict_not_a_tug_of_war(cluste
     co(cluster).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "first")
     app.becomes(6, "the second TDSet scales it once the first is gone")
     assert app.claim().original == 1
+
+
+def test_an_hpa_on_the_target_gets_the_floor_and_it_goes_back_with_the_tdset(
+    cluster, namespace, start_operator
+):
+    start_operator()
+    autoscaling = client.AutoscalingV2Api(cluster.api)
+    app = Target(cluster, namespace, "StatefulSet").create(replicas=1)
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "app-hpa"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "app"},
+            "minReplicas": 1,
+            "maxReplicas": 10,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+                }
+            ],
+        },
+    }
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(namespace, hpa)
+    create(cluster, namespace, "floor", spec(app.ref, 4))
+
+    def min_replicas() -> int:
+        return int(
+            autoscaling.read_namespaced_horizontal_pod_autoscaler("app-hpa", namespace).spec.min_replicas
+        )
+
+    wait_for(lambda: min_replicas() == 4, 60, "the HPA's minReplicas set to the schedule's 4")
+    wait_event(cluster, namespace, "floor", "SetAutoscalerFloor", "from 1 to 4")
+    wait_for(
+        lambda: (get(cluster, namespace, "floor").get("status") or {}).get("autoscaler") == "app-hpa",
+        60,
+        "status.autoscaler",
+    )
+    assert not [e for e in events(cluster, namespace, "floor") if e.reason == "ScaledTarget"]
+
+    co(cluster).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "floor")
+    wait_for(lambda: min_replicas() == 1, 60, "the HPA's own minReplicas back")
+    wait_for(lambda: app.claim().holder is None, 60, "the claim on the StatefulSet dropped")
 
 
 def test_a_kind_without_scale_is_degraded_with_the_reason(cluster, namespace, start_operator):

@@ -371,6 +371,9 @@ def test_pointing_away_from_a_target_with_an_hpa_gives_the_hpa_its_floor_back():
     p.sweep()
     assert kube.object(hpa_path)["spec"]["minReplicas"] == 2
     assert claim(kube, path("statefulsets")).holder is None
+    # Its replicas are the HPA's to set: released, not set back.
+    assert ("patch", "statefulsets", NS, "web", "scale") not in kube.keys()
+    assert "released to its HPA" in p.events[0][2]
 
 
 def test_deleting_the_tdset_gives_the_replicas_back_and_drops_the_claim():
