@@ -85,7 +85,9 @@ class Pass(OnePass):
         self.tds.floor_sweeps._live = self.operator.controller.uids
 
     def see(self, *paths: str) -> None:
-        """The TDSets at ``paths`` are live and their watch delivered them."""
+        """The TDSets at ``paths`` are live and their watch delivered them (and the sweeps that
+        asks for ran: :attr:`events` holds their Events)."""
+        self.kube.clear_actions()
 
         async def deliver() -> None:
             for p in paths:
@@ -93,8 +95,12 @@ class Pass(OnePass):
                 assert body is not None
                 self.live.add(body["metadata"]["uid"])
                 self.tds.primary_changed("MODIFIED", body)
+            await self.tds.target_sweeps.wait()
+            await self.tds.floor_sweeps.wait()
+            await self.operator.events.flush()
 
         asyncio.run(deliver())
+        self.events = self.kube.events()
 
     def sweep(self, *, start: bool = False, forget: str = "") -> None:
         """One round of the give-back sweep: at start-up, or after ``forget`` (a deletion)."""
@@ -367,13 +373,12 @@ def test_pointing_away_from_a_target_with_an_hpa_gives_the_hpa_its_floor_back():
     assert kube.object(hpa_path)["spec"]["minReplicas"] == 5
     asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"scaleTargetRef": ref(name="other")}}))
 
-    p.see(TDS_PATH)
-    p.sweep()
+    p.see(TDS_PATH)  # the watch delivers the new reference: both sweeps run
     assert kube.object(hpa_path)["spec"]["minReplicas"] == 2
     assert claim(kube, path("statefulsets")).holder is None
     # Its replicas are the HPA's to set: released, not set back.
     assert ("patch", "statefulsets", NS, "web", "scale") not in kube.keys()
-    assert "released to its HPA" in p.events[0][2]
+    assert "Released to its HPA" in p.events[0][2]
 
 
 def test_deleting_the_tdset_gives_the_replicas_back_and_drops_the_claim():
@@ -435,7 +440,6 @@ def test_pointing_elsewhere_gives_the_old_target_back():
     asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"scaleTargetRef": ref(name="other")}}))
 
     p.see(TDS_PATH)  # the watch delivers the new reference: the sweep gives "web" back
-    p.sweep()
     assert kube.object(path())["spec"]["replicas"] == 2 and claim(kube, path()).holder is None
     p.run()
     assert claim(kube, path(name="other")).holder == uid(kube)
