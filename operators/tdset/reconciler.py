@@ -1,5 +1,9 @@
 """The TDSet reconciler: one level-based pass that keeps a TDSet's Deployment on its schedule.
 
+A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
+(``spec.scaleTargetRef``: read and written through ``/scale``, claimed but never owned, given
+back by :class:`TargetSweeps`; :mod:`.target`).
+
 Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
 :class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
@@ -182,9 +186,13 @@ class TargetSweeps:
         event: Callable[[Mapping[str, Any], str, str], None],
         *,
         autoscaled: Callable[[TargetKey], bool] = lambda key: False,
+        released: Callable[[TargetKey], None] = lambda key: None,
     ) -> None:
         self._api = api
         self._wants = wants
+        # Told when a target is free: a TDSet that found it taken (TargetConflict) takes it now,
+        # not at the end of its backoff.
+        self._released = released
         # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
         self._autoscaled = autoscaled
         self._active = active
@@ -262,6 +270,7 @@ class TargetSweeps:
             namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim)
         )
         self.claims.pop(key, None)
+        self._released(key)
         why = f"TDSet {claim.holder_name} (uid {claim.holder}) no longer scales it"
         gave = f"replicas set back to {original}" if original is not None else "released to its HPA"
         logger.info(f"{kind} {namespace}/{name}: {gave} ({why})")
@@ -315,6 +324,7 @@ class TDSetReconciler:
             ctx.namespaces,
             self._target_event,
             autoscaled=self.autoscaled,
+            released=self.target_released,
         )
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
@@ -360,6 +370,12 @@ class TDSetReconciler:
             if before[2] is not None:
                 self.target_sweeps.request()
             self.floor_sweeps.request()  # an HPA floor on what it scaled before goes back
+
+    def target_released(self, key: TargetKey) -> None:
+        """Wake the TDSets pointing at ``key``, now free."""
+        for namespace, name, wanted in list(self.wanted.values()):
+            if wanted == key:
+                self.ctx.controller.kick(namespace, name)
 
     def autoscaled(self, key: TargetKey) -> bool:
         """Whether an HPA scales the target ``key``."""

@@ -1,5 +1,10 @@
 """TDSet status and conditions, computed from the schedule decision and the Deployment (pure).
 
+With ``spec.scaleTargetRef`` the same conditions describe the target, read through its
+``/scale`` and its status (:func:`operators.tdset.target.readiness`); its failures are
+``TargetNotScalable``, ``TargetNotFound``, ``TargetForbidden`` (Degraded, retried) and
+``TargetConflict`` (another TDSet holds it: Stalled, as a name conflict).
+
 Conditions:
 
 - ``Available``: the Deployment reports ``Available`` (its minimum availability is met);

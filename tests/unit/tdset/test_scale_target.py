@@ -287,6 +287,17 @@ def test_a_second_tdset_on_a_held_target_is_a_conflict_and_writes_nothing_to_it(
     assert (kind, reason) == ("Warning", "TargetConflict") and "TDSet first" in message
     assert claim(kube, path()).holder == uid(kube, first_path)
 
+    # The first TDSet goes: its target is given back, and the second is woken to take it.
+    kicked: list[tuple[str, str]] = []
+    second.operator.controller.kick = lambda ns, name: kicked.append((ns, name))  # type: ignore[method-assign]
+    second.sweep(start=True)
+    first_uid = uid(kube, first_path)
+    kube.remove(first_path)
+    second.sweep(forget=first_uid)
+    assert claim(kube, path()).holder is None and kicked == [(NS, "shop")]
+    second.run()
+    assert claim(kube, path()).holder == uid(kube) and claim(kube, path()).original == 2
+
 
 def test_a_claim_written_meanwhile_by_another_tdset_fails_on_the_resource_version():
     """Two first claims at once: the second patch carries the resourceVersion it read, and the
