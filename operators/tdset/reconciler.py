@@ -235,20 +235,29 @@ class TargetSweeps:
                     logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
 
     async def _list(self) -> bool:
-        """Every claim on the kinds supported out of the box; whether the listing succeeded."""
-        try:
-            for namespace in self._namespaces() or ("",):
-                for api_version, kind, plural in TARGET_KINDS:
-                    for obj in await self._api.list_claimed(namespace, plural, api_version):
-                        holder = scaletarget.claim_of(obj).holder
-                        meta = obj["metadata"]
-                        if holder is not None:
-                            key = (meta["namespace"], api_version.rpartition("/")[0], kind, meta["name"])
-                            self.claims.setdefault(key, Held(holder, api_version, plural))
-        except Exception as exc:
-            logger.warning(f"listing the scale targets TDSets hold: {exc!r}; listing again at the next sweep")
-            return False
-        return True
+        """Every claim on the kinds supported out of the box; whether each listing succeeded (a
+        kind the cluster does not serve, such as WebServer without its CRD, has none)."""
+        listed = True
+        for namespace in self._namespaces() or ("",):
+            for api_version, kind, plural in TARGET_KINDS:
+                try:
+                    found = await self._api.list_claimed(namespace, plural, api_version)
+                except ApiError as exc:
+                    if exc.status == 404:
+                        continue
+                    logger.warning(f"listing the {plural} TDSets hold: {exc}; again at the next sweep")
+                    listed = False
+                    continue
+                except Exception as exc:
+                    logger.warning(f"listing the {plural} TDSets hold: {exc!r}; again at the next sweep")
+                    listed = False
+                    continue
+                for obj in found:
+                    holder, meta = scaletarget.claim_of(obj).holder, obj["metadata"]
+                    if holder is not None:
+                        key = (meta["namespace"], api_version.rpartition("/")[0], kind, meta["name"])
+                        self.claims.setdefault(key, Held(holder, api_version, plural))
+        return listed
 
     async def _give_back(self, key: TargetKey, held: Held) -> None:
         namespace, _, kind, name = key

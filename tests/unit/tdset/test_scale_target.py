@@ -428,8 +428,10 @@ def test_a_claim_left_while_the_operator_was_down_is_found_at_start_and_given_ba
     p = Pass(kube)
     p.see(TDS_PATH)
     p.run()  # the live TDSet claims "kept"
+    kube.prepend_reactor("list", "webservers", fail(404))  # a cluster without the WebServer CRD
 
     p.sweep(start=True)
+    assert p.tds.target_sweeps._listed  # a kind not served holds no claim: listed all the same
     listed = [a.key for a in kube.actions if a.verb == "list"]
     assert listed == [
         ("list", "deployments", "", "", ""),
