@@ -111,6 +111,8 @@ def children(plural: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
             c for c in (webserver.pod_manifest(owner, spec, 0), webserver.service_manifest(owner, spec)) if c
         ]
     if plural == "tdsets":
+        if "container" not in spec:  # spec.scaleTargetRef: it scales a workload, it has no children
+            return []
         deployment = tdset.deployment_manifest(owner, spec, int(spec["defaultReplica"]))
         return [c for c in (deployment, tdset.service_manifest(owner, spec)) if c]
     return [netperf.server_pod(owner, spec), netperf.client_pod(owner, spec, "10.96.0.10")]
