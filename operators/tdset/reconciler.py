@@ -695,22 +695,31 @@ class TDSetReconciler:
         plural, unscalable = scaletarget.scale_resource(await api.discover(ref.api_version), ref)
         if plural is None:
             raise TargetError("TargetNotScalable", f"spec.scaleTargetRef: {unscalable}")
-        obj = await api.get(namespace, plural, ref.name, ref.api_version)
-        if obj is None:
-            raise TargetError("TargetNotFound", f"spec.scaleTargetRef: {ref} not found in {namespace}")
-        claim = scaletarget.claim_of(obj)
-        if claim.holder not in (None, uid) and claim.holder in self.ctx.controller.uids():
-            raise TargetConflictError(
-                f"{ref} is scaled by TDSet {claim.holder_name} (uid {claim.holder}); one TDSet "
-                "at a time scales an object: this one leaves it alone until that one lets go"
-            )
-        scale = scaletarget.scale_view(await api.get_scale(namespace, plural, ref.name, ref.api_version))
-        found = FoundTarget(plural, obj, claim, scale, claimed_now=claim.holder != uid)
-        if found.claimed_now:
+        # The claim carries the resourceVersion read: a 409 means the object changed since (its
+        # controller's status write, or another TDSet's claim): read it again, once.
+        for attempt in (1, 2):
+            obj = await api.get(namespace, plural, ref.name, ref.api_version)
+            if obj is None:
+                raise TargetError("TargetNotFound", f"spec.scaleTargetRef: {ref} not found in {namespace}")
+            claim = scaletarget.claim_of(obj)
+            if claim.holder not in (None, uid) and claim.holder in self.ctx.controller.uids():
+                raise TargetConflictError(
+                    f"{ref} is scaled by TDSet {claim.holder_name} (uid {claim.holder}); one TDSet "
+                    "at a time scales an object: this one leaves it alone until that one lets go"
+                )
+            scale = scaletarget.scale_view(await api.get_scale(namespace, plural, ref.name, ref.api_version))
+            found = FoundTarget(plural, obj, claim, scale, claimed_now=claim.holder != uid)
+            if not found.claimed_now:
+                break
             patch = scaletarget.claim_patch(claim, body, scale.replicas)
-            found.claim = scaletarget.claim_of(
-                await api.patch(namespace, plural, ref.name, ref.api_version, patch)
-            )
+            try:
+                found.claim = scaletarget.claim_of(
+                    await api.patch(namespace, plural, ref.name, ref.api_version, patch)
+                )
+            except ApiError as exc:
+                if exc.status == 409 and attempt == 1:
+                    continue
+                raise
             taken = f"; taken over from TDSet {claim.holder_name}, which is gone" if claim.holder else ""
             self._event(
                 body,
@@ -718,6 +727,7 @@ class TDSetReconciler:
                 f"Scaling {ref} from now on; its replicas ({found.claim.original}) are given back when "
                 f"this TDSet is deleted or points elsewhere{taken}",
             )
+            break
         self.target_sweeps.claimed(target_key(namespace, ref), Held(uid, ref.api_version, plural))
         return found
 

@@ -300,21 +300,43 @@ def test_a_second_tdset_on_a_held_target_is_a_conflict_and_writes_nothing_to_it(
 
 
 def test_a_claim_written_meanwhile_by_another_tdset_fails_on_the_resource_version():
-    """Two first claims at once: the second patch carries the resourceVersion it read, and the
-    API server refuses it once the first claim changed the object (never a tug of war)."""
+    """Two first claims at once: the second patch carries the resourceVersion it read, the API
+    server refuses it once the first claim changed the object, and the pass, reading again,
+    finds the target taken (never a tug of war)."""
     kube = FakeKube(tdset(ref()), workload())
     p = Pass(kube)
     p.see(TDS_PATH)
+    p.live.add("other-uid")  # a live TDSet
 
     async def claimed_first(action: Any) -> None:
         other = {"metadata": {"labels": {target.HOLDER: "other-uid"}}}
         await kube.client().merge_patch(path(), other)
 
     kube.prepend_reactor("patch", "deployments", claimed_first, times=1)
-    with pytest.raises(ReconcileError, match="FailedUpdate"):
+    with pytest.raises(ReconcileError, match="TargetConflict"):
         p.run()
+    assert [a.key for a in kube.actions if a.resource == "deployments"] == [
+        ("get", "deployments", NS, "web", ""),
+        ("get", "deployments", NS, "web", "scale"),
+        ("patch", "deployments", NS, "web", ""),  # refused: 409
+        ("get", "deployments", NS, "web", ""),
+    ]
     assert claim(kube, path()).holder == "other-uid"
     assert kube.object(path())["spec"]["replicas"] == 2
+
+
+def test_a_claim_refused_because_the_controller_wrote_the_status_is_retried_once():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+
+    async def status_written(action: Any) -> None:
+        await kube.client().merge_patch(path() + "/status", {"status": {"observedGeneration": 1}})
+
+    kube.prepend_reactor("patch", "deployments", status_written, times=1)
+    assert p.run() == 0.0
+    assert claim(kube, path()).holder == uid(kube)
+    assert kube.object(path())["spec"]["replicas"] == 5
 
 
 def test_a_claim_left_by_a_tdset_that_is_gone_is_taken_over_keeping_the_original_replicas():
