@@ -16,6 +16,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
+from operators.tdset.target import HOLDER
 from shared.client.kube import ApiError, KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 
@@ -74,6 +75,7 @@ class TDSetAPI:
     def __init__(self, kube: KubeClient | None = None) -> None:
         self.kube = kube or KubeClient()
         self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
+        self.targets = ScaleTargets(self.kube)
 
     async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """Create the Deployment; None when one of that name already exists."""
@@ -91,7 +93,89 @@ class TDSetAPI:
         """A merge patch; ``metadata.uid`` in it (when set) is a precondition."""
         return await self.kube.merge_patch(namespaced(namespace, "deployments", name, "apps/v1"), patch)
 
+    async def delete_deployment(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the TDSet's own Deployment (UID precondition); gone already is as good."""
+        body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"} if uid else {}
+        try:
+            await self.kube.delete(namespaced(namespace, "deployments", name, "apps/v1"), body)
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                raise
+
     async def patch_autoscaler(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """A merge patch of the user's HPA; ``metadata.uid`` in it (when set) is a precondition."""
         path = namespaced(namespace, "horizontalpodautoscalers", name, "autoscaling/v2")
         await self.kube.merge_patch(path, patch)
+
+
+# -- scale targets (spec.scaleTargetRef) ----------------------------------------------------------
+
+# How long a group-version's discovery document is trusted: a CRD installed (or given a scale
+# subresource) after a TDSet named it is seen within this time; a pass reading a target costs no
+# discovery request in between (client-go caches discovery the same way, per group-version).
+DISCOVERY_TTL = 60.0
+
+
+def _group_version_path(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+class ScaleTargets:
+    """The calls on a TDSet's scale target: discovery (cached), the object (its claim), its
+    ``/scale``, and the listing of claims (:data:`operators.tdset.target.HOLDER`)."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self._discovery: dict[str, tuple[dict[str, Any] | None, float]] = {}
+
+    async def discover(self, api_version: str) -> dict[str, Any] | None:
+        """The APIResourceList of ``api_version``, None when it is not served (cached)."""
+        cached = self._discovery.get(api_version)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        try:
+            found: dict[str, Any] | None = await self.kube.get(_group_version_path(api_version))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            found = None
+        self._discovery[api_version] = (found, time.monotonic() + DISCOVERY_TTL)
+        return found
+
+    def forget_discovery(self, api_version: str) -> None:
+        """A target of ``api_version`` was missing: read its discovery again next time."""
+        self._discovery.pop(api_version, None)
+
+    @staticmethod
+    def path(namespace: str, plural: str, name: str, api_version: str, sub: str = "") -> str:
+        path = namespaced(namespace, plural, name, api_version)
+        return f"{path}/{sub}" if sub else path
+
+    async def get(self, namespace: str, plural: str, name: str, api_version: str) -> dict[str, Any] | None:
+        """The target object; None when there is none."""
+        return await self.kube.get_if_exists(self.path(namespace, plural, name, api_version))
+
+    async def get_scale(self, namespace: str, plural: str, name: str, api_version: str) -> dict[str, Any]:
+        return await self.kube.get(self.path(namespace, plural, name, api_version, "scale"))
+
+    async def patch_scale(
+        self, namespace: str, plural: str, name: str, api_version: str, replicas: int
+    ) -> dict[str, Any]:
+        """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes)."""
+        return await self.kube.merge_patch(
+            self.path(namespace, plural, name, api_version, "scale"), {"spec": {"replicas": replicas}}
+        )
+
+    async def patch(
+        self, namespace: str, plural: str, name: str, api_version: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A merge patch of the object's metadata (the claim); ``uid`` and ``resourceVersion`` in
+        it are preconditions."""
+        return await self.kube.merge_patch(self.path(namespace, plural, name, api_version), patch)
+
+    async def list_claimed(self, namespace: str, plural: str, api_version: str) -> list[dict[str, Any]]:
+        """The objects of a kind carrying a claim, in ``namespace`` ("" for all)."""
+        base = _group_version_path(api_version)
+        path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+        listing = await self.kube.get(path, params={"labelSelector": HOLDER})
+        return list(listing.get("items") or [])

@@ -6,10 +6,21 @@ See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the l
 
 from __future__ import annotations
 
+from typing import Any
+
 from operators.tdset import schema
 from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
+# A scale target: read (the claim) and patched (the claim's label and annotations, never its
+# spec), listed (the start-up sweep finds claims of TDSets deleted while it was down), and its
+# /scale read and written.
+TARGET_SCALE_VERBS = ("get", "patch")
+TARGET: dict[str, Any] = {"verbs": ("get", "list", "patch"), "watched": False, "scale": TARGET_SCALE_VERBS}
+# The aggregated ClusterRole a cluster admin extends to let TDSets scale more kinds: every
+# ClusterRole with this label is folded into it (deploy/install.yaml binds it to the operator).
+SCALER_ROLE = "k8s-operators-py:tdset-operator-scaler"
+SCALER_LABEL = "tdset.k8s-operators-py.dev/aggregate-to-scale"
 
 DESCRIPTION = OperatorDescription(
     name="tdset",
@@ -17,8 +28,17 @@ DESCRIPTION = OperatorDescription(
     crd=schema.CRD,
     reconcile="operators.tdset.reconciler:TDSetReconciler",
     resources=(
-        # create it, patch (scale, template, adopt an orphan); get after AlreadyExists.
-        Resource("Deployment", "v1", "deployments", group="apps", verbs=("create", "delete", "get", "patch")),
+        # create it, patch (scale, template, adopt an orphan); get after AlreadyExists. As a
+        # spec.scaleTargetRef (not a child then): get and patch (the claim's label and
+        # annotations), list (the start-up sweep of claims), /scale read and written.
+        Resource(
+            "Deployment",
+            "v1",
+            "deployments",
+            group="apps",
+            verbs=("create", "delete", "get", "patch"),
+            scale=TARGET_SCALE_VERBS,
+        ),
         # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
         Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
         # The user's HPA: watched (all of them) and given a floor (patch), never owned.
@@ -30,6 +50,12 @@ DESCRIPTION = OperatorDescription(
             group="autoscaling",
             verbs=("patch",),
         ),
+        # The other kinds a spec.scaleTargetRef may name out of the box (operators.tdset.target);
+        # read by name, never watched (a pass reads /scale: docs/operators/tdset.md). A cluster
+        # admin allows more kinds through the aggregated ClusterRole (SCALER_ROLE).
+        Resource("StatefulSet", "v1", "statefulsets", child=False, group="apps", **TARGET),
+        Resource("ReplicaSet", "v1", "replicasets", child=False, group="apps", **TARGET),
+        Resource("WebServer", "v1alpha1", "webservers", child=False, group="demo.k8s.io", **TARGET),
     ),
     display="TDSet",
     summary="A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",
@@ -38,7 +64,10 @@ DESCRIPTION = OperatorDescription(
     catalog_text="""\
 ## TDSet
 A Deployment whose replica count follows time windows in a time zone, acted on exactly at
-each boundary; an HPA on the Deployment gets the schedule as its `minReplicas`.
+each boundary; an HPA on the Deployment gets the schedule as its `minReplicas`. Instead of
+its own Deployment, a TDSet can scale a workload you already run (`spec.scaleTargetRef`: a
+Deployment, StatefulSet, ReplicaSet, WebServer, or any kind with a `/scale` subresource), and
+gives its replicas back when it goes.
 
 ```yaml
 apiVersion: schedule.rs/v1
@@ -52,6 +81,8 @@ spec:
 ```
 """,
     example="examples/tdset.yaml",
+    aggregated_role=SCALER_ROLE,
+    aggregate_label=SCALER_LABEL,
     metrics=(
         MetricSpec(
             "tdset_desired_replicas",

@@ -280,6 +280,8 @@ class AutoscalerView:
     floor_owner: str | None = None  # UID of the TDSet that raised minReplicas (annotation)
     original_min: int | None = None  # minReplicas before any TDSet raised it
     uid: str = ""  # patches carry it as a precondition
+    # (group, kind, name) of whatever it scales: a TDSet's own Deployment or its scaleTargetRef
+    scales: tuple[str, str, str] | None = None
 
 
 # On an HPA whose minReplicas a TDSet raised: which TDSet, and the value to give back when it
@@ -313,6 +315,7 @@ def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
     is_deployment = ref.get("kind") == "Deployment" and str(ref.get("apiVersion", "apps/v1")).startswith(
         "apps/"
     )
+    group = str(ref.get("apiVersion", "apps/v1")).rpartition("/")[0]
     return AutoscalerView(
         namespace=meta.get("namespace") or "",
         name=meta["name"],
@@ -322,12 +325,26 @@ def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
         floor_owner=annotations.get(FLOOR_OWNER),
         original_min=int(original) if original and original.isdigit() else None,
         uid=meta.get("uid") or "",
+        scales=(group, str(ref["kind"]), str(ref["name"])) if ref.get("kind") and ref.get("name") else None,
     )
 
 
-def autoscaler_for(autoscalers: Iterable[AutoscalerView], deployment: str) -> AutoscalerView | None:
-    """The HPA scaling ``deployment`` (first by name when several do, as HPAs would fight anyway)."""
-    return next((a for a in sorted(autoscalers, key=lambda a: a.name) if a.target == deployment), None)
+def autoscaler_for(
+    autoscalers: Iterable[AutoscalerView], name: str, kind: str = "Deployment", group: str = "apps"
+) -> AutoscalerView | None:
+    """The HPA scaling the ``kind`` of ``group`` named ``name`` (a TDSet's own Deployment by
+    default; its scaleTargetRef's kind otherwise), matched as the HPA resolves its own
+    scaleTargetRef: by group, kind and name, whatever the version. The first by name when
+    several do, as HPAs would fight anyway."""
+    wanted = (group, kind, name)
+    return next((a for a in sorted(autoscalers, key=lambda a: a.name) if scaled_by(a) == wanted), None)
+
+
+def scaled_by(hpa: AutoscalerView) -> tuple[str, str, str] | None:
+    """(group, kind, name) of what ``hpa`` scales."""
+    if hpa.scales is None and hpa.target is not None:
+        return ("apps", "Deployment", hpa.target)
+    return hpa.scales
 
 
 def autoscaler_floor(scheduled: int, hpa: AutoscalerView) -> tuple[int, str | None]:

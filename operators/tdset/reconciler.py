@@ -1,5 +1,9 @@
 """The TDSet reconciler: one level-based pass that keeps a TDSet's Deployment on its schedule.
 
+A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
+(``spec.scaleTargetRef``: read and written through ``/scale``, claimed but never owned, given
+back by :class:`TargetSweeps`; :mod:`.target`).
+
 Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
 :class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
@@ -22,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.tdset import desired, schedule, status
-from operators.tdset.api import PatchExpectations, StoredTemplates, TDSetAPI
-from operators.tdset.description import DESCRIPTION
+from operators.tdset import target as scaletarget
+from operators.tdset.api import PatchExpectations, ScaleTargets, StoredTemplates, TDSetAPI
+from operators.tdset.description import DESCRIPTION, SCALER_LABEL
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD
 from shared.api import conditions, ownership
@@ -37,10 +42,19 @@ from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.tdset")
-DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources
+DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources[:3]
+# The kinds a scaleTargetRef may name out of the box (RBAC in the description): the start-up
+# sweep lists their claims. (apiVersion, kind, plural)
+TARGET_KINDS = tuple(
+    (f"{r.group}/{r.version}" if r.group else r.version, r.kind, r.plural)
+    for r in DESCRIPTION.resources
+    if r.scale
+)
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 # HPAs by (namespace, name).
 Autoscalers = dict[tuple[str, str], AutoscalerView]
+# A scale target: (namespace, group, kind, name).
+TargetKey = tuple[str, str, str, str]
 
 
 class DeploymentConflictError(ownership.ConflictError):
@@ -64,11 +78,15 @@ class FloorSweeps:
         autoscalers: Autoscalers,
         live: Callable[[], set[str]],
         active: Callable[[], bool],
+        scales: Callable[[str], TargetKey | None] = lambda uid: None,
     ) -> None:
         self._api = api
         self._autoscalers = autoscalers
         self._live = live
         self._active = active
+        # What a live TDSet scales now (None: not known): an HPA whose floor it raised on a
+        # target it no longer points at (scaleTargetRef changed) gets its minReplicas back too.
+        self._scales = scales
         self._task: asyncio.Task[None] | None = None
         self._again = False
 
@@ -89,11 +107,18 @@ class FloorSweeps:
             self._again = False
             live = self._live()
             for hpa in list(self._autoscalers.values()):
-                if hpa.floor_owner is not None and hpa.floor_owner not in live:
+                if hpa.floor_owner is not None and (
+                    hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
+                ):
                     try:
                         await self._restore_floor(hpa)
                     except Exception as exc:  # one HPA's failure must not end the sweeps for all
                         logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
+
+    def _moved_away(self, hpa: AutoscalerView, owner: str) -> bool:
+        now = self._scales(owner)
+        scaled = desired.scaled_by(hpa)
+        return now is not None and scaled is not None and now != (hpa.namespace, *scaled)
 
     async def _restore_floor(self, hpa: AutoscalerView) -> None:
         try:
@@ -106,6 +131,170 @@ class FloorSweeps:
             f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
             "(the TDSet that raised it is gone)"
         )
+
+
+class TargetConflictError(ownership.ConflictError):
+    """The scale target is held by another live TDSet: this one leaves it alone."""
+
+    reason = "TargetConflict"
+
+
+class TargetError(Exception):
+    """The scale target cannot be scaled (yet): ``reason`` is the condition's and Event's."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def target_key(namespace: str, ref: scaletarget.Ref) -> TargetKey:
+    return (namespace, *ref.key)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A claim the operator knows of: which TDSet holds the target, and how to reach it."""
+
+    holder: str
+    api_version: str
+    plural: str
+
+
+class TargetSweeps:
+    """Gives the replicas back to scale targets no TDSet wants any more: its TDSet was deleted
+    (also while this operator was down), points at another object, or went back to a
+    ``container``. The counterpart of :class:`FloorSweeps` for ``spec.scaleTargetRef``.
+
+    The claims are known from the passes that made or confirmed them and, once after start,
+    from a listing of each kind supported out of the box (:data:`TARGET_KINDS`) with the
+    :data:`operators.tdset.target.HOLDER` label selector in the watched namespaces: a TDSet
+    deleted while the operator was down left its claim there. Targets are not watched (see
+    docs/operators/tdset.md, "Scaling a workload you run"), so a claim on a kind a cluster admin
+    added is known from the passes only: one left by a TDSet deleted while the operator was down
+    is not found (documented, with the label to look for).
+
+    Runs once every watch has listed (before, a live TDSet may look gone) and only on the
+    leader; one sweep at a time, a request during a sweep asks for exactly one more.
+    """
+
+    def __init__(
+        self,
+        api: ScaleTargets,
+        wants: Callable[[str], TargetKey | None],
+        active: Callable[[], bool],
+        namespaces: Callable[[], tuple[str, ...]],
+        event: Callable[[Mapping[str, Any], str, str], None],
+        *,
+        autoscaled: Callable[[TargetKey], bool] = lambda key: False,
+        released: Callable[[TargetKey], None] = lambda key: None,
+    ) -> None:
+        self._api = api
+        self._wants = wants
+        # Told when a target is free: a TDSet that found it taken (TargetConflict) takes it now,
+        # not at the end of its backoff.
+        self._released = released
+        # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
+        self._autoscaled = autoscaled
+        self._active = active
+        self._namespaces = namespaces
+        self._event = event
+        self.claims: dict[TargetKey, Held] = {}
+        self._listed = False
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def claimed(self, key: TargetKey, held: Held) -> None:
+        """A pass holds ``key`` for ``held.holder``: sweep if the holder no longer wants it."""
+        self.claims[key] = held
+        if self._wants(held.holder) != key:
+            self.request()
+
+    def request(self) -> None:
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="tdset/give-back-targets")
+
+    async def wait(self) -> None:
+        """Until the sweeps asked for so far are done (tests)."""
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        while not self._active():
+            await asyncio.sleep(0.1)
+        while self._again:
+            self._again = False
+            if not self._listed:
+                self._listed = await self._list()
+            for key, held in list(self.claims.items()):
+                if self._wants(held.holder) == key:
+                    continue
+                try:
+                    await self._give_back(key, held)
+                except Exception as exc:  # one target's failure must not end the sweeps for all
+                    logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
+
+    async def _list(self) -> bool:
+        """Every claim on the kinds supported out of the box; whether each listing succeeded (a
+        kind the cluster does not serve, such as WebServer without its CRD, has none)."""
+        listed = True
+        for namespace in self._namespaces() or ("",):
+            for api_version, kind, plural in TARGET_KINDS:
+                try:
+                    found = await self._api.list_claimed(namespace, plural, api_version)
+                except ApiError as exc:
+                    if exc.status == 404:
+                        continue
+                    logger.warning(f"listing the {plural} TDSets hold: {exc}; again at the next sweep")
+                    listed = False
+                    continue
+                except Exception as exc:
+                    logger.warning(f"listing the {plural} TDSets hold: {exc!r}; again at the next sweep")
+                    listed = False
+                    continue
+                for obj in found:
+                    holder, meta = scaletarget.claim_of(obj).holder, obj["metadata"]
+                    if holder is not None:
+                        key = (meta["namespace"], api_version.rpartition("/")[0], kind, meta["name"])
+                        self.claims.setdefault(key, Held(holder, api_version, plural))
+        return listed
+
+    async def _give_back(self, key: TargetKey, held: Held) -> None:
+        namespace, _, kind, name = key
+        obj = await self._api.get(namespace, held.plural, name, held.api_version)
+        claim = scaletarget.claim_of(obj) if obj is not None else None
+        if obj is None or claim is None or claim.holder is None:
+            self.claims.pop(key, None)  # gone, or given back by someone else
+            return
+        if claim.holder != held.holder:  # taken over since: judge the new holder
+            self.claims[key] = Held(claim.holder, held.api_version, held.plural)
+            self._again = True
+            return
+        original = scaletarget.give_back_replicas(claim)
+        if self._autoscaled(key):
+            original = None
+        if original is not None:
+            await self._api.patch_scale(namespace, held.plural, name, held.api_version, original)
+        await self._api.patch(
+            namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim)
+        )
+        self.claims.pop(key, None)
+        self._released(key)
+        why = f"TDSet {claim.holder_name} (uid {claim.holder}) no longer scales it"
+        gave = f"replicas set back to {original}" if original is not None else "released to its HPA"
+        logger.info(f"{kind} {namespace}/{name}: {gave} ({why})")
+        self._event(obj, "GaveBackReplicas", f"{gave[0].upper()}{gave[1:]}: {why}")
+
+
+@dataclass
+class FoundTarget:
+    """A scale target as a pass found it: its plural, the object, the claim, its Scale."""
+
+    plural: str
+    obj: Mapping[str, Any]
+    claim: scaletarget.Claim
+    scale: scaletarget.ScaleView
+    claimed_now: bool  # claimed by this pass
 
 
 @dataclass
@@ -132,7 +321,20 @@ class TDSetReconciler:
         self.services = caches.OwnerCache(service_view)
         # An HPA's events wake the TDSet of its target's name.
         self.autoscalers: Autoscalers = {}
-        self.floor_sweeps = FloorSweeps(self.api, self.autoscalers, ctx.controller.uids, ctx.active)
+        # What each TDSet points at now, from its latest body: uid -> (namespace, name, target).
+        self.wanted: dict[str, tuple[str, str, TargetKey | None]] = {}
+        self.floor_sweeps = FloorSweeps(
+            self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
+        )
+        self.target_sweeps = TargetSweeps(
+            self.api.targets,
+            self.wants,
+            ctx.active,
+            ctx.namespaces,
+            self._target_event,
+            autoscaled=self.autoscaled,
+            released=self.target_released,
+        )
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
         self.degraded_gauge = ctx.metrics.gauge("tdset_degraded")
@@ -151,8 +353,12 @@ class TDSetReconciler:
         old = self.autoscalers.pop(key, None)
         if event_type != "DELETED":
             self.autoscalers[key] = view
-        for target in {old.target if old else None, view.target} - {None}:
-            self.ctx.controller.kick(view.namespace, str(target))  # the TDSet of the Deployment's name
+        for name in {old.target if old else None, view.target} - {None}:
+            self.ctx.controller.kick(view.namespace, str(name))  # the TDSet of the Deployment's name
+        scaled = {old.scales if old else None, view.scales} - {None}
+        for namespace, tdset, wanted in list(self.wanted.values()):
+            if wanted is not None and namespace == view.namespace and wanted[1:] in scaled:
+                self.ctx.controller.kick(namespace, tdset)  # the TDSets whose scaleTargetRef it scales
         if event_type != "DELETED" and view.floor_owner is not None:
             self.floor_sweeps.request()
 
@@ -160,15 +366,63 @@ class TDSetReconciler:
         return self.api.status.is_echo(body)
 
     def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        pass
+        """Keep what each TDSet points at; a reference changed or dropped starts a give-back."""
+        meta = body.get("metadata") or {}
+        uid, namespace = meta.get("uid"), meta.get("namespace") or ""
+        if not uid or event_type == "DELETED":
+            return  # forget() follows
+        ref = scaletarget.ref_of(body.get("spec") or {})
+        wanted = target_key(namespace, ref) if ref is not None else None
+        before = self.wanted.get(uid)
+        self.wanted[uid] = (namespace, meta.get("name") or "", wanted)
+        if before is not None and before[2] != wanted:
+            if before[2] is not None:
+                self.target_sweeps.request()
+            self.floor_sweeps.request()  # an HPA floor on what it scaled before goes back
+
+    def target_released(self, key: TargetKey) -> None:
+        """Wake the TDSets pointing at ``key``, now free."""
+        for namespace, name, wanted in list(self.wanted.values()):
+            if wanted == key:
+                self.ctx.controller.kick(namespace, name)
+
+    def autoscaled(self, key: TargetKey) -> bool:
+        """Whether an HPA scales the target ``key``."""
+        namespace, group, kind, name = key
+        in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
+        return desired.autoscaler_for(in_namespace, name, kind, group) is not None
+
+    def scales(self, uid: str) -> TargetKey | None:
+        """What the TDSet ``uid`` scales now: its scaleTargetRef, else its own Deployment (None:
+        not known)."""
+        found = self.wanted.get(uid)
+        if found is None:
+            return None
+        namespace, name, wanted = found
+        return wanted if wanted is not None else (namespace, "apps", "Deployment", name)
+
+    def started(self) -> None:
+        """At start-up (the builder calls it): the sweep that lists the claims left behind."""
+        self.target_sweeps.request()
+
+    def wants(self, uid: str) -> TargetKey | None:
+        """The target the live TDSet ``uid`` points at now (None: none, or no such TDSet)."""
+        found = self.wanted.get(uid)
+        return found[2] if found is not None and uid in self.ctx.controller.uids() else None
 
     def forget(self, uid: str) -> None:
         """A TDSet deleted, or replaced under its name: its status and expectations go, and an HPA
-        floor it raised is given back (the sweep finds it no longer in the controller's store)."""
+        floor it raised and a target it scaled are given back (the sweeps find it no longer in the
+        controller's store)."""
         self.api.status.forget(uid)
         self.expectations.forget(uid)
         self.stored_templates.forget(uid)
+        self.wanted.pop(uid, None)
         self.floor_sweeps.request()
+        self.target_sweeps.request()
+
+    def _target_event(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        self.ctx.event(obj, reason, message)
 
     def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         self.ctx.event(body, reason, message, type_)
@@ -357,6 +611,170 @@ class TDSetReconciler:
             out.failure = ("FailedUpdate", reason_of(exc))
         return out
 
+    async def converge_target(
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        ref: scaletarget.Ref,
+        replicas: int,
+        hpa: AutoscalerView | None,
+        *,
+        previous: Mapping[str, Any],
+        why: str,
+        bound: float,
+    ) -> Converged:
+        """The scale target (``spec.scaleTargetRef``): found by discovery, claimed (or a conflict
+        when another live TDSet holds it), scaled through ``/scale`` (or its HPA given the
+        floor), every write done within ``bound`` seconds.
+
+        Read live in every pass, not watched: a pass notices a target scaled by hand when it
+        runs (each boundary, each ``intervalMint``, each change of the TDSet or of an HPA), and
+        a watch of every Deployment, StatefulSet and ReplicaSet would hold the whole cluster's
+        workloads in memory for the few a TDSet names (docs/operators/tdset.md).
+        """
+        suspended = bool(spec.get("suspend"))
+        out = Converged(deployment=None, target=replicas)
+        try:
+            async with asyncio.timeout(max(bound, 1.0)):
+                await self.drop_own_children(body)
+                found = await self.claim_target(body, ref)
+                before = found.scale.replicas
+                if suspended:
+                    out.target = before
+                elif hpa is not None:
+                    await self.set_floor(body, hpa, out.target, why)
+                elif before != out.target:
+                    out.scaled = True
+                    found.scale = await self.scale_target(
+                        body, ref, found, out.target, previous=previous, why=why
+                    )
+                ready, updated, available, rolled_out = scaletarget.readiness(found.obj, found.scale)
+                out.deployment = DeploymentView(
+                    name=ref.name,
+                    replicas=found.scale.replicas,
+                    image=None,
+                    port=None,
+                    status_replicas=found.scale.status_replicas,
+                    ready=ready,
+                    updated=updated,
+                    available=available,
+                    rolled_out=rolled_out,
+                    uid=found.claim.uid,
+                )
+        except SupersededError:
+            raise
+        except ownership.ConflictError as exc:
+            out.failure = (exc.reason, str(exc))
+        except TargetError as exc:
+            out.failure = (exc.reason, str(exc))
+        except TimeoutError:
+            out.failure = (
+                "FailedUpdate",
+                f"the API server did not answer before the next boundary ({bound:.0f}s)",
+            )
+        except ApiError as exc:
+            if exc.status == 403:
+                out.failure = (
+                    "TargetForbidden",
+                    f"{reason_of(exc)}. Out of the box the operator scales Deployments, StatefulSets, "
+                    "ReplicaSets and WebServers; a cluster admin allows another kind with a ClusterRole "
+                    f'labelled {SCALER_LABEL}: "true" (docs/operators/tdset.md)',
+                )
+            else:
+                out.failure = ("FailedUpdate", reason_of(exc))
+        except Exception as exc:
+            out.failure = ("FailedUpdate", reason_of(exc))
+        return out
+
+    async def claim_target(self, body: Mapping[str, Any], ref: scaletarget.Ref) -> FoundTarget:
+        """The target, resolved by discovery, read with its ``/scale`` and claimed for ``body``
+        (unless it already is); raises when it cannot be scaled or another live TDSet holds it."""
+        meta = body["metadata"]
+        namespace, uid = meta["namespace"], meta["uid"]
+        api = self.api.targets
+        plural, unscalable = scaletarget.scale_resource(await api.discover(ref.api_version), ref)
+        if plural is None:
+            raise TargetError("TargetNotScalable", f"spec.scaleTargetRef: {unscalable}")
+        # The claim carries the resourceVersion read: a 409 means the object changed since (its
+        # controller's status write, or another TDSet's claim): read it again, once.
+        for attempt in (1, 2):
+            obj = await api.get(namespace, plural, ref.name, ref.api_version)
+            if obj is None:
+                raise TargetError("TargetNotFound", f"spec.scaleTargetRef: {ref} not found in {namespace}")
+            claim = scaletarget.claim_of(obj)
+            if claim.holder not in (None, uid) and claim.holder in self.ctx.controller.uids():
+                raise TargetConflictError(
+                    f"{ref} is scaled by TDSet {claim.holder_name} (uid {claim.holder}); one TDSet "
+                    "at a time scales an object: this one leaves it alone until that one lets go"
+                )
+            scale = scaletarget.scale_view(await api.get_scale(namespace, plural, ref.name, ref.api_version))
+            found = FoundTarget(plural, obj, claim, scale, claimed_now=claim.holder != uid)
+            if not found.claimed_now:
+                break
+            patch = scaletarget.claim_patch(claim, body, scale.replicas)
+            try:
+                found.claim = scaletarget.claim_of(
+                    await api.patch(namespace, plural, ref.name, ref.api_version, patch)
+                )
+            except ApiError as exc:
+                if exc.status == 409 and attempt == 1:
+                    continue
+                raise
+            taken = f"; taken over from TDSet {claim.holder_name}, which is gone" if claim.holder else ""
+            self._event(
+                body,
+                "ClaimedTarget",
+                f"Scaling {ref} from now on; its replicas ({found.claim.original}) are given back when "
+                f"this TDSet is deleted or points elsewhere{taken}",
+            )
+            break
+        self.target_sweeps.claimed(target_key(namespace, ref), Held(uid, ref.api_version, plural))
+        return found
+
+    async def scale_target(
+        self,
+        body: Mapping[str, Any],
+        ref: scaletarget.Ref,
+        found: FoundTarget,
+        replicas: int,
+        *,
+        previous: Mapping[str, Any],
+        why: str,
+    ) -> scaletarget.ScaleView:
+        """Write ``replicas`` through ``/scale`` and say so; the Scale the API server answered."""
+        namespace = body["metadata"]["namespace"]
+        before = found.scale.replicas
+        answer = await self.api.targets.patch_scale(
+            namespace, found.plural, ref.name, ref.api_version, replicas
+        )
+        if not found.claimed_now and previous.get("desiredReplicas") not in (None, before):
+            self._event(
+                body,
+                "RevertedManualScale",
+                f"{ref} was scaled to {before} outside the schedule; scaled back to {replicas} ({why}). "
+                "Set spec.suspend to scale by hand.",
+            )
+        else:
+            self._event(body, "ScaledTarget", f"Scaled {ref} from {before} to {replicas}: {why}")
+        return scaletarget.scale_view(answer)
+
+    async def drop_own_children(self, body: Mapping[str, Any]) -> None:
+        """A TDSet that went from ``container`` to ``scaleTargetRef`` no longer has a Deployment
+        or Service of its own: delete them (UID precondition: only the one it controls)."""
+        meta = body["metadata"]
+        namespace, uid = meta["namespace"], meta["uid"]
+        for dep in self.deployments.children(namespace, uid):
+            await self.api.delete_deployment(namespace, dep.name, dep.uid)
+            self._event(
+                body, "DeletedDeployment", f"Deleted deployment {dep.name}: spec.scaleTargetRef replaces it"
+            )
+        observed = self.services.children(namespace, uid)
+        if observed:
+            for reason, message in await converge_service(
+                self.api.kube, namespace, observed, None, owner=body
+            ):
+                self._event(body, reason, message)
+
     async def write_status(
         self, body: Mapping[str, Any], new_status: Mapping[str, Any], bound: float
     ) -> None:
@@ -379,9 +797,9 @@ class TDSetReconciler:
         now = self.clock.now()
         current = previous = self.api.status.current(body)
 
-        errors = (VALIDATOR.errors(spec) or schedule.check(spec)) + name_errors(
-            name, service=bool(spec.get("service"))
-        )
+        errors = (
+            VALIDATOR.errors(spec) or scaletarget.spec_errors(spec) or schedule.check(spec)
+        ) + name_errors(name, service=bool(spec.get("service")))
         if errors:
             self.degraded_gauge.labels(namespace, name).set(1)
             if await self.api.status.write(
@@ -396,13 +814,25 @@ class TDSetReconciler:
         why = schedule.describe(spec, decision.window)
         warnings = schedule.overlaps(spec)
         suspended = bool(spec.get("suspend"))
-        hpa = desired.autoscaler_for((a for (ns, _), a in self.autoscalers.items() if ns == namespace), name)
+        ref = scaletarget.ref_of(spec)
+        in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
+        if ref is None:
+            hpa = desired.autoscaler_for(in_namespace, name)
+        else:
+            hpa = desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
         target = decision.replicas
         if hpa is not None and not suspended:
             target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
             if clamp:
                 warnings.append(clamp)
-        done = await self.converge_children(body, spec, target, hpa, previous=previous, why=why, bound=bound)
+        if ref is None:
+            done = await self.converge_children(
+                body, spec, target, hpa, previous=previous, why=why, bound=bound
+            )
+        else:
+            done = await self.converge_target(
+                body, spec, ref, target, hpa, previous=previous, why=why, bound=bound
+            )
         dep, target, scaled, failure = done.deployment, done.target, done.scaled, done.failure
 
         if scaled and failure is None:
@@ -420,6 +850,7 @@ class TDSetReconciler:
                 deployment=dep,
                 autoscaler=hpa.name if hpa is not None else None,
                 suspended=suspended,
+                workload=ref.kind if ref is not None else "Deployment",
                 warnings=warnings,
                 failure=failure,
             ),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
-from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import IMAGE, name_rules
 
 GROUP = "schedule.rs"
@@ -72,9 +72,59 @@ WINDOW_SCHEMA: dict[str, Any] = {
 
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "A Deployment whose replica count follows a time-of-day schedule.",
-    "required": ["container", "schedulingConfig", "defaultReplica"],
+    # -- spec.scaleTargetRef (issue #26): a workload the user runs, instead of the container --
+    "description": (
+        "A Deployment whose replica count follows a time-of-day schedule: the TDSet's own "
+        "(spec.container) or one you run (spec.scaleTargetRef)."
+    ),
+    "required": ["schedulingConfig", "defaultReplica"],
+    # Ratcheting (tools.check.crd_compat): every stored TDSet has a container, so both hold.
+    "x-kubernetes-validations": [
+        ratcheting_rule(
+            "has(self.container) != has(self.scaleTargetRef)",
+            "set exactly one of container (a Deployment of the TDSet's own) and scaleTargetRef",
+        ),
+        ratcheting_rule(
+            "!has(self.service) || has(self.container)",
+            "service exposes the TDSet's own pods: it needs container, not scaleTargetRef",
+        ),
+    ],
     "properties": {
+        "scaleTargetRef": {
+            "type": "object",
+            "description": (
+                "An object of the TDSet's namespace with a /scale subresource (a Deployment, "
+                "StatefulSet, ReplicaSet, WebServer, or a custom resource with one) whose replicas "
+                "follow the schedule, read and written through /scale. Never owned: the replicas "
+                "found are remembered on it and given back when the TDSet goes or points elsewhere. "
+                "Kinds beyond those four need RBAC (docs/operators/tdset.md)."
+            ),
+            "required": ["apiVersion", "kind", "name"],
+            "properties": {
+                "apiVersion": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 317,
+                    "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$",
+                    "description": "API version of the target, e.g. apps/v1.",
+                },
+                "kind": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 63,
+                    "pattern": r"^[A-Z][A-Za-z0-9]*$",
+                    "description": "Kind of the target, e.g. Deployment.",
+                },
+                "name": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 253,
+                    "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                    "description": "Name of the target, in the TDSet's namespace.",
+                },
+            },
+        },
+        # -- end of spec.scaleTargetRef --
         "container": {
             "type": "object",
             "description": (

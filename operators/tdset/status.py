@@ -1,5 +1,10 @@
 """TDSet status and conditions, computed from the schedule decision and the Deployment (pure).
 
+With ``spec.scaleTargetRef`` the same conditions describe the target, read through its
+``/scale`` and its status (:func:`operators.tdset.target.readiness`); its failures are
+``TargetNotScalable``, ``TargetNotFound``, ``TargetForbidden`` (Degraded, retried) and
+``TargetConflict`` (another TDSet holds it: Stalled, as a name conflict).
+
 Conditions:
 
 - ``Available``: the Deployment reports ``Available`` (its minimum availability is met);
@@ -41,6 +46,7 @@ class Observed:
     suspended: bool
     warnings: Sequence[str]
     failure: tuple[str, str] | None
+    workload: str = "Deployment"  # the kind it scales: its own Deployment, or its scaleTargetRef's
 
 
 def compute(
@@ -53,7 +59,7 @@ def compute(
         return conditions.make(type_, status, reason, message, generation=generation, now=now)
 
     if dep is None:
-        available = cond(conditions.AVAILABLE, False, "DeploymentMissing", "no Deployment yet")
+        available = cond(conditions.AVAILABLE, False, "DeploymentMissing", f"no {observed.workload} yet")
     elif dep.available:
         available = cond(
             conditions.AVAILABLE, True, "MinimumReplicasAvailable", f"{dep.ready} of {dep.replicas} ready"
@@ -68,7 +74,7 @@ def compute(
     # What the Deployment still has to do, suspended or not (then its own count is the target).
     pending: tuple[str, str] | None = None
     if dep is None or dep.replicas != target:
-        pending = ("Scaling", f"scaling the Deployment to {target}")
+        pending = ("Scaling", f"scaling the {observed.workload} to {target}")
     elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
         pending = ("RollingOut", f"{dep.updated} of {target} pods updated")
     elif dep.ready < target:

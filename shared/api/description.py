@@ -55,9 +55,11 @@ class Resource:
 
     ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
     are watched through a server-side label selector (:meth:`shared.controller.builder.Context.owns`).
-    Objects it only adjusts (an HPA it gives a floor) are not children. Every resource is
-    watched (``list``, ``watch``); ``verbs`` are the other calls the operator makes on it, and
-    with them the RBAC rule of the kind (:attr:`OperatorDescription.rules`).
+    Objects it only adjusts (an HPA it gives a floor) are not children. A resource is watched
+    (``list``, ``watch``) unless ``watched`` is False (an object reached by name only, such as a
+    TDSet's scale target); ``verbs`` are the other calls the operator makes on it, ``scale`` the
+    calls on its ``/scale`` subresource, and with them the RBAC rules of the kind
+    (:attr:`OperatorDescription.rules`).
     """
 
     kind: str
@@ -66,13 +68,21 @@ class Resource:
     child: bool = True
     group: str = ""  # "" is the core API
     verbs: tuple[str, ...] = ()
+    watched: bool = True
+    scale: tuple[str, ...] = ()  # verbs on <plural>/scale
 
-    def rule(self) -> dict[str, Any]:
-        return {
-            "apiGroups": [self.group],
-            "resources": [self.plural],
-            "verbs": sorted({"list", "watch", *self.verbs}),
-        }
+    def rules(self) -> list[dict[str, Any]]:
+        verbs = {*self.verbs, *(("list", "watch") if self.watched else ())}
+        rules = [{"apiGroups": [self.group], "resources": [self.plural], "verbs": sorted(verbs)}]
+        if self.scale:
+            rules.append(
+                {
+                    "apiGroups": [self.group],
+                    "resources": [f"{self.plural}/scale"],
+                    "verbs": sorted(self.scale),
+                }
+            )
+        return rules
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,11 @@ class OperatorDescription:
     images: tuple[Image, ...] = ()  # operand images it needs
     # RBAC beyond what :attr:`rules` derives from the resources (namespaced, the CSV's ``permissions``).
     extra_rules: Sequence[Mapping[str, Any]] = ()
+    # An extension point for cluster admins: an aggregated ClusterRole of this name whose
+    # aggregationRule selects ClusterRoles labelled ``aggregate_label: "true"``, bound to the
+    # operator in deploy/install.yaml (a CSV cannot carry one: docs/operations/install.md).
+    aggregated_role: str = ""
+    aggregate_label: str = ""
 
     def __post_init__(self) -> None:
         module, _, function = self.reconcile.partition(":")
@@ -174,7 +189,7 @@ class OperatorDescription:
             # Children carry ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement
             # admission plugin is on (OpenShift; the local API server), setting it needs update here.
             rules.append({"apiGroups": [group], "resources": [f"{plural}/finalizers"], "verbs": ["update"]})
-        rules += [r.rule() for r in self.resources]
+        rules += [rule for r in self.resources for rule in r.rules()]
         # shared.client.events: Events about the objects it reconciles.
         rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
         # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by

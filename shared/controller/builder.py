@@ -48,6 +48,8 @@ class Context:
     controller: Controller
     # Whether this process may write now: every watch synced and, with an election, leading.
     active: Callable[[], bool]
+    # The namespaces it watches (empty: all), known once the options are parsed.
+    namespaces: Callable[[], tuple[str, ...]] = tuple
 
     def owns(self, resource: Resource, cache: OwnerCache[Any]) -> Watch:
         """The watch of a child kind: only this app's objects (server-side selector), each event
@@ -122,9 +124,15 @@ class Operator:
             metrics=runtime.metrics,
             controller=self.controller,
             active=runtime.active,
+            namespaces=lambda: runtime.options.namespaces,
         )
         self.reconciler = reconciler(self.context)
         self.controller.on_forget(uid=self.reconciler.forget, name=runtime.metrics.forget_object)
+        # Optional: a reconciler with start-up work (a sweep of what it left behind while the
+        # process was down) defines ``started``.
+        started = getattr(self.reconciler, "started", None)
+        if callable(started):
+            runtime.on_startup(started)
         runtime.manage(self.controller, self.kube, self.clock, self.events)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> float | None:

@@ -320,6 +320,8 @@ class Runtime:
     _managed: list[tuple[Controller, KubeClient, Clock]] = field(default_factory=list)
     _recorders: list[EventRecorder] = field(default_factory=list)
     _election: asyncio.Task[None] | None = None
+    # Called on the event loop once the clients are loaded (a reconciler's start-up work).
+    _on_startup: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     def for_operator(cls, description: OperatorDescription) -> Runtime:
@@ -348,6 +350,11 @@ class Runtime:
         self._managed.append((controller, kube, clock or Clock()))
         if events is not None:
             self._recorders.append(events)
+
+    def on_startup(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` at start-up, on the event loop (it may start tasks that wait for
+        :meth:`active`)."""
+        self._on_startup.append(hook)
 
     def active(self) -> bool:
         """Whether this process may reconcile (the controllers' gate): every watch has synced
@@ -439,6 +446,8 @@ class Runtime:
             if self.options.leader_elect:
                 await self.campaign()
             await endpoints.start()
+            for hook in self._on_startup:
+                hook()
 
         async def cleanup() -> None:
             # Every pass has stopped before the Lease is released: nothing is written after,

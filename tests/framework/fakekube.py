@@ -41,6 +41,9 @@ sends the same requests to a real API server and to the fake and requires the sa
   changes it);
 - ``/scale`` of kinds that have it (Deployments, ReplicaSets, StatefulSets; custom resources as
   their CRD declares): an ``autoscaling/v1`` Scale, reads and writes of the replicas;
+- discovery of a group-version (``GET /api/v1``, ``GET /apis/<group>/<version>``): the
+  ``APIResourceList`` of the kinds served, with their ``/status`` and ``/scale`` entries
+  (recorded as a ``get`` action with an empty resource);
 - unknown resources and unserved versions: 404 "the server could not find the requested
   resource", so a wrong path fails here as it does on a cluster.
 
@@ -509,6 +512,11 @@ class FakeKube(KubeClient):
     def _action(self, method: str, path: str, body: Any, content_type: str, params: dict[str, str]) -> Action:
         if params.get("watch") in ("1", "true"):
             raise NotImplementedError("FakeKube does not serve watches")
+        parts = [p for p in path.split("?", 1)[0].split("/") if p]
+        if method == "GET" and (parts == ["api", "v1"] or (parts[:1] == ["apis"] and len(parts) == 3)):
+            # Discovery of a group-version: an action without a resource.
+            group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
+            return Action(verb="get", resource="", namespace="", name="", group=group, version=version)
         target = self._parse(path)
         collection = not target.name
         if method == "GET":
@@ -568,6 +576,11 @@ class FakeKube(KubeClient):
         return self._serve(action)
 
     def _serve(self, action: Action) -> dict[str, Any]:
+        if not action.resource:
+            return self._discovery(action.group, action.version)
+        return self._serve_resource(action)
+
+    def _serve_resource(self, action: Action) -> dict[str, Any]:
         resource = self._server.resources[(action.group, action.resource)]
         target = _Target(resource, action.version, action.namespace, action.name, action.subresource)
         if action.verb == "list":
@@ -848,6 +861,49 @@ class FakeKube(KubeClient):
                 "kind": target.resource.plural,
                 "uid": meta["uid"],
             },
+        }
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def _discovery(self, group: str, version: str) -> dict[str, Any]:
+        """The ``APIResourceList`` of a group-version: each kind, and its ``/status`` and
+        ``/scale`` subresources (``autoscaling/v1`` ``Scale``), as the API server lists them."""
+        served = sorted(
+            (r for r in self._server.resources.values() if r.group == group and version in r.versions),
+            key=lambda r: r.plural,
+        )
+        if not served:  # the API server's mux answers, in plain text
+            raise ApiError(404, "Not Found", "404 page not found\n", {})
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        resources: list[dict[str, Any]] = []
+        for r in served:
+            resources.append(
+                {
+                    "name": r.plural,
+                    "singularName": r.kind.lower(),
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": verbs,
+                }
+            )
+            sub = {"singularName": "", "namespaced": r.namespaced, "verbs": ["get", "patch", "update"]}
+            if r.status:
+                resources.append({"name": f"{r.plural}/status", "kind": r.kind, **sub})
+            if r.scale is not None:
+                resources.append(
+                    {
+                        "name": f"{r.plural}/scale",
+                        "group": "autoscaling",
+                        "version": "v1",
+                        "kind": "Scale",
+                        **sub,
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": _api_version(group, version),
+            "resources": resources,
         }
 
     # -- /scale ------------------------------------------------------------------------------

@@ -389,7 +389,33 @@ async def deployment_scale(kube: KubeClient, ns: str, log: list[Any]) -> None:
     )
 
 
+async def discovery(kube: KubeClient, ns: str, log: list[Any]) -> None:
+    """What TDSet's scale targets are resolved with: a kind's entry and its ``/scale`` one."""
+    wanted = {
+        "deployments",
+        "deployments/scale",
+        "statefulsets",
+        "statefulsets/scale",
+        "replicasets",
+        "replicasets/scale",
+        "daemonsets",
+        "configmaps",
+        "webservers",
+        "webservers/scale",
+    }
+    for path in ("/apis/apps/v1", "/api/v1", f"/apis/{WS}", "/apis/nowhere.example.com/v1"):
+        found = await step(log, kube.get(path), "kind", "groupVersion")
+        if found is not None:
+            entries = [
+                (r["name"], r["kind"], r.get("group", ""), r.get("version", ""), r["namespaced"])
+                for r in found["resources"]
+                if r["name"] in wanted
+            ]
+            log.append(sorted(entries))
+
+
 SCENARIOS: list[Scenario] = [
+    discovery,
     status_put_no_op_and_finalizers,
     refusals_of_malformed_requests,
     deployment_scale,

@@ -181,6 +181,41 @@ def tdset_tour(cluster: Cluster, namespace: str) -> None:
     core.create_namespaced_service(namespace, {**STRANGER_SERVICE, "metadata": {"name": "svc-taken"}})
     tdsets.create(cluster, namespace, "svc-taken", tdsets.steady(1, service={"port": 80}))
     tdsets.wait_event(cluster, namespace, "svc-taken", "ServiceConflict")
+    # A TDSet on a workload of each kind supported out of the box: the target and its /scale
+    # read, the claim patched, /scale patched (the start-up sweep listed each kind already).
+    apps, co = client.AppsV1Api(cluster.api), client.CustomObjectsApi(cluster.api)
+    labels = {"app": "target"}
+    workload = {
+        "metadata": {"name": "target"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    apps.create_namespaced_deployment(namespace, workload)
+    apps.create_namespaced_stateful_set(
+        namespace, {**workload, "spec": {**workload["spec"], "serviceName": "t"}}
+    )
+    apps.create_namespaced_replica_set(namespace, workload)
+    ws = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "target"}}
+    co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", namespace, "webservers", {**ws, "spec": {"replicas": 1}}
+    )
+    kinds = {
+        "Deployment": "apps/v1",
+        "StatefulSet": "apps/v1",
+        "ReplicaSet": "apps/v1",
+        "WebServer": "demo.k8s.io/v1alpha1",
+    }
+    for kind, api_version in kinds.items():
+        ref = {"apiVersion": api_version, "kind": kind, "name": "target"}
+        spec = {"scaleTargetRef": ref, "schedulingConfig": [], "defaultReplica": 2}
+        tdsets.create(cluster, namespace, f"on-{kind.lower()}", spec)
+        tdsets.wait_event(cluster, namespace, f"on-{kind.lower()}", "ScaledTarget", "from 1 to 2")
 
 
 def netperf_tour(cluster: Cluster, namespace: str) -> None:

@@ -102,8 +102,9 @@ def test_the_builder_wires_what_the_description_declares(name):
     assert labelled == set(op.child_resources)
     assert all(w.labels["app.kubernetes.io/name"] == op.app for w in watches if w.labels)
     others = {(w.group, w.version, w.plural) for w in watches if not w.labels}
-    assert others - {primary} == {(r.group, r.version, r.plural) for r in op.resources if not r.child}
-    assert len(watches) == 1 + len(op.resources)
+    watched = [r for r in op.resources if r.watched]
+    assert others - {primary} == {(r.group, r.version, r.plural) for r in watched if not r.child}
+    assert len(watches) == 1 + len(watched)
 
     # RBAC covers every watch, the status writes and every declared resource's calls.
     for watch in watches:
@@ -112,6 +113,7 @@ def test_the_builder_wires_what_the_description_declares(name):
     assert "create" in _granted(op, "", "events")
     for resource in op.resources:
         assert set(resource.verbs) <= _granted(op, resource.group, resource.plural), resource
+        assert set(resource.scale) <= _granted(op, resource.group, f"{resource.plural}/scale"), resource
     # The bundle runs it with --leader-elect: its own Lease, and no other, is granted.
     assert all(rule in op.rules for rule in leases.rules(op.app))
 

@@ -580,6 +580,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 },
                 "subjects": subjects,
             },
+            *aggregated_role(op, subjects, labels),
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
@@ -600,6 +601,34 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
             },
         ]
     return [*docs, metrics_reader()]
+
+
+def aggregated_role(
+    op: OperatorDescription, subjects: list[dict[str, Any]], labels: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The operator's aggregated ClusterRole and its binding, when it has one: empty until a
+    cluster admin adds a ClusterRole carrying ``op.aggregate_label: "true"`` (kube-controller-
+    manager folds its rules in). Not in the CSV: ``clusterPermissions`` are plain rules, and
+    only the installer, with cluster-admin rights, may create a role with an aggregationRule."""
+    if not op.aggregated_role:
+        return []
+    name = op.aggregated_role
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {op.aggregate_label: "true"}}]},
+            "rules": [],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subjects,
+        },
+    ]
 
 
 # Debian's own python3 on debian:bookworm-slim (bookworm ships 3.11): every image of the project

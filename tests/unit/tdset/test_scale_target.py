@@ -1,0 +1,504 @@
+"""``spec.scaleTargetRef`` pass by pass, on the fake API server (issue #26): which requests a pass
+sends to read, claim and scale a target through ``/scale``, the conflict of a second TDSet, and
+the give-back sweeps (TDSet deleted, also while the operator was down; reference changed).
+
+The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import pytest
+
+from operators.tdset import target
+from operators.tdset.description import DESCRIPTION
+from operators.tdset.reconciler import TDSetReconciler
+from shared.api import conditions
+from shared.api.clock import Clock
+from shared.client.kube import namespaced
+from shared.controller.workqueue import ReconcileError
+from tests.framework.fakekube import FakeKube, Resource, fail
+from tests.framework.passes import OnePass
+
+NS = "ns"
+TDS = "schedule.rs/v1"
+TDS_PATH = namespaced(NS, "tdsets", "shop", TDS)
+# Half past ten (UTC): inside the window 10-11 of the TDSet below, far from its boundaries.
+NOW = datetime.datetime.now(datetime.UTC).replace(hour=10, minute=30, second=0, microsecond=0)
+DISCOVERY = ("get", "", "", "", "")
+WIDGETS = Resource(
+    "example.com",
+    ("v1",),
+    "widgets",
+    "Widget",
+    status=True,
+    custom=True,
+    scale=("spec.size", "status.size", "status.selector"),
+)
+
+
+def tdset(ref: dict[str, str] | None, name: str = "shop", **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulingConfig": [{"startTime": 10, "endTime": 11, "replica": 5}],
+        "defaultReplica": 1,
+        **extra,
+    }
+    if ref is not None:
+        spec["scaleTargetRef"] = ref
+    return {"apiVersion": TDS, "kind": "TDSet", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def ref(kind: str = "Deployment", name: str = "web", api_version: str = "apps/v1") -> dict[str, str]:
+    return {"apiVersion": api_version, "kind": kind, "name": name}
+
+
+def workload(kind: str = "Deployment", name: str = "web", replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}},
+        "status": {"replicas": replicas, "readyReplicas": replicas},
+    }
+
+
+def path(plural: str = "deployments", name: str = "web", gv: str = "apps/v1") -> str:
+    return namespaced(NS, plural, name, gv)
+
+
+class Pass(OnePass):
+    """The TDSet operator on one FakeKube at ``NOW``, with the sweeps allowed to run."""
+
+    def __init__(self, kube: FakeKube, tds_path: str = TDS_PATH) -> None:
+        super().__init__(
+            DESCRIPTION, TDSetReconciler, kube, tds_path, Clock(NOW - datetime.datetime.now(datetime.UTC))
+        )
+        assert isinstance(self.reconciler, TDSetReconciler)
+        self.tds = self.reconciler
+        self.tds.target_sweeps._active = lambda: True
+        self.tds.floor_sweeps._active = lambda: True
+        self.live: set[str] = set()
+        self.operator.controller.uids = lambda: set(self.live)  # type: ignore[method-assign]
+        self.tds.floor_sweeps._live = self.operator.controller.uids
+
+    def see(self, *paths: str) -> None:
+        """The TDSets at ``paths`` are live and their watch delivered them (and the sweeps that
+        asks for ran: :attr:`events` holds their Events)."""
+        self.kube.clear_actions()
+
+        async def deliver() -> None:
+            for p in paths:
+                body = self.kube.object(p)
+                assert body is not None
+                self.live.add(body["metadata"]["uid"])
+                self.tds.primary_changed("MODIFIED", body)
+            await self.tds.target_sweeps.wait()
+            await self.tds.floor_sweeps.wait()
+            await self.operator.events.flush()
+
+        asyncio.run(deliver())
+        self.events = self.kube.events()
+
+    def sweep(self, *, start: bool = False, forget: str = "") -> None:
+        """One round of the give-back sweep: at start-up, or after ``forget`` (a deletion)."""
+        self.kube.clear_actions()
+
+        async def run() -> None:
+            if start:
+                self.tds.started()
+            if forget:
+                self.live.discard(forget)
+                self.tds.forget(forget)
+            await self.tds.target_sweeps.wait()
+            await self.tds.floor_sweeps.wait()
+            await self.operator.events.flush()
+
+        asyncio.run(run())
+        self.events = self.kube.events()
+        self.kube.actions[:] = [a for a in self.kube.actions if a.resource != "events"]
+
+
+def uid(kube: FakeKube, p: str = TDS_PATH) -> str:
+    obj = kube.object(p)
+    assert obj is not None
+    return str(obj["metadata"]["uid"])
+
+
+def claim(kube: FakeKube, p: str) -> target.Claim:
+    obj = kube.object(p)
+    assert obj is not None
+    return target.claim_of(obj)
+
+
+@pytest.mark.parametrize(
+    ("obj", "reference", "plural", "gv"),
+    [
+        (workload(), ref(), "deployments", "apps/v1"),
+        (workload("StatefulSet"), ref("StatefulSet"), "statefulsets", "apps/v1"),
+        (workload("ReplicaSet"), ref("ReplicaSet"), "replicasets", "apps/v1"),
+        (
+            {
+                "apiVersion": "demo.k8s.io/v1alpha1",
+                "kind": "WebServer",
+                "metadata": {"name": "web", "namespace": NS},
+                "spec": {"replicas": 2},
+            },
+            ref("WebServer", api_version="demo.k8s.io/v1alpha1"),
+            "webservers",
+            "demo.k8s.io/v1alpha1",
+        ),
+        (
+            {
+                "apiVersion": "example.com/v1",
+                "kind": "Widget",
+                "metadata": {"name": "web", "namespace": NS},
+                "spec": {"size": 2},
+            },
+            ref("Widget", api_version="example.com/v1"),
+            "widgets",
+            "example.com/v1",
+        ),
+    ],
+    ids=["deployment", "statefulset", "replicaset", "webserver", "crd"],
+)
+def test_a_target_is_found_by_discovery_claimed_then_scaled_through_scale(obj, reference, plural, gv):
+    kube = FakeKube(tdset(reference), obj, resources=[WIDGETS])
+    p = Pass(kube)
+    p.see(TDS_PATH)
+
+    assert p.run() == 0.0  # the schedule's write now, the status from the next pass
+    assert kube.keys(reads=True) == [
+        DISCOVERY,
+        ("get", plural, NS, "web", ""),
+        ("get", plural, NS, "web", "scale"),
+        ("patch", plural, NS, "web", ""),  # the claim: label and annotations only
+        ("patch", plural, NS, "web", "scale"),
+    ]
+    claim_patch = kube.actions[3].body
+    assert set(claim_patch) == {"metadata"} and claim_patch["metadata"]["resourceVersion"]
+    got = claim(kube, path(plural, gv=gv))
+    assert (got.holder, got.holder_name, got.original) == (uid(kube), "shop", 2)
+    stored = kube.object(path(plural, gv=gv))
+    assert stored is not None and "ownerReferences" not in stored["metadata"]  # never owned
+    assert [reason for _, reason, _ in p.events] == ["ClaimedTarget", "ScaledTarget"]
+
+    p.run()  # discovery is cached; the target is read, nothing written but the status
+    assert kube.keys(reads=True) == [
+        ("get", plural, NS, "web", ""),
+        ("get", plural, NS, "web", "scale"),
+        ("patch", "tdsets", NS, "shop", "status"),
+    ]
+    st = kube.object(TDS_PATH)["status"]
+    assert (st["desiredReplicas"], st["scheduledReplicas"]) == (5, 5)
+    assert conditions.get(st["conditions"], "Degraded")["status"] == "False"
+
+
+def test_a_target_scaled_by_hand_is_scaled_back_at_the_next_pass():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    p.run()
+    asyncio.run(kube.client().merge_patch(path() + "/scale", {"spec": {"replicas": 9}}))  # kubectl scale
+
+    assert p.run() == 0.0
+    assert kube.keys() == [("patch", "deployments", NS, "web", "scale")]
+    assert kube.object(path())["spec"]["replicas"] == 5
+    assert [reason for _, reason, _ in p.events] == ["RevertedManualScale"]
+    assert claim(kube, path()).original == 2  # what it had before any TDSet, still
+
+
+@pytest.mark.parametrize(
+    ("obj", "reference", "reason", "fragment"),
+    [
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": NS}},
+            ref("ConfigMap", api_version="v1"),
+            "TargetNotScalable",
+            "ConfigMap (configmaps.core) has no scale subresource",
+        ),
+        (
+            None,
+            ref("Gadget", api_version="example.com/v1"),
+            "TargetNotScalable",
+            "no kind Gadget in example.com/v1",
+        ),
+        (None, ref("Gadget", api_version="nowhere.io/v1"), "TargetNotScalable", "serves no nowhere.io/v1"),
+        (None, ref(), "TargetNotFound", "Deployment web (apps/v1) not found in ns"),
+    ],
+    ids=["no-scale", "unknown-kind", "unknown-group", "missing"],
+)
+def test_a_target_that_cannot_be_scaled_is_degraded_with_the_reason(obj, reference, reason, fragment):
+    kube = FakeKube(tdset(reference), *([obj] if obj else []), resources=[WIDGETS])
+    p = Pass(kube)
+    p.see(TDS_PATH)
+
+    with pytest.raises(ReconcileError, match=reason):
+        p.run()
+    assert kube.keys() == [("patch", "tdsets", NS, "shop", "status")]  # nothing else written
+    degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == reason and fragment in degraded["message"]
+    assert [(t, r) for t, r, _ in p.events] == [("Warning", reason)]
+
+
+def test_a_target_the_operator_may_not_scale_says_how_to_allow_it():
+    kube = FakeKube(tdset(ref("Widget", api_version="example.com/v1")), resources=[WIDGETS])
+    kube.add(
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"size": 1},
+        }
+    )
+    kube.prepend_reactor("get", "widgets", fail(403))
+    p = Pass(kube)
+    p.see(TDS_PATH)
+
+    with pytest.raises(ReconcileError, match="TargetForbidden"):
+        p.run()
+    degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and DESCRIPTION.aggregate_label in degraded["message"]
+
+
+def test_a_second_tdset_on_a_held_target_is_a_conflict_and_writes_nothing_to_it():
+    first_path = namespaced(NS, "tdsets", "first", TDS)
+    kube = FakeKube(tdset(ref(), name="first"), tdset(ref()), workload())
+    first = Pass(kube, first_path)
+    first.see(first_path)
+    first.run()
+    second = Pass(kube)
+    second.live = first.live
+    second.see(TDS_PATH)
+
+    with pytest.raises(ReconcileError, match="TargetConflict"):
+        second.run()
+    assert kube.keys(reads=True) == [
+        DISCOVERY,
+        ("get", "deployments", NS, "web", ""),
+        ("patch", "tdsets", NS, "shop", "status"),
+    ]
+    st = kube.object(TDS_PATH)["status"]
+    assert conditions.get(st["conditions"], "Stalled")["reason"] == "TargetConflict"
+    ((kind, reason, message),) = second.events
+    assert (kind, reason) == ("Warning", "TargetConflict") and "TDSet first" in message
+    assert claim(kube, path()).holder == uid(kube, first_path)
+
+    # The first TDSet goes: its target is given back, and the second is woken to take it.
+    kicked: list[tuple[str, str]] = []
+    second.operator.controller.kick = lambda ns, name: kicked.append((ns, name))  # type: ignore[method-assign]
+    second.sweep(start=True)
+    first_uid = uid(kube, first_path)
+    kube.remove(first_path)
+    second.sweep(forget=first_uid)
+    assert claim(kube, path()).holder is None and kicked == [(NS, "shop")]
+    second.run()
+    assert claim(kube, path()).holder == uid(kube) and claim(kube, path()).original == 2
+
+
+def test_a_claim_written_meanwhile_by_another_tdset_fails_on_the_resource_version():
+    """Two first claims at once: the second patch carries the resourceVersion it read, the API
+    server refuses it once the first claim changed the object, and the pass, reading again,
+    finds the target taken (never a tug of war)."""
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.live.add("other-uid")  # a live TDSet
+
+    async def claimed_first(action: Any) -> None:
+        other = {"metadata": {"labels": {target.HOLDER: "other-uid"}}}
+        await kube.client().merge_patch(path(), other)
+
+    kube.prepend_reactor("patch", "deployments", claimed_first, times=1)
+    with pytest.raises(ReconcileError, match="TargetConflict"):
+        p.run()
+    assert [a.key for a in kube.actions if a.resource == "deployments"] == [
+        ("get", "deployments", NS, "web", ""),
+        ("get", "deployments", NS, "web", "scale"),
+        ("patch", "deployments", NS, "web", ""),  # refused: 409
+        ("get", "deployments", NS, "web", ""),
+    ]
+    assert claim(kube, path()).holder == "other-uid"
+    assert kube.object(path())["spec"]["replicas"] == 2
+
+
+def test_a_claim_refused_because_the_controller_wrote_the_status_is_retried_once():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+
+    async def status_written(action: Any) -> None:
+        await kube.client().merge_patch(path() + "/status", {"status": {"observedGeneration": 1}})
+
+    kube.prepend_reactor("patch", "deployments", status_written, times=1)
+    assert p.run() == 0.0
+    assert claim(kube, path()).holder == uid(kube)
+    assert kube.object(path())["spec"]["replicas"] == 5
+
+
+def test_a_claim_left_by_a_tdset_that_is_gone_is_taken_over_keeping_the_original_replicas():
+    stale = workload(replicas=7)
+    stale["metadata"]["labels"] = {target.HOLDER: "gone-uid"}
+    stale["metadata"]["annotations"] = {target.HOLDER_NAME: "old", target.ORIGINAL: "3"}
+    kube = FakeKube(tdset(ref()), stale)
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    got = claim(kube, path())
+    assert (got.holder, got.original) == (uid(kube), 3)
+    assert "taken over from TDSet old" in p.events[0][2]
+
+
+def test_an_hpa_on_the_target_gets_the_floor_and_the_target_is_not_scaled():
+    autoscaler = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web-hpa", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+            "minReplicas": 1,
+            "maxReplicas": 10,
+        },
+    }
+    kube = FakeKube(tdset(ref("StatefulSet")), workload("StatefulSet"), autoscaler)
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.tds.autoscaler_changed(
+        "ADDED", kube.object(namespaced(NS, "horizontalpodautoscalers", "web-hpa", "autoscaling/v2"))
+    )
+
+    p.run()
+    writes = kube.keys()
+    assert ("patch", "horizontalpodautoscalers", NS, "web-hpa", "") in writes
+    assert ("patch", "statefulsets", NS, "web", "scale") not in writes
+    hpa = kube.object(namespaced(NS, "horizontalpodautoscalers", "web-hpa", "autoscaling/v2"))
+    assert hpa["spec"]["minReplicas"] == 5
+    assert kube.object(TDS_PATH)["status"]["autoscaler"] == "web-hpa"
+
+
+def test_pointing_away_from_a_target_with_an_hpa_gives_the_hpa_its_floor_back():
+    hpa_path = namespaced(NS, "horizontalpodautoscalers", "web-hpa", "autoscaling/v2")
+    autoscaler = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web-hpa", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 10,
+        },
+    }
+    kube = FakeKube(tdset(ref("StatefulSet")), workload("StatefulSet"), workload(name="other"), autoscaler)
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.tds.autoscaler_changed("ADDED", kube.object(hpa_path))
+    p.run()
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 5
+
+    async def floor_seen() -> None:  # the watch shows the raised floor (the sweep keeps it)
+        p.tds.autoscaler_changed("MODIFIED", kube.object(hpa_path))
+        await p.tds.floor_sweeps.wait()
+
+    asyncio.run(floor_seen())
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 5
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"scaleTargetRef": ref(name="other")}}))
+
+    p.see(TDS_PATH)  # the watch delivers the new reference: both sweeps run
+    assert kube.object(hpa_path)["spec"]["minReplicas"] == 2
+    assert claim(kube, path("statefulsets")).holder is None
+    # Its replicas are the HPA's to set: released, not set back.
+    written = kube.keys()
+    assert ("patch", "statefulsets", NS, "web", "") in written  # the claim dropped
+    assert ("patch", "statefulsets", NS, "web", "scale") not in written
+    assert "Released to its HPA" in p.events[0][2]
+
+
+def test_deleting_the_tdset_gives_the_replicas_back_and_drops_the_claim():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.sweep(start=True)  # the start-up listing, done before
+    p.run()
+    assert kube.object(path())["spec"]["replicas"] == 5
+    tds_uid = uid(kube)
+    kube.remove(TDS_PATH)
+
+    p.sweep(forget=tds_uid)
+    assert kube.keys(reads=True) == [
+        ("get", "deployments", NS, "web", ""),
+        ("patch", "deployments", NS, "web", "scale"),
+        ("patch", "deployments", NS, "web", ""),
+    ]
+    obj = kube.object(path())
+    assert obj["spec"]["replicas"] == 2
+    assert target.claim_of(obj) == target.Claim(
+        obj["metadata"]["uid"], obj["metadata"]["resourceVersion"], None, None, None
+    )
+    ((_, reason, message),) = p.events
+    assert reason == "GaveBackReplicas" and "set back to 2" in message
+
+
+def test_a_claim_left_while_the_operator_was_down_is_found_at_start_and_given_back():
+    left = workload("StatefulSet", replicas=5)
+    left["metadata"]["labels"] = {target.HOLDER: "deleted-while-down"}
+    left["metadata"]["annotations"] = {target.HOLDER_NAME: "old", target.ORIGINAL: "1"}
+    kept = workload(name="kept", replicas=5)
+    kube = FakeKube(left, kept, tdset(ref(name="kept")))
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()  # the live TDSet claims "kept"
+    kube.prepend_reactor("list", "webservers", fail(404))  # a cluster without the WebServer CRD
+
+    p.sweep(start=True)
+    assert p.tds.target_sweeps._listed  # a kind not served holds no claim: listed all the same
+    listed = [a.key for a in kube.actions if a.verb == "list"]
+    assert listed == [
+        ("list", "deployments", "", "", ""),
+        ("list", "statefulsets", "", "", ""),
+        ("list", "replicasets", "", "", ""),
+        ("list", "webservers", "", "", ""),
+    ]
+    assert all(a.params["labelSelector"] == target.HOLDER for a in kube.actions if a.verb == "list")
+    assert kube.object(path("statefulsets"))["spec"]["replicas"] == 1
+    assert claim(kube, path("statefulsets")).holder is None
+    assert claim(kube, path(name="kept")).holder == uid(kube)  # its TDSet still wants it
+    assert kube.object(path(name="kept"))["spec"]["replicas"] == 5
+
+
+def test_pointing_elsewhere_gives_the_old_target_back():
+    kube = FakeKube(tdset(ref()), workload(), workload(name="other", replicas=1))
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.sweep(start=True)
+    p.run()
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"scaleTargetRef": ref(name="other")}}))
+
+    p.see(TDS_PATH)  # the watch delivers the new reference: the sweep gives "web" back
+    assert kube.object(path())["spec"]["replicas"] == 2 and claim(kube, path()).holder is None
+    p.run()
+    assert claim(kube, path(name="other")).holder == uid(kube)
+    assert kube.object(path(name="other"))["spec"]["replicas"] == 5
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ({"scaleTargetRef": ref(), "container": {"image": "nginx:1.27", "port": 80}}, "exactly one"),
+        ({}, "exactly one"),
+        ({"scaleTargetRef": ref(), "service": {"port": 80}}, "spec.service"),
+    ],
+    ids=["both", "neither", "service-without-container"],
+)
+def test_the_controller_checks_what_cel_checks(extra, fragment):
+    body = tdset(None)
+    body["spec"].update(extra)
+    kube = FakeKube(body, workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    assert kube.keys() == [("patch", "tdsets", NS, "shop", "status")]
+    degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded["reason"] == "InvalidSpec" and fragment in degraded["message"]
