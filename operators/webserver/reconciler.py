@@ -19,7 +19,7 @@ from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD
 from shared.api import ownership
-from shared.api.validation import SchemaValidator, name_errors
+from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.kube import ApiError, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
@@ -40,6 +40,8 @@ class WebServerReconciler:
         self.expectations = DeleteExpectations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
+        # UID -> (generation, the schema's errors of its spec at that generation).
+        self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
 
@@ -56,6 +58,19 @@ class WebServerReconciler:
         """A WebServer deleted, or replaced under its name: its pending deletes and status go."""
         self.expectations.forget(uid)
         self.api.status.forget(uid)
+        self.spec_checked.pop(uid, None)
+
+    def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
+        """The CRD schema's errors of ``spec``, checked once per generation: the API server
+        bumps it on every change of the spec, and every pod or status event of an unchanged
+        WebServer runs a pass (the check was 2 % of the operator's CPU creating 1000)."""
+        checked = self.spec_checked.get(uid)
+        if checked is not None and generation and checked[0] == generation:
+            return checked[1]
+        errors = VALIDATOR.errors(spec)
+        if generation:
+            self.spec_checked[uid] = (generation, errors)
+        return errors
 
     async def reconcile_service(
         self, body: Mapping[str, Any], spec: Mapping[str, Any]
@@ -163,7 +178,7 @@ class WebServerReconciler:
         current = self.api.status.current(body)
 
         service = bool((spec.get("service") or {}).get("enabled"))
-        errors = VALIDATOR.errors(spec) + name_errors(name, service=service)
+        errors = self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
         if errors:
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)

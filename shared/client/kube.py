@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -54,6 +53,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import orjson
 from aiohttp import ClientRequest
 from aiohttp.connector import Connection
 
@@ -77,6 +77,18 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 REVIEW_PATH = re.compile(
     r"/apis/(authentication|authorization)\.k8s\.io/v1/(namespaces/[^/]+/)?[a-z]+reviews$"
 )
+
+
+def _jsonable(value: Any) -> Any:
+    """What orjson cannot serialise itself: a Mapping that is not a dict (a read-only view)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def dumps(body: Mapping[str, Any] | list[Any]) -> bytes:
+    """A request body as JSON (orjson: a pod's create costs a tenth of the standard module's)."""
+    return orjson.dumps(body, default=_jsonable)
 
 
 def is_write(method: str, path: str) -> bool:
@@ -361,7 +373,7 @@ class KubeClient:
             )
         cfg = self._configuration()
         url = cfg.host.rstrip("/") + path
-        data = json.dumps(body) if body is not None else None
+        data = dumps(body) if body is not None else None
         host = urllib.parse.urlsplit(cfg.host).netloc
         for attempt in range(self.max_retries + 1):
             waited = await self._limiter.wait(namespace_of(path))
@@ -378,7 +390,7 @@ class KubeClient:
                 ) as resp:
                     status, reason = resp.status, resp.reason
                     code = status
-                    text = await resp.text()
+                    raw = await resp.read()
                     delay = retry_after(status, resp.headers.get("Retry-After"))
             finally:
                 if self._observer is not None:
@@ -388,9 +400,11 @@ class KubeClient:
             logger.debug(f"{method} {path}: {status}, retry {attempt + 1} after {delay:g}s")
             await self._sleep(delay)
         try:
-            payload = json.loads(text) if text else {}
-        except ValueError:
-            payload = {"message": text[:500]}
+            # Every answer is parsed (a create returns the object, a status write the new
+            # resourceVersion); orjson does it in a fifth of the standard module's time.
+            payload = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            payload = {"message": raw[:500].decode(errors="replace")}
         if status >= 400:
             raise ApiError(
                 status,

@@ -40,11 +40,44 @@ KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constra
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
 RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
+OBJECT_LOGGER = "kopf.objects"  # kopf's per-object logger (its handlers' outcomes)
 logger = logging.getLogger("shared.serving")
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """A diff base that is the same empty essence for every body: nothing is ever "changed".
+
+    kopf computes, for every event of every object, the diff between the last handled state
+    and the new one (a deep copy of the whole body, ``managedFields`` included, cleaned and
+    compared field by field) before it looks at which handlers it has. Only its change
+    handlers (``on.create``/``update``/``resume``, daemons, timers) read that diff, and we
+    register none (:func:`register`: ``on.event`` only), so it was pure cost: ~2 ms of CPU per
+    event, more than the rest of kopf's processing of it (``tools/bench/scale.py --cost``,
+    ``docs/benchmarks.md``). Nothing is stored either (kopf's default keeps it in an annotation,
+    which only its change handlers write).
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return kopf.BodyEssence()
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
 
 
 def configure_settings(settings: kopf.OperatorSettings, watches: Iterable[Watch]) -> None:
     """kopf's settings for a process that only watches (see the module docstring)."""
+    # No per-event diff of each body: it serves change handlers only, and there are none.
+    settings.persistence.diffbase_storage = NoDiffBase()
+    # kopf logs "Handler '…' succeeded." at INFO for every event of every object (two lines
+    # per WebServer created, one per event of its pods): a formatted record per event that
+    # says nothing (our handlers only file the event). Its warnings and errors stay, and so
+    # does everything when the process runs verbose (DEBUG).
+    objects = logging.getLogger(OBJECT_LOGGER)
+    if objects.getEffectiveLevel() == logging.INFO:
+        objects.setLevel(logging.WARNING)
     # kopf's peering is not a Lease election (shared.client.leader elects the leader).
     settings.peering.standalone = True
     # No namespace or CRD observation: no cluster-wide list permission is needed for it.

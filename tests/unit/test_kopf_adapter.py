@@ -94,3 +94,74 @@ async def test_an_event_reaches_the_watchs_handler_and_coroutines_are_awaited():
     await by_plural["pods"].fn(type="ADDED", body={"metadata": {"name": "p"}})
     await by_plural["secrets"].fn(type=None, body={"metadata": {"name": "s"}})
     assert seen == [("sync", "ADDED", "p"), ("async", None, "s")]
+
+
+def test_no_diff_base_costs_nothing_per_event_and_stores_nothing():
+    """kopf's diff of each body against the last handled one serves change handlers only (none
+    are registered): the diff base is one empty essence, never built from the body."""
+    settings = kopf.OperatorSettings()
+    kopf_adapter.configure_settings(settings, WATCHES)
+    storage = settings.persistence.diffbase_storage
+    assert isinstance(storage, kopf_adapter.NoDiffBase)
+    body = kopf.Body({"metadata": {"name": "p", "annotations": {"a": "b"}}, "spec": {"x": 1}})
+    assert storage.fetch(body=body) == storage.build(body=body, extra_fields=["status.x"]) == {}
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=kopf.BodyEssence())
+    assert not patch
+
+
+async def test_with_these_settings_kopf_hands_every_event_to_the_handler_and_writes_nothing():
+    """kopf's own processing of an event (its internals, as the operator runs them): the
+    handler sees each event, kopf patches nothing."""
+    from kopf._cogs.structs import ephemera, references
+    from kopf._core.actions import lifecycles
+    from kopf._core.engines import indexing, posting
+    from kopf._core.reactor import inventory, processing
+
+    seen = []
+    watch = Watch("", "v1", "pods", lambda t, b: seen.append((t, b["metadata"]["name"])))
+    registry = kopf.OperatorRegistry()
+
+    async def nothing() -> None:
+        return None
+
+    kopf_adapter.register(registry, [watch], startup=nothing, cleanup=nothing)
+    settings = kopf.OperatorSettings()
+    kopf_adapter.configure_settings(settings, [watch])
+    resource = references.Resource("", "v1", "pods", namespaced=True)
+    memories = inventory.ResourceMemories()
+    body = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []},
+            "metadata": {"name": "p", "namespace": "n", "uid": "u1", "resourceVersion": "1"}}  # fmt: skip
+    for event_type in ("ADDED", "MODIFIED", "DELETED"):
+        patched = await processing.process_resource_event(
+            lifecycle=lifecycles.all_at_once,
+            indexers=indexing.OperatorIndexers(),
+            registry=registry,
+            settings=settings,
+            memories=memories,
+            memobase=ephemera.Memo(),
+            resource=resource,
+            raw_event={"type": event_type, "object": body},
+            event_queue=posting.K8sEventQueue(),
+            no_throttling=True,
+        )
+        assert patched is None  # no PATCH was sent
+    assert seen == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
+
+
+def test_kopfs_line_per_handled_event_is_not_logged_unless_verbose():
+    objects = logging.getLogger(kopf_adapter.OBJECT_LOGGER)
+    root = logging.getLogger()
+    saved = (root.level, objects.level)
+    try:
+        root.setLevel(logging.INFO)
+        objects.setLevel(logging.NOTSET)
+        kopf_adapter.configure_settings(kopf.OperatorSettings(), WATCHES)
+        assert not objects.isEnabledFor(logging.INFO) and objects.isEnabledFor(logging.WARNING)
+        root.setLevel(logging.DEBUG)  # verbose: kopf's every line
+        objects.setLevel(logging.NOTSET)
+        kopf_adapter.configure_settings(kopf.OperatorSettings(), WATCHES)
+        assert objects.isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(saved[0])
+        objects.setLevel(saved[1])

@@ -11,13 +11,22 @@ import heapq
 import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
-from shared.client.kube import MAX_RETRY_AFTER, ApiError, KubeClient, TokenBucket, namespace_of, retry_after
+from shared.client.kube import (
+    MAX_RETRY_AFTER,
+    ApiError,
+    KubeClient,
+    TokenBucket,
+    dumps,
+    namespace_of,
+    retry_after,
+)
 
 TOO_MANY = {"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "message": "slow down"}
 POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
@@ -482,3 +491,38 @@ def test_forgetting_credentials_deletes_only_the_clients_own_files(tmp_path):
     assert not Path(ours).exists()
     assert Path(theirs).exists()
     assert ours not in kube_config._temp_files.values() and theirs in kube_config._temp_files.values()
+
+
+async def test_bodies_go_out_as_json_and_answers_come_back_parsed_whatever_they_hold():
+    """orjson on both sides: a read-only mapping (as a cache hands out) is sent as an object,
+    non-ASCII text survives, a list answer is wrapped, a non-JSON error keeps its text."""
+    received: list[object] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        if request.path.endswith("/list"):
+            return web.json_response([1, 2])
+        if request.path.endswith("/proxy"):
+            return web.Response(status=502, text="bad gateway: upstream é down")
+        return web.json_response({"metadata": {"name": "p"}, "note": "ünïcode ✓"})
+
+    server = await serve(handler)
+    kube = KubeClient(configuration(server))
+    try:
+        body = MappingProxyType(
+            {"metadata": MappingProxyType({"name": "p", "labels": {"a": "ö"}}), "n": (1, 2)}
+        )
+        assert await kube.create("/api/v1/namespaces/ns/pods", body) == {
+            "metadata": {"name": "p"},
+            "note": "ünïcode ✓",
+        }
+        assert received == [{"metadata": {"name": "p", "labels": {"a": "ö"}}, "n": [1, 2]}]
+        assert await kube.create("/api/v1/namespaces/ns/list", {}) == {"items": [1, 2]}
+        with pytest.raises(ApiError) as info:
+            await kube.create("/api/v1/namespaces/ns/proxy", {})
+        assert info.value.status == 502 and info.value.message == "bad gateway: upstream é down"
+        with pytest.raises(TypeError):
+            dumps({"when": object()})
+    finally:
+        await kube.close()
+        await server.close()

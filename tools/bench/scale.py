@@ -3,6 +3,7 @@
     python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
     python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
     python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
+    python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
     python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
@@ -16,7 +17,16 @@ timed from the first POST until every pod is Ready and every owner's status says
   controller and no client-side rate limit (the API server's and the scheduler's pace);
 - ``--webservers N``: N WebServers of one replica, then N ReplicaSets of one replica.
 
-Each namespace is deleted, and gone, before the next step starts. ``--memory`` instead
+Each namespace is deleted, and gone, before the next step starts. ``--cost`` also reports,
+for each phase (from the first POST until every pod is Ready and every owner's status says so),
+the CPU seconds and resident-memory growth of both controllers side by side: the WebServer
+operator in the WebServer phase against kube-controller-manager (a local process of the control
+plane, all its controllers and its garbage collector included) in the ReplicaSet phase, and what
+each spent during the other's phase. The operator's process is waited on to go quiet before each
+phase, so work left over from the previous one is not charged to it. kube-controller-manager
+watches every pod, so the WebServer phase grows it too, and memory it took then is reused, not
+grown again, in a later ReplicaSet phase: ``--replicasets-first`` runs that phase first, from
+its idle state. ``--memory`` instead
 creates WebServers of one replica in steps up to each count, waits for them to be Ready and
 the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
 seconds each step cost, so MiB per 1000 objects can be read off. Every figure comes with the
@@ -35,7 +45,7 @@ import itertools
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,7 @@ from tools.bench.lib import (
     Api,
     AuditLog,
     ProcStats,
+    Sample,
     Tracker,
     control_plane,
     describe_writes,
@@ -101,11 +112,20 @@ class Bench:
     api: Api
     op: OperatorProcess
     user: str
+    # per phase ("webservers", "replicasets"), per process ("operator", "kcm"): (before, after)
+    costs: dict[str, list[dict[str, tuple[Sample, Sample]]]] = field(default_factory=dict)
 
     @property
     def stats(self) -> ProcStats:
         assert self.op.proc is not None
         return ProcStats(self.op.proc.pid)
+
+    @property
+    def kcm(self) -> ProcStats:
+        """kube-controller-manager: a local process of the control plane."""
+        (comp,) = [c for c in self.cl.components if c.name == "kube-controller-manager"]
+        assert comp.proc is not None
+        return ProcStats(comp.proc.pid)
 
     @property
     def audit(self) -> AuditLog:
@@ -123,14 +143,18 @@ class Bench:
             bodies = [replicaset(f"r{i}", replicas) for i in range(owners)]
         else:
             bodies = [pod(f"p{i}") for i in range(replicas)]
-        mark, before = self.audit.mark(), self.stats.sample()
+        mark, before, kcm_before = self.audit.mark(), self.stats.sample(), self.kcm.sample()
         say(f"{what}: creating {len(bodies)} in {ns}; {load()}")
         t0 = time.monotonic()
         posted = await self.api.create_all(collection, bodies, concurrency=64 if what == "pods" else 16)
         say(f"{what}: {len(bodies)} POSTed in {posted:.1f}s")
         done = await tracker.wait(owners * replicas, 0 if what == "pods" else owners)
         elapsed = done - t0
-        after = self.stats.sample()
+        after, kcm_after = self.stats.sample(), self.kcm.sample()
+        if what != "pods":
+            self.costs.setdefault(what, []).append(
+                {"operator": (before, after), "kcm": (kcm_before, kcm_after)}
+            )
         line = f"{what}: {owners * replicas} pods Ready"
         if what != "pods":
             line += f" and {owners} owners report it"
@@ -145,8 +169,9 @@ class Bench:
         await tracker.stop()
         gone = await self.api.delete_namespace(ns)
         say(f"{what}: namespace {ns} deleted in {gone:.0f}s")
-        if what == "webservers":
-            await self.stats.quiet()
+        # Both phases start with a quiet operator: the namespace deletion's events are not
+        # charged to the next phase.
+        await self.stats.quiet()
         return elapsed
 
     async def memory(self, steps: list[int]) -> None:
@@ -187,6 +212,35 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
+def cost_table(bench: Bench, owners: int) -> None:
+    """CPU seconds and RSS growth of both controllers in each phase, median over the rounds."""
+
+    def med(phase: str, proc: str, of: str) -> float:
+        values = []
+        for sample in bench.costs.get(phase, []):
+            before, after = sample[proc]
+            values.append(after.cpu_s - before.cpu_s if of == "cpu" else after.rss_mib - before.rss_mib)
+        return statistics.median(values) if values else float("nan")
+
+    print(f"\n{owners} owners x 1 pod, first POST -> every pod Ready and every owner's status saying so")
+    print("process                  | phase                  | CPU s | RSS growth MiB")
+    rows = [
+        ("WebServer operator", "webservers", "operator"),
+        ("kube-controller-manager", "replicasets", "kcm"),
+        ("kube-controller-manager", "webservers", "kcm"),
+        ("WebServer operator", "replicasets", "operator"),
+    ]
+    for name, phase, proc in rows:
+        label = f"{owners} {'WebServers' if phase == 'webservers' else 'ReplicaSets'}"
+        print(f"{name:24} | {label:22} | {med(phase, proc, 'cpu'):5.1f} | {med(phase, proc, 'rss'):14.1f}")
+    op_cpu, kcm_cpu = med("webservers", "operator", "cpu"), med("replicasets", "kcm", "cpu")
+    op_rss, kcm_rss = med("webservers", "operator", "rss"), med("replicasets", "kcm", "rss")
+    print(
+        f"operator / kube-controller-manager, each in its own phase: CPU {ratio(op_cpu, kcm_cpu)}, "
+        f"RSS growth {ratio(op_rss, kcm_rss)}; {load()}"
+    )
+
+
 async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
     async with bench.api:
         if args.memory:
@@ -195,6 +249,8 @@ async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
         owners, replicas = (args.webservers, 1) if args.webservers else (1, args.replicas)
         times: dict[str, list[float]] = {"webservers": [], "replicasets": [], "pods": []}
         kinds = ["webservers", "replicasets"] + (["pods"] if args.raw_posts else [])
+        if args.replicasets_first:  # kube-controller-manager's growth from its idle state
+            kinds[:2] = ["replicasets", "webservers"]
         for i in range(args.rounds):
             for what in kinds:
                 times[what].append(await bench.run(what, owners, replicas))
@@ -211,6 +267,8 @@ async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
                 else ""
             )
         )
+        if args.cost:
+            cost_table(bench, owners)
         print(
             f"limits: {lib.operator_limits(args)}; "
             f"kube-controller-manager {kcm_limits(bench.cl)}; kube-scheduler QPS 50, burst 100; {load()}"
@@ -224,6 +282,8 @@ def main() -> None:
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cost", action="store_true", help="also both controllers' CPU and RSS growth")
+    parser.add_argument("--replicasets-first", action="store_true", help="the ReplicaSet phase first")
     args = parser.parse_args()
     env = lib.operator_env(args)
     with control_plane(args.nodes, args.pods_per_node) as cl:

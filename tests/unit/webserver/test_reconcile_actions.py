@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from operators.webserver import reconciler
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions, ownership
@@ -143,3 +144,23 @@ def test_pods_a_lost_cache_does_not_hold_are_claimed_not_duplicated():
         ("get", "pods", NS, names[2], ""),
     ]  # and no status write: the pass counted what the last one did (the claims count next)
     assert pod_names(kube) == names
+
+
+def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch):
+    """Every pod event runs a pass; the schema check runs only when the spec changed."""
+    kube = FakeKube(webserver(-1))
+    p = Pass(kube)
+    checks: list[object] = []
+    check = reconciler.VALIDATOR.errors
+    monkeypatch.setattr(reconciler.VALIDATOR, "errors", lambda spec: checks.append(spec) or check(spec))
+    p.run()
+    p.run()
+    assert len(checks) == 1
+    degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "InvalidSpec"
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"replicas": 1}}))  # generation 2
+    p.run()
+    p.run()
+    assert len(checks) == 2 and len(pod_names(kube)) == 1
+    p.ws.forget(kube.object(WS_PATH)["metadata"]["uid"])
+    assert p.ws.spec_checked == {}
