@@ -9,8 +9,9 @@ schedule's next transition (capped by ``intervalMint``), so a boundary is acted 
 reached, not at the next poll.
 
 Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
-operator's clock (:class:`shared.api.clock.Clock`); children from the watch caches; the status
-is written whole and only when it changed.
+operator's clock (:class:`shared.api.clock.Clock`) and the TDSet's override annotation (the
+layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
+caches; the status is written whole and only when it changed.
 """
 
 from __future__ import annotations
@@ -309,6 +310,17 @@ class TDSetReconciler:
                 else f"scheduling resumed: {why}",
             )
 
+    def _announce_override(
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], decision: schedule.Decision
+    ) -> None:
+        """A Warning when the override annotation becomes unreadable, once per change of it."""
+        error = decision.annotation_error
+        degraded = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
+        if error is not None and (
+            degraded.get("reason") != status.INVALID_ANNOTATION or degraded.get("message") != error
+        ):
+            self._event(body, status.INVALID_ANNOTATION, f"{error}; the override is ignored", "Warning")
+
     async def converge_children(
         self,
         body: Mapping[str, Any],
@@ -394,11 +406,12 @@ class TDSetReconciler:
                 self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
             return None
 
-        decision = schedule.decide(spec, now)
-        # No write of this pass, however throttled or retried, may hold it past the next boundary.
+        decision = schedule.decide(spec, now, meta.get("annotations"))
+        # No write of this pass, however throttled or retried, may hold it past the next boundary
+        # of any layer (override, holiday, pre-warm, window).
         bound = schedule.recheck_delay(spec, decision, now)
-        why = schedule.describe(spec, decision.window)
-        warnings = schedule.overlaps(spec)
+        why = schedule.describe(spec, decision.decided)
+        warnings = schedule.overlaps(spec) + list(decision.warnings)
         suspended = bool(spec.get("suspend"))
         hpa = desired.autoscaler_for((a for (ns, _), a in self.autoscalers.items() if ns == namespace), name)
         target = decision.replicas
@@ -417,6 +430,7 @@ class TDSetReconciler:
             # p99 lag 39 s before).
             return 0.0
         self._announce(body, previous, warnings, suspended, why)
+        self._announce_override(body, previous, decision)
         new_status = status.compute(
             observed=status.Observed(
                 decision=decision,
@@ -426,6 +440,7 @@ class TDSetReconciler:
                 suspended=suspended,
                 warnings=warnings,
                 failure=failure,
+                zone=str(spec.get("timeZone", schedule.DEFAULT_TIME_ZONE)),
             ),
             generation=generation,
             current=previous,
