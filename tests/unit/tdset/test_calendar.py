@@ -209,7 +209,7 @@ def as_tuple(decided):
     return decided.replicas, decided.layer, decided.entry
 
 
-@settings(max_examples=150)
+@settings(max_examples=100)
 @given(calendars())
 def test_every_layer_at_an_instant_matches_the_oracle(case):
     spec, now, annotation = case
@@ -221,7 +221,7 @@ def test_every_layer_at_an_instant_matches_the_oracle(case):
     assert decision.replicas == decision.decided.replicas
 
 
-@settings(max_examples=80)
+@settings(max_examples=40)
 @given(calendars())
 def test_upcoming_is_what_decide_gives_at_each_instant_and_nothing_changes_between(case):
     spec, now, annotation = case
