@@ -274,7 +274,11 @@ def test_lead_time_scales_up_before_the_window_and_reports_when_ready(cluster, n
             ["spec.overrides[0]", "end must be after start"],
         ),
         (
-            {"overrides": [{"name": "x", "start": "2026-12-01 09:00:00", "end": "2026-12-01T00:00", "replicas": 1}]},
+            {
+                "overrides": [
+                    {"name": "x", "start": "2026-12-01 09:00:00", "end": "2026-12-01T00:00", "replicas": 1}
+                ]
+            },
             ["spec.overrides[0].start", "should match"],
         ),
         (
