@@ -697,7 +697,8 @@ def overlaps(spec: Mapping[str, Any]) -> list[str]:
 
 
 # Every pass asks, but the answer depends on the windows only. A window's week is a bit mask
-# of 10,080 minutes, so a pair is one AND: 48 windows (1,128 pairs) cost about a millisecond.
+# of 10,080 minutes, so a pair is one AND: 48 windows (1,128 pairs) cost a few milliseconds
+# (tools/bench/tdset_calendar.py; set intersections took over a second).
 @functools.lru_cache(maxsize=256)
 def _overlap_notes(windows: tuple[Window, ...]) -> tuple[str, ...]:
     week = [_week_mask(w) for w in windows]
