@@ -30,6 +30,8 @@ DESCRIPTION = OperatorDescription(
             group="autoscaling",
             verbs=("patch",),
         ),
+        # Holidays (spec.holidays.configMapRef): labelled ConfigMaps only, watched, never written.
+        Resource("ConfigMap", "v1", "configmaps", child=False),
     ),
     display="TDSet",
     summary="A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",

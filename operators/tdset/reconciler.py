@@ -17,6 +17,8 @@ caches; the status is written whole and only when it changed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.tdset")
-DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources
+DEPLOYMENT, SERVICE, AUTOSCALER, CONFIGMAP = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 # HPAs by (namespace, name).
 Autoscalers = dict[tuple[str, str], AutoscalerView]
@@ -109,6 +111,52 @@ class FloorSweeps:
         )
 
 
+class HolidayMaps:
+    """The dates of the labelled holiday ConfigMaps (:data:`.schedule.HOLIDAYS_LABEL`), parsed
+    once per change, and which TDSet reads which, so a change wakes exactly those."""
+
+    def __init__(self, kick: Callable[[str, str], None]) -> None:
+        self._kick = kick
+        self._parsed: dict[tuple[str, str], tuple[frozenset[datetime.date], list[str]]] = {}
+        self._readers: dict[tuple[str, str], set[str]] = {}  # ConfigMap -> TDSet names
+        self._reads: dict[tuple[str, str], tuple[str, str]] = {}  # TDSet -> ConfigMap
+
+    def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        if event_type == "DELETED":
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = schedule.parse_holiday_data(body.get("data"))
+        for reader in sorted(self._readers.get(key, ())):
+            self._kick(key[0], reader)
+
+    def dates(
+        self, namespace: str, name: str, spec: Mapping[str, Any]
+    ) -> tuple[frozenset[datetime.date], str | None]:
+        """The dates of the TDSet's holiday ConfigMap (none without one), and what is wrong."""
+        ref = ((spec.get("holidays") or {}).get("configMapRef") or {}).get("name")
+        tds = (namespace, name)
+        old = self._reads.pop(tds, None)
+        if old is not None:
+            self._readers.get(old, set()).discard(name)
+        if not ref:
+            return frozenset(), None
+        key = (namespace, str(ref))
+        self._reads[tds] = key
+        self._readers.setdefault(key, set()).add(name)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            return frozenset(), (
+                f"spec.holidays.configMapRef: no ConfigMap {ref} labelled {schedule.HOLIDAYS_LABEL}=true "
+                f"in namespace {namespace}; its dates are not applied"
+            )
+        found, problems = parsed
+        if problems:
+            return found, f"ConfigMap {ref}: " + "; ".join(problems)
+        return found, None
+
+
 @dataclass
 class Converged:
     """What a pass did to the children: the Deployment seen, the replicas aimed at, whether it
@@ -134,6 +182,7 @@ class TDSetReconciler:
         # An HPA's events wake the TDSet of its target's name.
         self.autoscalers: Autoscalers = {}
         self.floor_sweeps = FloorSweeps(self.api, self.autoscalers, ctx.controller.uids, ctx.active)
+        self.holidays = HolidayMaps(ctx.controller.kick)
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
         self.degraded_gauge = ctx.metrics.gauge("tdset_degraded")
@@ -144,6 +193,14 @@ class TDSetReconciler:
             self.ctx.owns(DEPLOYMENT, self.deployments),
             self.ctx.owns(SERVICE, self.services),
             Watch(hpa.group, hpa.version, hpa.plural, self.autoscaler_changed),
+            # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
+            Watch(
+                CONFIGMAP.group,
+                CONFIGMAP.version,
+                CONFIGMAP.plural,
+                self.holidays.changed,
+                {schedule.HOLIDAYS_LABEL: "true"},
+            ),
         ]
 
     def autoscaler_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -313,13 +370,15 @@ class TDSetReconciler:
     def _announce_override(
         self, body: Mapping[str, Any], previous: Mapping[str, Any], decision: schedule.Decision
     ) -> None:
-        """A Warning when the override annotation becomes unreadable, once per change of it."""
-        error = decision.annotation_error
+        """A Warning when the override annotation or the holidays' ConfigMap becomes unreadable,
+        once per change of it."""
         degraded = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
-        if error is not None and (
-            degraded.get("reason") != status.INVALID_ANNOTATION or degraded.get("message") != error
+        for reason, error, then in (
+            (status.INVALID_ANNOTATION, decision.annotation_error, "the override is ignored"),
+            (status.HOLIDAYS_UNAVAILABLE, decision.holidays_error, "the calendar runs without them"),
         ):
-            self._event(body, status.INVALID_ANNOTATION, f"{error}; the override is ignored", "Warning")
+            if error is not None and (degraded.get("reason"), degraded.get("message")) != (reason, error):
+                self._event(body, reason, f"{error}; {then}", "Warning")
 
     async def converge_children(
         self,
@@ -406,7 +465,9 @@ class TDSetReconciler:
                 self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
             return None
 
-        decision = schedule.decide(spec, now, meta.get("annotations"))
+        holidays, holidays_error = self.holidays.dates(namespace, name, spec)
+        decision = schedule.decide(spec, now, meta.get("annotations"), holidays=holidays)
+        decision = dataclasses.replace(decision, holidays_error=holidays_error)
         # No write of this pass, however throttled or retried, may hold it past the next boundary
         # of any layer (override, holiday, pre-warm, window).
         bound = schedule.recheck_delay(spec, decision, now)

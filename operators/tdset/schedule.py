@@ -83,6 +83,11 @@ LAYERS = (OVERRIDE, HOLIDAY, WINDOW, DEFAULT)
 OVERRIDE_ANNOTATION = "tdset.k8s-operators-py.dev/override"
 ANNOTATION_ENTRY = "annotation"
 ANNOTATION_FORM = "replicas=<n>,until=<time>[,from=<time>]"
+# A ConfigMap of holidays (spec.holidays.configMapRef) is read only when it carries this label:
+# the operator watches those alone (server-side selector), not every ConfigMap's data.
+HOLIDAYS_LABEL = "tdset.k8s-operators-py.dev/holidays"
+# Dates read from one ConfigMap at most (a decade of public holidays fits many times over).
+MAX_CONFIGMAP_DATES = 1000
 # How many transitions status.upcoming lists.
 UPCOMING = 5
 MAX_LEAD_TIME = datetime.timedelta(hours=24)
@@ -240,6 +245,8 @@ class Decision:
     # The override annotation could not be read (it is then ignored): the message.
     annotation_error: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    # spec.holidays.configMapRef names a ConfigMap that cannot be read (its dates are left out).
+    holidays_error: str | None = None
 
     @property
     def layer(self) -> str:
@@ -326,6 +333,26 @@ def parse_date(text: str) -> datetime.date:
         return datetime.date.fromisoformat(text)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from exc
+
+
+def parse_holiday_data(data: Mapping[str, Any] | None) -> tuple[frozenset[datetime.date], list[str]]:
+    """The dates in a holiday ConfigMap's ``data``: every value lists dates separated by
+    whitespace or commas, ``#`` starting a comment to the end of the line. Returns the dates
+    (at most :data:`MAX_CONFIGMAP_DATES`, the earliest) and what could not be read."""
+    found: set[datetime.date] = set()
+    problems: list[str] = []
+    for key in sorted(data or {}):
+        for line in str((data or {})[key]).splitlines():
+            for word in line.split("#", 1)[0].replace(",", " ").split():
+                try:
+                    found.add(parse_date(word))
+                except ValueError as exc:
+                    if len(problems) < MAX_OVERLAP_NOTES:
+                        problems.append(f"data.{key}: {exc}")
+    if len(found) > MAX_CONFIGMAP_DATES:
+        problems.append(f"holds {len(found)} dates; only the first {MAX_CONFIGMAP_DATES} are read")
+        found = set(sorted(found)[:MAX_CONFIGMAP_DATES])
+    return frozenset(found), problems
 
 
 def parse_annotation(text: str, zone: zoneinfo.ZoneInfo) -> Override:
@@ -417,7 +444,9 @@ def from_spec(spec: Mapping[str, Any]) -> Schedule:
 
 
 def calendar_from(
-    spec: Mapping[str, Any], annotations: Mapping[str, str] | None = None
+    spec: Mapping[str, Any],
+    annotations: Mapping[str, str] | None = None,
+    holidays: frozenset[datetime.date] = frozenset(),
 ) -> tuple[Calendar, str | None]:
     """The calendar of a spec that passed :func:`check`, and what is wrong with the override
     annotation if anything (it is then left out)."""
@@ -440,13 +469,13 @@ def calendar_from(
                 int(item["replicas"]),
             )
         )
-    holidays = spec.get("holidays") or {}
-    replicas = holidays.get("replicas")
+    listed = spec.get("holidays") or {}
+    replicas = listed.get("replicas")
     return (
         Calendar(
             schedule,
             tuple(overrides),
-            frozenset(parse_date(str(d)) for d in holidays.get("dates") or ()),
+            frozenset(parse_date(str(d)) for d in listed.get("dates") or ()) | holidays,
             int(replicas) if replicas is not None else None,
         ),
         error,
@@ -645,9 +674,11 @@ def decide(
     now: datetime.datetime,
     annotations: Mapping[str, str] | None = None,
     count: int = UPCOMING,
+    holidays: frozenset[datetime.date] = frozenset(),
 ) -> Decision:
-    """Replicas the calendar asks for at ``now``, who decided, and the next transitions."""
-    calendar, error = calendar_from(spec, annotations)
+    """Replicas the calendar asks for at ``now``, who decided, and the next transitions;
+    ``holidays`` are dates from outside the spec (the ConfigMap of spec.holidays.configMapRef)."""
+    calendar, error = calendar_from(spec, annotations, holidays)
     current, ahead = upcoming(calendar, now, max(count, 1))
     window = current.window if current.layer == WINDOW else None
     return Decision(

@@ -19,6 +19,7 @@ from operators.tdset.schedule import (
     DEFAULT_RECHECK_MINUTES,
     DEFAULT_TIME_ZONE,
     DURATION_PATTERN,
+    HOLIDAYS_LABEL,
     MAX_REPLICAS,
     OVERRIDE_ANNOTATION,
     TIME_PATTERN,
@@ -307,6 +308,25 @@ CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
                 "maxItems": MAX_HOLIDAYS,
                 "x-kubernetes-list-type": "set",
                 "items": {"type": "string", "minLength": 10, "maxLength": 10, "pattern": DATE_PATTERN},
+            },
+            "configMapRef": {
+                "type": "object",
+                "description": (
+                    "More dates, from a ConfigMap in the TDSet's namespace labelled "
+                    f"{HOLIDAYS_LABEL}=true (only those are watched): each of its data values lists "
+                    "dates (2026-12-25) separated by spaces, commas or lines; # starts a comment. "
+                    "Changes apply at once."
+                ),
+                "required": ["name"],
+                "properties": {
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 253,
+                        "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                        "description": "The ConfigMap's name.",
+                    }
+                },
             },
             "replicas": {
                 "type": "integer",

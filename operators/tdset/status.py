@@ -11,7 +11,9 @@ Conditions:
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
   schema or the checks the schema cannot express (time zone, empty window, dates); True with the
   failure's reason when a child could not be written; True with ``InvalidOverrideAnnotation``
-  when the override annotation cannot be read (the calendar runs without it); False otherwise.
+  when the override annotation cannot be read (the calendar runs without it), with
+  ``HolidaysUnavailable`` when the holidays' ConfigMap is missing or holds what is not a date
+  (the calendar runs with the dates it could read); False otherwise.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
   ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
@@ -92,6 +94,8 @@ def compute(
         health = cond(conditions.DEGRADED, True, *observed.failure)
     elif decision.annotation_error is not None:
         health = cond(conditions.DEGRADED, True, INVALID_ANNOTATION, decision.annotation_error)
+    elif decision.holidays_error is not None:
+        health = cond(conditions.DEGRADED, True, HOLIDAYS_UNAVAILABLE, decision.holidays_error)
     else:
         health = degraded([], generation=generation, now=now)
     failure = observed.failure
@@ -148,6 +152,7 @@ def invalid(
 
 
 INVALID_ANNOTATION = "InvalidOverrideAnnotation"
+HOLIDAYS_UNAVAILABLE = "HolidaysUnavailable"
 
 
 def _decided_by(decided: schedule.Decided) -> dict[str, Any]:

@@ -499,3 +499,32 @@ def test_durations():
             schedule.parse_duration(bad)
     assert schedule.format_duration(datetime.timedelta(hours=24)) == "24h"
     assert schedule.format_duration(datetime.timedelta(seconds=-75)) == "-1m15s"
+
+
+def test_holiday_configmap_data_is_read_with_comments_separators_and_a_bound():
+    data = {
+        "de": "2026-12-25, 2026-12-26  # Christmas\n2027-01-01\n",
+        "bad": "2026-13-01 christmas",
+    }
+    dates, problems = schedule.parse_holiday_data(data)
+    assert dates == {datetime.date(2026, 12, 25), datetime.date(2026, 12, 26), datetime.date(2027, 1, 1)}
+    assert problems == [
+        "data.bad: '2026-13-01': month must be in 1..12",
+        "data.bad: 'christmas' is not a date such as 2026-12-25",
+    ]
+    many = {
+        "all": " ".join(
+            (datetime.date(2026, 1, 1) + datetime.timedelta(days=i)).isoformat() for i in range(1500)
+        )
+    }
+    dates, problems = schedule.parse_holiday_data(many)
+    assert len(dates) == schedule.MAX_CONFIGMAP_DATES and max(dates) == datetime.date(2028, 9, 26)
+    assert problems == ["holds 1500 dates; only the first 1000 are read"]
+
+
+def test_dates_from_outside_the_spec_are_holidays_too():
+    spec = {"schedulingConfig": [], "defaultReplica": 2, "holidays": {"replicas": 0}}
+    now = datetime.datetime(2026, 12, 25, 12, tzinfo=UTC)
+    assert schedule.decide(spec, now).replicas == 2
+    decision = schedule.decide(spec, now, holidays=frozenset({datetime.date(2026, 12, 25)}))
+    assert as_tuple(decision.decided) == (0, "holiday", "2026-12-25")
