@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.tdset import schedule
@@ -247,6 +248,40 @@ def test_lead_time_scales_up_before_the_window_and_reports_when_ready(cluster, n
     wait_for(decided_by(cluster, namespace, "warm", "window", "peak"), 120, "decidedBy window once it opened")
     # Never scaled down early: the window's replicas stay.
     assert deployment(cluster, namespace, "warm").spec.replicas == 3
+
+
+def test_holidays_from_a_labelled_configmap_follow_its_changes(cluster, namespace, start_operator):
+    start_operator(THURSDAY)
+    core = client.CoreV1Api(cluster.api)
+    spec = {
+        **steady(2, timeZone="Europe/Berlin"),
+        "schedulingConfig": [WINDOW],
+        "holidays": {"configMapRef": {"name": "days-off"}, "replicas": 1},
+    }
+    create(cluster, namespace, "hol", spec)
+    replicas_become(cluster, namespace, "hol", 4, "the window's replicas while the ConfigMap is missing")
+
+    def degraded(reason: str) -> Callable[[], Any]:
+        return lambda: condition(get(cluster, namespace, "hol"), "Degraded").get("reason") == reason
+
+    wait_for(degraded("HolidaysUnavailable"), 60, "Degraded HolidaysUnavailable")
+    wait_event(cluster, namespace, "hol", "HolidaysUnavailable", "no ConfigMap days-off")
+
+    labels = {schedule.HOLIDAYS_LABEL: "true"}
+    core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "days-off", "labels": labels}, "data": {"2026": "2026-12-24 # Christmas Eve"}},
+    )
+    replicas_become(cluster, namespace, "hol", 1, "holidays.replicas once the ConfigMap lists today")
+    wait_for(decided_by(cluster, namespace, "hol", "holiday", "2026-12-24"), 60, "decidedBy holiday")
+    wait_for(degraded("SpecValid"), 60, "Degraded=False")
+
+    core.patch_namespaced_config_map("days-off", namespace, {"data": {"2026": "2026-12-25"}})
+    replicas_become(cluster, namespace, "hol", 4, "the window again once today is no longer listed")
+    tds = wait_for(decided_by(cluster, namespace, "hol", "window", "office"), 60, "decidedBy window")
+    assert any(
+        u["layer"] == "holiday" and u["localTime"].startswith("2026-12-25") for u in tds["status"]["upcoming"]
+    )
 
 
 @pytest.mark.parametrize(
