@@ -4,9 +4,10 @@ Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Control
 :class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
 HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
-indexed by the Deployment it targets) and by time: each pass returns the delay to the
-schedule's next transition (capped by ``intervalMint``), so a boundary is acted on when it is
-reached, not at the next poll.
+indexed by the Deployment it targets), of the holiday ConfigMaps it reads (only those labelled
+:data:`.schedule.HOLIDAYS_LABEL`, :class:`HolidayMaps`) and by time: each pass returns the delay to the
+calendar's next transition of any layer (capped by ``intervalMint``), so a boundary is acted
+on when it is reached, not at the next poll.
 
 Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
 operator's clock (:class:`shared.api.clock.Clock`) and the TDSet's override annotation (the
@@ -367,7 +368,7 @@ class TDSetReconciler:
                 else f"scheduling resumed: {why}",
             )
 
-    def _announce_override(
+    def _announce_calendar(
         self, body: Mapping[str, Any], previous: Mapping[str, Any], decision: schedule.Decision
     ) -> None:
         """A Warning when the override annotation or the holidays' ConfigMap becomes unreadable,
@@ -491,7 +492,7 @@ class TDSetReconciler:
             # p99 lag 39 s before).
             return 0.0
         self._announce(body, previous, warnings, suspended, why)
-        self._announce_override(body, previous, decision)
+        self._announce_calendar(body, previous, decision)
         new_status = status.compute(
             observed=status.Observed(
                 decision=decision,

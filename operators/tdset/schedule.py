@@ -7,8 +7,9 @@ Layers, highest first (also in docs/operators/tdset.md):
    for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``
    and expires at its end. Times are RFC 3339 (``2026-11-27T00:00:00Z``, ``…+01:00``) or a date
    and time without offset (``2026-11-27T00:00``), read on the wall clock of ``spec.timeZone``.
-2. **holiday**: on a date of ``spec.holidays.dates`` (a whole day, 00:00 to 24:00 on the wall
-   clock of ``spec.timeZone``), ``spec.holidays.replicas``.
+2. **holiday**: on a date of ``spec.holidays.dates`` or of the labelled ConfigMap that
+   ``spec.holidays.configMapRef`` names (:func:`parse_holiday_data`; the reconciler reads it),
+   a whole day, 00:00 to 24:00 on the wall clock of ``spec.timeZone``: ``spec.holidays.replicas``.
 3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
 4. **default**: ``defaultReplica``.
 
