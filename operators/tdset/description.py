@@ -56,6 +56,8 @@ DESCRIPTION = OperatorDescription(
         Resource("StatefulSet", "v1", "statefulsets", child=False, group="apps", **TARGET),
         Resource("ReplicaSet", "v1", "replicasets", child=False, group="apps", **TARGET),
         Resource("WebServer", "v1alpha1", "webservers", child=False, group="demo.k8s.io", **TARGET),
+        # Holidays (spec.holidays.configMapRef): labelled ConfigMaps only, watched, never written.
+        Resource("ConfigMap", "v1", "configmaps", child=False),
     ),
     display="TDSet",
     summary="A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",

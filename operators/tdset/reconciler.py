@@ -8,18 +8,22 @@ Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Control
 :class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
 HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
-indexed by the Deployment it targets) and by time: each pass returns the delay to the
-schedule's next transition (capped by ``intervalMint``), so a boundary is acted on when it is
-reached, not at the next poll.
+indexed by the Deployment it targets), of the holiday ConfigMaps it reads (only those labelled
+:data:`.schedule.HOLIDAYS_LABEL`, :class:`HolidayMaps`) and by time: each pass returns the delay to the
+calendar's next transition of any layer (capped by ``intervalMint``), so a boundary is acted
+on when it is reached, not at the next poll.
 
 Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
-operator's clock (:class:`shared.api.clock.Clock`); children from the watch caches; the status
-is written whole and only when it changed.
+operator's clock (:class:`shared.api.clock.Clock`) and the TDSet's override annotation (the
+layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
+caches; the status is written whole and only when it changed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +54,7 @@ TARGET_KINDS = tuple(
     for r in DESCRIPTION.resources
     if r.scale
 )
+(CONFIGMAP,) = [r for r in DESCRIPTION.resources if r.plural == "configmaps"]
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 # HPAs by (namespace, name).
 Autoscalers = dict[tuple[str, str], AutoscalerView]
@@ -297,6 +302,52 @@ class FoundTarget:
     claimed_now: bool  # claimed by this pass
 
 
+class HolidayMaps:
+    """The dates of the labelled holiday ConfigMaps (:data:`.schedule.HOLIDAYS_LABEL`), parsed
+    once per change, and which TDSet reads which, so a change wakes exactly those."""
+
+    def __init__(self, kick: Callable[[str, str], None]) -> None:
+        self._kick = kick
+        self._parsed: dict[tuple[str, str], tuple[frozenset[datetime.date], list[str]]] = {}
+        self._readers: dict[tuple[str, str], set[str]] = {}  # ConfigMap -> TDSet names
+        self._reads: dict[tuple[str, str], tuple[str, str]] = {}  # TDSet -> ConfigMap
+
+    def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        if event_type == "DELETED":
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = schedule.parse_holiday_data(body.get("data"))
+        for reader in sorted(self._readers.get(key, ())):
+            self._kick(key[0], reader)
+
+    def dates(
+        self, namespace: str, name: str, spec: Mapping[str, Any]
+    ) -> tuple[frozenset[datetime.date], str | None]:
+        """The dates of the TDSet's holiday ConfigMap (none without one), and what is wrong."""
+        ref = ((spec.get("holidays") or {}).get("configMapRef") or {}).get("name")
+        tds = (namespace, name)
+        old = self._reads.pop(tds, None)
+        if old is not None:
+            self._readers.get(old, set()).discard(name)
+        if not ref:
+            return frozenset(), None
+        key = (namespace, str(ref))
+        self._reads[tds] = key
+        self._readers.setdefault(key, set()).add(name)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            return frozenset(), (
+                f"spec.holidays.configMapRef: no ConfigMap {ref} labelled {schedule.HOLIDAYS_LABEL}=true "
+                f"in namespace {namespace}; its dates are not applied"
+            )
+        found, problems = parsed
+        if problems:
+            return found, f"ConfigMap {ref}: " + "; ".join(problems)
+        return found, None
+
+
 @dataclass
 class Converged:
     """What a pass did to the children: the Deployment seen, the replicas aimed at, whether it
@@ -335,6 +386,7 @@ class TDSetReconciler:
             autoscaled=self.autoscaled,
             released=self.target_released,
         )
+        self.holidays = HolidayMaps(ctx.controller.kick)
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
         self.degraded_gauge = ctx.metrics.gauge("tdset_degraded")
@@ -345,6 +397,14 @@ class TDSetReconciler:
             self.ctx.owns(DEPLOYMENT, self.deployments),
             self.ctx.owns(SERVICE, self.services),
             Watch(hpa.group, hpa.version, hpa.plural, self.autoscaler_changed),
+            # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
+            Watch(
+                CONFIGMAP.group,
+                CONFIGMAP.version,
+                CONFIGMAP.plural,
+                self.holidays.changed,
+                {schedule.HOLIDAYS_LABEL: "true"},
+            ),
         ]
 
     def autoscaler_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -562,6 +622,19 @@ class TDSetReconciler:
                 if suspended
                 else f"scheduling resumed: {why}",
             )
+
+    def _announce_calendar(
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], decision: schedule.Decision
+    ) -> None:
+        """A Warning when the override annotation or the holidays' ConfigMap becomes unreadable,
+        once per change of it."""
+        degraded = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
+        for reason, error, then in (
+            (status.INVALID_ANNOTATION, decision.annotation_error, "the override is ignored"),
+            (status.HOLIDAYS_UNAVAILABLE, decision.holidays_error, "the calendar runs without them"),
+        ):
+            if error is not None and (degraded.get("reason"), degraded.get("message")) != (reason, error):
+                self._event(body, reason, f"{error}; {then}", "Warning")
 
     async def converge_children(
         self,
@@ -808,11 +881,14 @@ class TDSetReconciler:
                 self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
             return None
 
-        decision = schedule.decide(spec, now)
-        # No write of this pass, however throttled or retried, may hold it past the next boundary.
+        holidays, holidays_error = self.holidays.dates(namespace, name, spec)
+        decision = schedule.decide(spec, now, meta.get("annotations"), holidays=holidays)
+        decision = dataclasses.replace(decision, holidays_error=holidays_error)
+        # No write of this pass, however throttled or retried, may hold it past the next boundary
+        # of any layer (override, holiday, pre-warm, window).
         bound = schedule.recheck_delay(spec, decision, now)
-        why = schedule.describe(spec, decision.window)
-        warnings = schedule.overlaps(spec)
+        why = schedule.describe(spec, decision.decided)
+        warnings = schedule.overlaps(spec) + list(decision.warnings)
         suspended = bool(spec.get("suspend"))
         ref = scaletarget.ref_of(spec)
         in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
@@ -843,6 +919,7 @@ class TDSetReconciler:
             # p99 lag 39 s before).
             return 0.0
         self._announce(body, previous, warnings, suspended, why)
+        self._announce_calendar(body, previous, decision)
         new_status = status.compute(
             observed=status.Observed(
                 decision=decision,
@@ -853,6 +930,7 @@ class TDSetReconciler:
                 workload=ref.kind if ref is not None else "Deployment",
                 warnings=warnings,
                 failure=failure,
+                zone=str(spec.get("timeZone", schedule.DEFAULT_TIME_ZONE)),
             ),
             generation=generation,
             current=previous,

@@ -12,7 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.tdset.schedule import DAYS, DEFAULT_RECHECK_MINUTES, DEFAULT_TIME_ZONE
+from operators.tdset.schedule import (
+    ANNOTATION_FORM,
+    DATE_PATTERN,
+    DAYS,
+    DEFAULT_RECHECK_MINUTES,
+    DEFAULT_TIME_ZONE,
+    DURATION_PATTERN,
+    HOLIDAYS_LABEL,
+    MAX_REPLICAS,
+    OVERRIDE_ANNOTATION,
+    TIME_PATTERN,
+    UPCOMING,
+)
 from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import IMAGE, name_rules
 
@@ -23,7 +35,6 @@ PLURAL = "tdsets"
 APP = "tdset"  # value of app.kubernetes.io/name on every child
 
 MAX_WINDOWS = 48
-MAX_REPLICAS = 10000
 # Safety-net re-check when intervalMint is not set (boundaries are woken for exactly anyway).
 
 _HOUR = {"type": "integer", "minimum": 0, "maximum": 23}
@@ -260,6 +271,180 @@ STATUS_SCHEMA: dict[str, Any] = {
     },
 }
 
+# --- The layered calendar (issue #26 parts 2-4, 6): overrides, holidays, pre-warm, preview. ---
+# One block, merged into the schemas above, so the calendar's fields sit apart from the rest.
+MAX_OVERRIDES = 32
+MAX_HOLIDAYS = 366
+_NAME = {"type": "string", "minLength": 1, "maxLength": 63, "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}
+_TIME = {"type": "string", "minLength": 16, "maxLength": 25, "pattern": TIME_PATTERN}
+_LEAD_TIME = {
+    "type": "string",
+    "minLength": 2,
+    "maxLength": 16,
+    "pattern": DURATION_PATTERN,
+    "x-kubernetes-validations": [
+        {"rule": "duration(self) <= duration('24h')", "message": "must be at most 24h"}
+    ],
+}
+# Offsets in both: compare the instants; in neither: the same local format compares as text.
+# Mixed forms are compared by the controller (which knows the zone).
+_HAS_OFFSET = "{0}.endsWith('Z') || {0}.matches('[+-][0-9]{{2}}:[0-9]{{2}}$')"
+_START_BEFORE_END = (
+    f"({_HAS_OFFSET.format('self.start')}) != ({_HAS_OFFSET.format('self.end')}) || "
+    f"(({_HAS_OFFSET.format('self.start')}) ? timestamp(self.start) < timestamp(self.end) : "
+    "self.start < self.end)"
+)
+CALENDAR_WINDOW_PROPERTIES: dict[str, Any] = {
+    "name": {
+        **_NAME,
+        "description": "Names the window in status.decidedBy and status.upcoming (else its index).",
+    },
+    "leadTime": {
+        **_LEAD_TIME,
+        "description": (
+            "Pre-warm: scale up this long before the window opens (e.g. 5m, 1h30m; at most 24h; "
+            "overrides spec.leadTime). Never scales down early."
+        ),
+    },
+}
+CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
+    "overrides": {
+        "type": "array",
+        "description": (
+            "Dated ranges with their replicas, above holidays and windows; the first in list order "
+            "that contains now wins. Each expires at its end. The annotation "
+            f'{OVERRIDE_ANNOTATION}: "{ANNOTATION_FORM}" is one more, above these.'
+        ),
+        "maxItems": MAX_OVERRIDES,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {
+            "type": "object",
+            "required": ["name", "start", "end", "replicas"],
+            "properties": {
+                "name": {**_NAME, "description": "Names the override in status.decidedBy (unique)."},
+                "start": {
+                    **_TIME,
+                    "description": (
+                        "When it starts: RFC 3339 (2026-11-27T00:00:00Z, 2026-11-27T00:00:00+01:00) "
+                        "or a date and time in spec.timeZone (2026-11-27T00:00)."
+                    ),
+                },
+                "end": {
+                    **_TIME,
+                    "description": "When it ends (exclusive) and expires; the same forms as start.",
+                },
+                "replicas": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_REPLICAS,
+                    "description": "Replicas while it applies.",
+                },
+            },
+            "x-kubernetes-validations": [{"rule": _START_BEFORE_END, "message": "end must be after start"}],
+        },
+    },
+    "holidays": {
+        "type": "object",
+        "description": (
+            "Dates on which holidays.replicas applies all day (00:00-24:00 in spec.timeZone), above "
+            "the windows and below the overrides."
+        ),
+        "required": ["replicas"],
+        "properties": {
+            "dates": {
+                "type": "array",
+                "description": "Holidays, e.g. 2026-12-25.",
+                "maxItems": MAX_HOLIDAYS,
+                "x-kubernetes-list-type": "set",
+                "items": {"type": "string", "minLength": 10, "maxLength": 10, "pattern": DATE_PATTERN},
+            },
+            "configMapRef": {
+                "type": "object",
+                "description": (
+                    "More dates, from a ConfigMap in the TDSet's namespace labelled "
+                    f"{HOLIDAYS_LABEL}=true (only those are watched): each of its data values lists "
+                    "dates (2026-12-25) separated by spaces, commas or lines; # starts a comment. "
+                    "Changes apply at once."
+                ),
+                "required": ["name"],
+                "properties": {
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 253,
+                        "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                        "description": "The ConfigMap's name.",
+                    }
+                },
+            },
+            "replicas": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_REPLICAS,
+                "description": "Replicas on a holiday.",
+            },
+        },
+    },
+    "leadTime": {
+        **_LEAD_TIME,
+        "description": (
+            "Pre-warm every window: scale up this long before it opens (e.g. 5m; at most 24h). "
+            "A window's own leadTime overrides it. Never scales down early."
+        ),
+    },
+}
+_TRANSITION_TIME = {"type": "string", "format": "date-time"}
+CALENDAR_STATUS_PROPERTIES: dict[str, Any] = {
+    "decidedBy": {
+        "type": "object",
+        "description": (
+            "Which layer decided scheduledReplicas (override, holiday, window, default, or leadTime "
+            "while pre-warming for a window) and which entry of it (override name, date, window "
+            "name or index)."
+        ),
+        "properties": {"layer": {"type": "string"}, "entry": {"type": "string"}},
+    },
+    "upcoming": {
+        "type": "array",
+        "description": f"The next {UPCOMING} transitions of the calendar (within 400 days).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "time": {**_TRANSITION_TIME, "description": "When (UTC)."},
+                "localTime": {"type": "string", "description": "When, on the wall clock of spec.timeZone."},
+                "replicas": {"type": "integer"},
+                "layer": {"type": "string"},
+                "entry": {"type": "string"},
+            },
+        },
+    },
+    "preWarm": {
+        "type": "object",
+        "description": "The last pre-warmed window opening, and when the target was ready for it.",
+        "properties": {
+            "entry": {"type": "string", "description": "The window (name or index)."},
+            "windowStart": {**_TRANSITION_TIME, "description": "When the window opened (or opens)."},
+            "replicas": {"type": "integer", "description": "Replicas pre-warmed."},
+            "readyAt": {**_TRANSITION_TIME, "description": "When readyReplicas first reached them."},
+            "readySecondsAfterStart": {
+                "type": "integer",
+                "description": "readyAt minus windowStart: negative when ready before the window opened.",
+            },
+        },
+    },
+}
+WINDOW_SCHEMA["properties"].update(CALENDAR_WINDOW_PROPERTIES)
+SPEC_SCHEMA["properties"].update(CALENDAR_SPEC_PROPERTIES)
+STATUS_SCHEMA["properties"].update(CALENDAR_STATUS_PROPERTIES)
+# kubectl get tds -o wide: who decides now, and the next transition.
+CALENDAR_COLUMNS = (
+    {"name": "Layer", "type": "string", "jsonPath": ".status.decidedBy.layer", "priority": 1},
+    {"name": "Next-Replicas", "type": "integer", "jsonPath": ".status.upcoming[0].replicas", "priority": 1},
+    {"name": "Next-Layer", "type": "string", "jsonPath": ".status.upcoming[0].layer", "priority": 1},
+)
+# --- end of the calendar block ---
+
 CRD = CRDSpec(
     group=GROUP,
     version=VERSION,
@@ -275,6 +460,7 @@ CRD = CRDSpec(
         {"name": "Window", "type": "integer", "jsonPath": ".status.activeWindow"},
         {"name": "Next", "type": "string", "jsonPath": ".status.nextTransitionTime"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        *CALENDAR_COLUMNS,
     ),
     object_validations=name_rules("has(self.spec.service)"),
 )

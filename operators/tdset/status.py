@@ -14,8 +14,11 @@ Conditions:
   the replica count it should have, all updated and ready; False with ``Suspended`` while
   ``spec.suspend`` is set.
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
-  schema or the checks the schema cannot express (time zone, empty window); True with the
-  failure's reason when a child could not be written; False otherwise.
+  schema or the checks the schema cannot express (time zone, empty window, dates); True with the
+  failure's reason when a child could not be written; True with ``InvalidOverrideAnnotation``
+  when the override annotation cannot be read (the calendar runs without it), with
+  ``HolidaysUnavailable`` when the holidays' ConfigMap is missing or holds what is not a date
+  (the calendar runs with the dates it could read); False otherwise.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
   ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
@@ -31,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.tdset import schedule
 from operators.tdset.desired import DeploymentView
 from operators.tdset.schedule import Decision
 from shared.api import conditions
@@ -47,6 +51,7 @@ class Observed:
     warnings: Sequence[str]
     failure: tuple[str, str] | None
     workload: str = "Deployment"  # the kind it scales: its own Deployment, or its scaleTargetRef's
+    zone: str = schedule.DEFAULT_TIME_ZONE  # spec.timeZone, for status.upcoming's local times
 
 
 def compute(
@@ -93,6 +98,10 @@ def compute(
 
     if observed.failure is not None:
         health = cond(conditions.DEGRADED, True, *observed.failure)
+    elif decision.annotation_error is not None:
+        health = cond(conditions.DEGRADED, True, INVALID_ANNOTATION, decision.annotation_error)
+    elif decision.holidays_error is not None:
+        health = cond(conditions.DEGRADED, True, HOLIDAYS_UNAVAILABLE, decision.holidays_error)
     else:
         health = degraded([], generation=generation, now=now)
     failure = observed.failure
@@ -114,6 +123,10 @@ def compute(
         "replicas": dep.status_replicas if dep is not None else 0,
         "readyReplicas": dep.ready if dep is not None else 0,
         "autoscaler": observed.autoscaler,
+        **calendar_fields(decision, observed.zone),
+        "preWarm": prewarm(
+            (current or {}).get("preWarm"), decision, dep.ready if dep is not None else 0, now
+        ),
         "warnings": list(observed.warnings),
         "observedGeneration": generation,
         "conditions": conditions.set_all(
@@ -134,9 +147,70 @@ def invalid(
             "observedGeneration": generation,
             "activeWindow": None,
             "nextTransitionTime": None,
+            "decidedBy": None,
+            "upcoming": None,
             "conditions": conditions.set_all(
                 current.get("conditions"), cause, *conditions.stalled_by(cause, now=now)
             ),
         }
     )
     return current
+
+
+INVALID_ANNOTATION = "InvalidOverrideAnnotation"
+HOLIDAYS_UNAVAILABLE = "HolidaysUnavailable"
+
+
+def _decided_by(decided: schedule.Decided) -> dict[str, Any]:
+    out: dict[str, Any] = {"layer": decided.layer}
+    if decided.entry is not None:
+        out["entry"] = decided.entry
+    return out
+
+
+def calendar_fields(decision: Decision, zone: str) -> dict[str, Any]:
+    """``decidedBy`` and ``upcoming`` (each transition in UTC and on the wall clock of ``zone``)."""
+    try:
+        tz = schedule.load_zone(zone)
+    except ValueError:
+        tz = schedule.load_zone(schedule.DEFAULT_TIME_ZONE)
+    upcoming = [
+        {
+            "time": conditions.rfc3339(t.time),
+            "localTime": t.time.astimezone(tz).isoformat(),
+            "replicas": t.decided.replicas,
+            **_decided_by(t.decided),
+        }
+        for t in decision.upcoming
+    ]
+    return {
+        "decidedBy": _decided_by(decision.decided) if decision.decided is not None else None,
+        "upcoming": upcoming,
+    }
+
+
+def prewarm(
+    previous: Mapping[str, Any] | None, decision: Decision, ready: int, now: datetime.datetime
+) -> dict[str, Any] | None:
+    """The last pre-warmed opening and when the target was first ready for it.
+
+    A new record starts when pre-warm for another opening begins; ``readyAt`` is set on the
+    first pass that sees ``ready`` at the pre-warmed replicas, while the pre-warm or the window
+    it was for still decides (the passes follow the target's status, so that is when it got
+    ready, to the watch's delay).
+    """
+    record = dict(previous) if previous else None
+    decided = decision.decided
+    if decided is not None and decided.layer == schedule.LEAD_TIME and decided.opens is not None:
+        opens = conditions.rfc3339(decided.opens)
+        if record is None or record.get("windowStart") != opens:
+            record = {"entry": decided.entry, "windowStart": opens, "replicas": decided.replicas}
+    if record is None or "readyAt" in record or ready < int(record.get("replicas") or 0):
+        return record
+    start = datetime.datetime.fromisoformat(str(record["windowStart"]))
+    warming = decided is not None and decided.layer == schedule.LEAD_TIME and decided.opens == start
+    opened = decided is not None and decided.layer == schedule.WINDOW and decided.entry == record.get("entry")
+    if warming or (opened and now >= start):
+        record["readyAt"] = conditions.rfc3339(now)
+        record["readySecondsAfterStart"] = round((now - start).total_seconds())
+    return record

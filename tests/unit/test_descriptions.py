@@ -94,14 +94,16 @@ def test_the_builder_wires_what_the_description_declares(name):
     runtime = built.runtime
     assert (runtime.app, runtime.controllers) == (op.app, (op.controller,))
 
-    # Its watches: the primary unfiltered, children by label selector, the other resources unfiltered.
+    # Its watches: the primary unfiltered, children by the app's label selector, the other
+    # resources without it (unfiltered, or by a label of their own: TDSet's holiday ConfigMaps).
     watches = built.watches()
     primary = (op.crd.group, op.crd.version, op.crd.plural)
     assert (watches[0].group, watches[0].version, watches[0].plural, watches[0].selector) == (*primary, "")
-    labelled = {w.plural for w in watches if w.labels}
+    app_label = "app.kubernetes.io/name"
+    labelled = {w.plural for w in watches if app_label in w.labels}
     assert labelled == set(op.child_resources)
-    assert all(w.labels["app.kubernetes.io/name"] == op.app for w in watches if w.labels)
-    others = {(w.group, w.version, w.plural) for w in watches if not w.labels}
+    assert all(w.labels[app_label] == op.app for w in watches if app_label in w.labels)
+    others = {(w.group, w.version, w.plural) for w in watches if app_label not in w.labels}
     watched = [r for r in op.resources if r.watched]
     assert others - {primary} == {(r.group, r.version, r.plural) for r in watched if not r.child}
     assert len(watches) == 1 + len(watched)

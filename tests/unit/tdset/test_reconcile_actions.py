@@ -121,3 +121,120 @@ def test_a_deployment_someone_else_holds_is_reported_and_never_written():
     ready = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Ready")
     assert ready is not None and ready["reason"] == "DeploymentConflict"
     assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "DeploymentConflict")]
+
+
+OVERRIDE = "tdset.k8s-operators-py.dev/override"
+
+
+def annotated(value: str, **spec: Any) -> dict[str, Any]:
+    body = tdset()
+    body["metadata"]["annotations"] = {OVERRIDE: value}
+    body["spec"].update(spec)
+    return body
+
+
+def test_the_override_annotation_decides_and_the_pass_wakes_when_it_expires():
+    until = NOW + datetime.timedelta(minutes=10)
+    kube = FakeKube(annotated(f"replicas=9,until={conditions.rfc3339(until)}"))
+    p = Pass(kube)
+    p.run()
+    assert kube.object(DEP_PATH)["spec"]["replicas"] == 9
+    p.watch(DEP_PATH)
+    delay = p.run()
+    # The expiry is the next transition: the loop is woken exactly then.
+    assert delay == pytest.approx(600, abs=1)
+    status = kube.object(TDS_PATH)["status"]
+    assert status["decidedBy"] == {"layer": "override", "entry": "annotation"}
+    assert status.get("activeWindow") is None
+    assert status["upcoming"][0] == {
+        "time": conditions.rfc3339(until),
+        "localTime": until.isoformat(),
+        "replicas": 5,
+        "layer": "window",
+        "entry": "0",
+    }
+
+
+def test_a_malformed_annotation_is_a_warning_and_degraded_and_the_schedule_runs_on():
+    kube = FakeKube(annotated("replicas=many"))
+    p = Pass(kube)
+    p.run()
+    assert kube.object(DEP_PATH)["spec"]["replicas"] == 5  # the window's, as without it
+    assert [(t, reason) for t, reason, _ in p.events] == [
+        ("Normal", "CreatedDeployment"),
+        ("Warning", "InvalidOverrideAnnotation"),
+    ]
+    p.watch(DEP_PATH)
+    p.run()
+    status = kube.object(TDS_PATH)["status"]
+    degraded = conditions.get(status["conditions"], "Degraded")
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == (
+        "True",
+        "InvalidOverrideAnnotation",
+    )
+    assert OVERRIDE in degraded["message"]
+    assert status["decidedBy"] == {"layer": "window", "entry": "0"}
+    assert p.events == []  # reported once, not on every pass
+
+
+def test_lead_time_scales_up_before_the_window_and_records_when_ready():
+    body = tdset()
+    body["spec"]["schedulingConfig"] = [
+        {"name": "peak", "startTime": 10, "startMinute": 40, "endTime": 11, "replica": 5, "leadTime": "15m"}
+    ]
+    kube = FakeKube(body)
+    p = Pass(kube)
+    p.run()
+    assert kube.object(DEP_PATH)["spec"]["replicas"] == 5  # 10:30, the window opens at 10:40
+    asyncio.run(
+        kube.merge_patch(
+            DEP_PATH + "/status", {"status": {"replicas": 5, "readyReplicas": 5, "updatedReplicas": 5}}
+        )
+    )
+    p.watch(DEP_PATH)
+    assert p.run() == pytest.approx(600, abs=1)
+    status = kube.object(TDS_PATH)["status"]
+    assert status["decidedBy"] == {"layer": "leadTime", "entry": "peak"}
+    opens = NOW + datetime.timedelta(minutes=10)
+    assert status["preWarm"] == {
+        "entry": "peak",
+        "windowStart": conditions.rfc3339(opens),
+        "replicas": 5,
+        "readyAt": conditions.rfc3339(NOW),
+        "readySecondsAfterStart": -600,
+    }
+    assert [reason for _, reason, _ in p.events] == []
+
+
+def test_holidays_from_a_labelled_configmap_and_a_missing_one_is_degraded():
+    body = tdset()
+    body["spec"]["holidays"] = {"configMapRef": {"name": "days-off"}, "replicas": 0}
+    kube = FakeKube(body)
+    p = Pass(kube)
+    p.run()
+    status = kube.object(TDS_PATH)["status"]
+    degraded = conditions.get(status["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "HolidaysUnavailable"
+    assert "no ConfigMap days-off labelled" in degraded["message"]
+    assert ("Warning", "HolidaysUnavailable") in [(t, reason) for t, reason, _ in p.events]
+    assert kube.object(DEP_PATH)["spec"]["replicas"] == 5  # the window's: the calendar runs on
+
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "days-off",
+            "namespace": NS,
+            "labels": {"tdset.k8s-operators-py.dev/holidays": "true"},
+        },
+        "data": {"dates": NOW.date().isoformat()},
+    }
+    p.tds.holidays.changed("ADDED", configmap)  # what the label-selected watch delivers
+    p.watch(DEP_PATH)
+    assert p.run() == 0.0
+    assert kube.object(DEP_PATH)["spec"]["replicas"] == 0
+    p.watch(DEP_PATH)
+    p.run()
+    status = kube.object(TDS_PATH)["status"]
+    assert status["decidedBy"] == {"layer": "holiday", "entry": NOW.date().isoformat()}
+    assert conditions.get(status["conditions"], "Degraded")["status"] == "False"
