@@ -211,6 +211,8 @@ def prewarm(
     warming = decided is not None and decided.layer == schedule.LEAD_TIME and decided.opens == start
     opened = decided is not None and decided.layer == schedule.WINDOW and decided.entry == record.get("entry")
     if warming or (opened and now >= start):
-        record["readyAt"] = conditions.rfc3339(now)
-        record["readySecondsAfterStart"] = round((now - start).total_seconds())
+        # The seconds from the time as written (whole seconds), so the two fields agree.
+        ready_at = now.replace(microsecond=0)
+        record["readyAt"] = conditions.rfc3339(ready_at)
+        record["readySecondsAfterStart"] = int((ready_at - start).total_seconds())
     return record

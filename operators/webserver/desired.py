@@ -137,7 +137,13 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
         "lifecycle": GRACEFUL_STOP,
     }
     if tpl["resources"]:
-        container["resources"] = tpl["resources"]
+        # Quantities as strings, as every Kubernetes client writes them: the schema admits
+        # `cpu: 1`, which the API server takes but typed clients (and tools reading the pod with
+        # one) refuse. The template hash keeps what the user wrote (no rollout on upgrade).
+        container["resources"] = {
+            part: {name: str(value) for name, value in (amounts or {}).items()}
+            for part, amounts in tpl["resources"].items()
+        }
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "restartPolicy": "Always",

@@ -52,6 +52,16 @@ def test_pod_manifest_is_owned_labelled_and_probed():
     assert all(meta["labels"][k] == v for k, v in desired.selector_labels("web").items())
 
 
+def test_numeric_quantities_reach_the_pod_as_strings_and_keep_the_template_hash():
+    """The schema admits ``cpu: 0``; a typed client refuses a number where a quantity is."""
+    spec = {**SPEC, "resources": {"requests": {"cpu": 0, "memory": "64Mi"}, "limits": {"cpu": 0.5}}}
+    c = desired.pod_manifest(OWNER, spec, 0)["spec"]["containers"][0]
+    assert c["resources"] == {"requests": {"cpu": "0", "memory": "64Mi"}, "limits": {"cpu": "0.5"}}
+    assert desired.template_hash(spec) != desired.template_hash(
+        {**spec, "resources": {"requests": {"cpu": "0", "memory": "64Mi"}, "limits": {"cpu": "0.5"}}}
+    )  # what the user wrote is hashed: an upgrade rolls no existing pod
+
+
 def test_pod_view_from_body():
     body = {
         "metadata": {"name": "p", "labels": {desired.HASH_LABEL: "h"}, "creationTimestamp": "t"},
