@@ -59,7 +59,20 @@ class StatusWriter:
         """Whether ``body`` carries the status this process last wrote (the echo of our write,
         which needs no pass; any other status change does)."""
         last = self.last(body)
-        return last is not None and conditions.status_patch(body.get("status"), last) is None
+        echo = last is not None and conditions.status_patch(body.get("status"), last) is None
+        if echo:
+            self._share(body)
+        return echo
+
+    def _share(self, body: Mapping[str, Any]) -> None:
+        """Keep the body's own status dict as our last write once it is equal to it, not a
+        second copy: the echo of each write would otherwise leave two equal statuses per object
+        (this one and the work queue's stored body's)."""
+        uid = body["metadata"]["uid"]
+        last = self._last.get(uid)
+        status = body.get("status")
+        if last is not None and last[1] is not status and isinstance(status, dict) and status == last[1]:
+            self._last[uid] = (last[0], status)
 
     def forget(self, uid: str) -> None:
         self._last.pop(uid, None)

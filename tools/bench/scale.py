@@ -4,6 +4,7 @@
     python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
     python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
     python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
+    python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
@@ -19,8 +20,10 @@ timed from the first POST until every pod is Ready and every owner's status says
 Each namespace is deleted, and gone, before the next step starts. ``--memory`` instead
 creates WebServers of one replica in steps up to each count, waits for them to be Ready and
 the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
-seconds each step cost, so MiB per 1000 objects can be read off. Every figure comes with the
-load average; the operator's API writes are counted from the audit log.
+seconds each step cost, so MiB per 1000 objects can be read off; with ``--breakdown`` also
+what each cache holds and tracemalloc's live bytes per source file at every step
+(:mod:`tools.bench.memtrace`; tracemalloc's own cost inflates RSS in such a run). Every figure
+comes with the load average; the operator's API writes are counted from the audit log.
 
 The ratio depends on the client-side rate limits: the operator's (``KUBE_API_QPS`` 50,
 ``KUBE_API_BURST`` 100 unless ``--operator-qps``/``--operator-burst``) and
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import signal
 import statistics
 import tempfile
 import time
@@ -41,7 +45,7 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.framework.operator_process import OperatorProcess
-from tools.bench import lib
+from tools.bench import lib, memtrace
 from tools.bench.lib import (
     Api,
     AuditLog,
@@ -101,6 +105,7 @@ class Bench:
     api: Api
     op: OperatorProcess
     user: str
+    breakdown: Path | None = None
 
     @property
     def stats(self) -> ProcStats:
@@ -149,6 +154,14 @@ class Bench:
             await self.stats.quiet()
         return elapsed
 
+    async def dump_breakdown(self) -> dict[str, Any]:
+        """Ask the operator for its breakdown (:mod:`tools.bench.memtrace`) and read it."""
+        assert self.breakdown is not None and self.op.proc is not None
+        self.breakdown.unlink(missing_ok=True)
+        self.op.proc.send_signal(signal.SIGUSR2)
+        await lib.until(self.breakdown.exists, 600, "the operator's memory breakdown", every=30)
+        return memtrace.load(self.breakdown)
+
     async def memory(self, steps: list[int]) -> None:
         """WebServers of one replica in steps up to each count: memory and CPU at each step."""
         ns = await self.api.namespace("bench-mem")
@@ -171,6 +184,8 @@ class Bench:
                 f"peak {sample.hwm_mib:.1f} MiB, CPU {sample.cpu_s - rows[-2][1].cpu_s:.1f}s for "
                 f"{count - rows[-2][0]} more; {load()}"
             )
+            if self.breakdown is not None:
+                print(memtrace.describe(await self.dump_breakdown()), flush=True)
         await tracker.stop()
         print("\nWebServers (1 pod each) | RSS MiB | peak MiB | +RSS per 1000 | CPU s per 1000 created")
         for (n0, s0, _), (n1, s1, _) in itertools.pairwise(rows):
@@ -223,16 +238,21 @@ def main() -> None:
     parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
+    parser.add_argument("--breakdown", action="store_true", help="with --memory: what each cache holds")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     env = lib.operator_env(args)
+    workdir = Path(tempfile.mkdtemp())
+    breakdown = workdir / "breakdown.json" if args.breakdown else None
+    if breakdown is not None:
+        env.update(memtrace.env(breakdown))
     with control_plane(args.nodes, args.pods_per_node) as cl:
         kubeconfig, user = operator_kubeconfig(cl, "webserver")
-        log = Path(tempfile.mkdtemp()) / "webserver.log"
+        log = workdir / "webserver.log"
         op = OperatorProcess("operators.webserver", kubeconfig, log, env=env, verbose=False).start()
         say(f"WebServer operator running (pid {op.proc.pid if op.proc else '?'}, log {log})")
         try:
-            asyncio.run(scenarios(Bench(cl, Api(cl), op, user), args))
+            asyncio.run(scenarios(Bench(cl, Api(cl), op, user, breakdown), args))
         finally:
             op.stop()
 
