@@ -40,6 +40,8 @@ from shared.controller.watches import Watch
 KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constraints.txt)
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
+# Overrides RESYNC_PERIOD: for benchmarks that measure a relist (tools/bench/scale.py --relist).
+RESYNC_PERIOD_ENV = "WATCH_RESYNC_PERIOD"
 RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
 # Objects per page of a listing (client-go's reflector pages by 500): kopf holds one page of a
 # relist at a time instead of the whole listing in one response.
@@ -154,7 +156,7 @@ def run(
     watches = list(watches)
     kopf.configure(verbose=verbose, log_format=LOG_FORMATS[log_format])
     readiness.expect(len(watches) * max(1, len(namespaces)))
-    undo = track_watches(readiness)
+    undo = track_watches(readiness, float(os.environ.get(RESYNC_PERIOD_ENV) or RESYNC_PERIOD))
     registry = kopf.OperatorRegistry()
     register(registry, watches, startup=startup, cleanup=cleanup)
     try:
