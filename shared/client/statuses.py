@@ -65,14 +65,17 @@ class StatusWriter:
         return echo
 
     def _share(self, body: Mapping[str, Any]) -> None:
-        """Keep the body's own status dict as our last write once it is equal to it, not a
-        second copy: the echo of each write would otherwise leave two equal statuses per object
-        (this one and the work queue's stored body's)."""
+        """Keep our last write as the body's own values once the body carries it (the echo):
+        the same keys, equal values, but the body's objects, so the conditions and strings
+        of each object's status are held once (the work queue stores the body), not twice."""
         uid = body["metadata"]["uid"]
         last = self._last.get(uid)
         status = body.get("status")
-        if last is not None and last[1] is not status and isinstance(status, dict) and status == last[1]:
-            self._last[uid] = (last[0], status)
+        if last is None or not isinstance(status, Mapping):
+            return
+        shared = {key: status.get(key) for key in last[1]}
+        if shared == last[1]:
+            self._last[uid] = (last[0], shared)
 
     def forget(self, uid: str) -> None:
         self._last.pop(uid, None)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, NamedTuple
 
@@ -68,6 +69,26 @@ def strip_event(event: Any) -> Any:
     return event
 
 
+# Strings up to this length are shared between the bodies a cache holds (compact).
+SHARED_STRING_LENGTH = 64
+
+
+def compact(value: Any) -> Any:
+    """An equal copy of a parsed body whose keys and short strings are shared (``sys.intern``)
+    with every other body compacted: the JSON decoder makes new string objects for every key
+    and value of every event, so 1000 WebServers held 1000 copies of "lastTransitionTime",
+    "observedGeneration", "True"... A stored WebServer takes 2.9 KB instead of 7.3 KB (after
+    :func:`strip`), for about half a ``json.loads`` of CPU: only for bodies a cache keeps
+    (the work queue's store), not every event. Interned strings die with their last holder."""
+    if isinstance(value, dict):
+        return {sys.intern(k) if type(k) is str else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if type(value) is str and len(value) <= SHARED_STRING_LENGTH:
+        return sys.intern(value)
+    return value
+
+
 class Tombstone(NamedTuple):
     """What a DELETED event replayed after a relist carries of an object: its identity, and what
     the caches fed by the event look it up by (the owner caches: namespace/name,
@@ -90,12 +111,12 @@ class Tombstone(NamedTuple):
             body.get("apiVersion") or "",
             body.get("kind") or "",
             meta.get("name") or "",
-            meta.get("namespace") or "",
+            sys.intern(meta.get("namespace") or ""),
             meta.get("uid") or "",
             meta.get("resourceVersion") or "",
             meta.get("creationTimestamp") or "",
-            meta.get("labels"),
-            meta.get("ownerReferences"),
+            compact(meta.get("labels")),
+            compact(meta.get("ownerReferences")),
         )
 
     def body(self) -> dict[str, Any]:

@@ -171,3 +171,17 @@ async def test_the_store_keeps_identity_not_bodies():
         },
     }
     assert len(store) == 0
+
+
+def test_compact_is_an_equal_copy_with_shared_strings():
+    import json
+
+    raw = '{"status": {"conditions": [{"type": "Ready", "status": "True", "message": "%s"}], "n": 1.5}}'
+    long = "x" * 100
+    a, b = informer.compact(json.loads(raw % long)), informer.compact(json.loads(raw % long))
+    assert a == b == json.loads(raw % long)
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert next(iter(ca)) is next(iter(cb))  # keys shared
+    assert ca["status"] is cb["status"]  # short values shared
+    assert ca["message"] is not cb["message"]  # long strings (messages, annotations) are not
+    assert informer.compact(None) is None and informer.compact(3) == 3
