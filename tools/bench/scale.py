@@ -192,6 +192,13 @@ class Bench:
         for name, b, p in zip(("leader", "standby"), before, peaks, strict=False):
             print(f"relist: {name} RSS {b:.1f} MiB before, peak {p:.1f} MiB while relisting (+{p - b:.1f})")
 
+    @staticmethod
+    def ready(op: OperatorProcess) -> bool:
+        try:
+            return op._ready()
+        except OSError:  # its probe port is not listening yet
+            return False
+
     async def restart(self, start: Any) -> None:
         """SIGKILL the leader, start a new process: its start-up peak, and the standby's takeover."""
         old = self.stats_of(self.op).sample()
@@ -200,7 +207,7 @@ class Bench:
         self.op = start("c", wait=False)
         new = self.stats_of(self.op)
         standby_peak = 0.0
-        while not self.op._ready():
+        while not self.ready(self.op):
             if self.standby is not None:
                 standby_peak = max(standby_peak, self.stats_of(self.standby).sample().rss_mib)
             await asyncio.sleep(0.5)
