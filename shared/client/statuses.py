@@ -59,7 +59,23 @@ class StatusWriter:
         """Whether ``body`` carries the status this process last wrote (the echo of our write,
         which needs no pass; any other status change does)."""
         last = self.last(body)
-        return last is not None and conditions.status_patch(body.get("status"), last) is None
+        echo = last is not None and conditions.status_patch(body.get("status"), last) is None
+        if echo:
+            self._share(body)
+        return echo
+
+    def _share(self, body: Mapping[str, Any]) -> None:
+        """Keep our last write as the body's own values once the body carries it (the echo):
+        the same keys, equal values, but the body's objects, so the conditions and strings
+        of each object's status are held once (the work queue stores the body), not twice."""
+        uid = body["metadata"]["uid"]
+        last = self._last.get(uid)
+        status = body.get("status")
+        if last is None or not isinstance(status, Mapping):
+            return
+        shared = {key: status.get(key) for key in last[1]}
+        if shared == last[1]:
+            self._last[uid] = (last[0], shared)
 
     def forget(self, uid: str) -> None:
         self._last.pop(uid, None)

@@ -22,6 +22,7 @@ Why, and what the exit is: ``docs/design/kopf-adapter.md``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -39,8 +40,13 @@ from shared.controller.watches import Watch
 KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constraints.txt)
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 RESYNC_PERIOD = 600.0  # seconds between forced relists of each watch (shared.controller.informer)
+# Overrides RESYNC_PERIOD: for benchmarks that measure a relist (tools/bench/scale.py --relist).
+RESYNC_PERIOD_ENV = "WATCH_RESYNC_PERIOD"
 RETRY_CAP = 30.0  # longest pause between attempts of a failing watch (client-go's reflector)
 OBJECT_LOGGER = "kopf.objects"  # kopf's per-object logger (its handlers' outcomes)
+# Objects per page of a listing (client-go's reflector pages by 500): kopf holds one page of a
+# relist at a time instead of the whole listing in one response.
+LIST_CHUNK_SIZE = 500
 logger = logging.getLogger("shared.serving")
 
 
@@ -94,6 +100,9 @@ def configure_settings(settings: kopf.OperatorSettings, watches: Iterable[Watch]
     # outage of 22 s took 12 s more to recover from); a watch whose retries run out connects
     # again, and one that fails otherwise starts over (track_watches).
     settings.networking.error_backoffs = (0.5, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2)
+    # Listings (the first, every relist and resync) in pages: ``limit``/``continue``, read as
+    # one consistent snapshot by the API server; no full listing is ever held in one piece.
+    settings.watching.chunk_size = LIST_CHUNK_SIZE
     for watch in watches:
         if watch.selector:
             # Server-side: the API server never sends objects without the labels (kopf's
@@ -154,8 +163,10 @@ def register(
 def _event_handler(watch: Watch) -> Callable[..., Awaitable[None]]:
     handler = watch.handler
 
-    async def on_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        result = handler(type, body)
+    async def on_event(type: str | None, event: Mapping[str, Any], **_: Any) -> None:
+        # The raw body, not kopf's Body: the consumers keep it (the work queue's store), and
+        # kopf's Body wraps it in four more objects per event.
+        result = handler(type, event["object"])
         if inspect.isawaitable(result):
             await result
 
@@ -178,7 +189,7 @@ def run(
     watches = list(watches)
     kopf.configure(verbose=verbose, log_format=LOG_FORMATS[log_format])
     readiness.expect(len(watches) * max(1, len(namespaces)))
-    undo = track_watches(readiness)
+    undo = track_watches(readiness, float(os.environ.get(RESYNC_PERIOD_ENV) or RESYNC_PERIOD))
     registry = kopf.OperatorRegistry()
     register(registry, watches, startup=startup, cleanup=cleanup)
     try:
@@ -267,12 +278,20 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
                 await asyncio.sleep(delay)
 
     async def watcher(*, processor: Any, **kwargs: Any) -> None:
+        memories = _memories_of(processor)
+
         async def processing(*, raw_event: Any, **kw: Any) -> Any:
             try:
                 return await processor(raw_event=raw_event, **kw)
             finally:
                 if isinstance(raw_event, Listed):
                     raw_event.handled()
+                body = raw_event.get("object") if isinstance(raw_event, Mapping) else None
+                if memories is not None and isinstance(body, Mapping) and "metadata" in body:
+                    # kopf keeps a record per object until its DELETED (memo, error throttler,
+                    # daemon and index state, about 1 KB): none of it is used by ``on.event``
+                    # handlers, so it goes once each event is processed.
+                    await memories.forget(body)
 
         await original_watcher(processor=processing, **kwargs)
 
@@ -285,3 +304,17 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
         queueing.watcher = original_watcher
 
     return undo
+
+
+def _memories_of(processor: Any) -> Any:
+    """kopf's per-object records (``ResourceMemories``) that ``processor`` was bound to: kopf
+    builds it as ``functools.partial(process_resource_event, memories=..., ...)``, then binds
+    the resource in one more partial. None if its shape is not that."""
+    from kopf._core.reactor import inventory
+
+    while isinstance(processor, functools.partial):
+        memories = processor.keywords.get("memories")
+        if isinstance(memories, inventory.ResourceMemories):
+            return memories
+        processor = processor.func
+    return None

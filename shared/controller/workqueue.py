@@ -82,6 +82,7 @@ from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
 from shared.client.fair import RoundRobin
 from shared.client.kube import SupersededError
+from shared.controller import informer
 from shared.controller.caches import OwnerCache
 from shared.controller.metrics import Metrics
 from shared.controller.retry import DEFAULT, Backoff
@@ -481,6 +482,10 @@ class Controller:
         uid = uid_of(body)
         if not uid:
             return
+        if event_type != "DELETED":
+            # The store keeps it: shared keys and short strings (informer.compact), compacted
+            # before the echo test so the status writer shares the stored status, not the event's.
+            body = informer.compact(body)
         request = request_of(body)
         if event_type == "DELETED":
             if self._replaced.pop(uid, None) is not None:

@@ -79,3 +79,109 @@ async def test_the_stream_ends_after_the_resync_period_so_kopf_lists_again():
     out = [e async for e in informer.converging(endless(), store, listed_marker=LISTED, resync_after=0.05)]
     assert names(out) == [(None, "a")] and out[-1] is LISTED
     assert closed.is_set()  # the watch connection is released
+
+
+def test_strip_drops_managed_fields_and_the_last_applied_annotation_only():
+    body = {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "metadata": {
+            "name": "w",
+            "namespace": "ns",
+            "uid": "1",
+            "resourceVersion": "7",
+            "generation": 2,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "deletionTimestamp": "2026-01-02T00:00:00Z",
+            "labels": {"app": "w"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {}}',
+                "demo.k8s.io/original-min-replicas": "2",
+            },
+            "ownerReferences": [{"uid": "o", "controller": True}],
+            "finalizers": ["x"],
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {"replicas": 3},
+        "status": {"readyReplicas": 3},
+    }
+    out = informer.strip(body)
+    assert out is body  # in place: no second copy
+    assert "managedFields" not in body["metadata"]
+    assert body["metadata"]["annotations"] == {"demo.k8s.io/original-min-replicas": "2"}
+    kept = {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp"}
+    kept |= {"deletionTimestamp", "labels", "annotations", "ownerReferences", "finalizers"}
+    assert set(body["metadata"]) == kept
+    assert body["spec"] == {"replicas": 3} and body["status"] == {"readyReplicas": 3}
+    only_applied = {"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}
+    assert informer.strip(only_applied) == {"metadata": {}}
+    assert informer.strip({"metadata": None}) == {"metadata": None}  # not ours to judge
+
+
+async def test_events_are_stripped_where_they_enter():
+    store = informer.Store()
+    events = await run(
+        store,
+        [{"type": None, "object": pod("a", "1")}, LISTED, {"type": "MODIFIED", "object": pod("a", "1")}],
+    )
+    assert all("managedFields" not in e["object"]["metadata"] for e in events if isinstance(e, dict))
+    assert events[0]["object"]["status"] == {"phase": "Running"}  # only the unread parts go
+
+
+async def test_the_store_keeps_identity_not_bodies():
+    store = informer.Store()
+    owner = [
+        {
+            "apiVersion": "demo.k8s.io/v1alpha1",
+            "kind": "WebServer",
+            "name": "w",
+            "uid": "o",
+            "controller": True,
+        }
+    ]
+    labelled = pod(
+        "a",
+        "1",
+        namespace="ns",
+        resourceVersion="5",
+        creationTimestamp="2026-01-01T00:00:00Z",
+        labels={"app.kubernetes.io/instance": "w"},
+        ownerReferences=owner,
+    )
+    labelled["spec"] = {"containers": [{"name": "web", "image": "nginx"}]}
+    await run(store, [{"type": None, "object": labelled}, LISTED])
+    (held,) = store._objects.values()
+    assert isinstance(held, informer.Tombstone)
+    deleted, listed = await run(store, [LISTED])
+    assert listed is LISTED
+    assert deleted == {
+        "type": "DELETED",
+        "object": {
+            "apiVersion": "",
+            "kind": "Pod",
+            "metadata": {
+                "name": "a",
+                "namespace": "ns",
+                "uid": "1",
+                "resourceVersion": "5",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app.kubernetes.io/instance": "w"},
+                "ownerReferences": owner,
+            },
+        },
+    }
+    assert len(store) == 0
+
+
+def test_compact_is_an_equal_copy_with_shared_strings():
+    import json
+
+    raw = '{"status": {"conditions": [{"type": "Ready", "status": "True", "message": "%s"}], "n": 1.5}}'
+    long = "x" * 100
+    a, b = informer.compact(json.loads(raw % long)), informer.compact(json.loads(raw % long))
+    assert a == b == json.loads(raw % long)
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert next(iter(ca)) is next(iter(cb))  # keys shared
+    assert ca["status"] is cb["status"]  # short values shared
+    assert ca["message"] is not cb["message"]  # long strings (messages, annotations) are not
+    assert informer.compact(None) is None and informer.compact(3) == 3

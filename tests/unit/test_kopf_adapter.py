@@ -91,8 +91,9 @@ async def test_an_event_reaches_the_watchs_handler_and_coroutines_are_awaited():
     ]
     kopf_adapter.register(registry, watches, startup=nothing, cleanup=nothing)
     by_plural = {h.selector.plural: h for h in registry._watching.get_all_handlers()}
-    await by_plural["pods"].fn(type="ADDED", body={"metadata": {"name": "p"}})
-    await by_plural["secrets"].fn(type=None, body={"metadata": {"name": "s"}})
+    pod, secret = {"metadata": {"name": "p"}}, {"metadata": {"name": "s"}}
+    await by_plural["pods"].fn(type="ADDED", event={"type": "ADDED", "object": pod}, body=kopf.Body(pod))
+    await by_plural["secrets"].fn(type=None, event={"type": None, "object": secret}, body=kopf.Body(secret))
     assert seen == [("sync", "ADDED", "p"), ("async", None, "s")]
 
 
@@ -165,3 +166,21 @@ def test_kopfs_line_per_handled_event_is_not_logged_unless_verbose():
     finally:
         root.setLevel(saved[0])
         objects.setLevel(saved[1])
+
+
+async def test_handlers_get_the_raw_body_not_kopfs_wrapper():
+    """The consumers keep the body (the work queue's store): the parsed dict, without kopf's
+    Body and its three views around it."""
+    got = []
+    registry = kopf.OperatorRegistry()
+
+    async def nothing() -> None:
+        return None
+
+    kopf_adapter.register(
+        registry, [Watch("", "v1", "pods", lambda t, b: got.append(b))], startup=nothing, cleanup=nothing
+    )
+    (handler,) = registry._watching.get_all_handlers()
+    raw = {"metadata": {"name": "p", "uid": "1"}}
+    await handler.fn(type="ADDED", event={"type": "ADDED", "object": raw}, body=kopf.Body(raw))
+    assert got == [raw] and got[0] is raw

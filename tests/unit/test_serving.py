@@ -296,3 +296,54 @@ async def test_healthz_fails_once_a_watch_has_failed_for_too_long():
     assert response.status == 503 and "webservers@ns" in response.text and "pods@ns" not in response.text
     readiness.watch_recovered("webservers@ns")
     assert (await endpoints._healthz(None)).status == 200
+
+
+async def test_kopf_keeps_no_record_per_object_and_handlers_see_stripped_bodies(monkeypatch):
+    """kopf's ResourceMemories would hold about 1 KB per object until its DELETED, unused by
+    ``on.event`` handlers: track_watches drops each once its event is processed. The bodies
+    reach the handlers without managedFields (informer.strip, where events enter)."""
+    registry = kopf.OperatorRegistry()
+    seen: list[dict[str, Any]] = []
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def handler(event: dict[str, Any], **_: Any) -> None:
+        seen.append(event["object"])
+
+    async def fake_continuous_watch(**kwargs):
+        for name in "ab":
+            body = pod(name)
+            body["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+            yield {"type": None, "object": body}
+        yield watching.Bookmark.LISTED
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    memories = inventory.ResourceMemories()
+    settings = kopf.OperatorSettings()
+    processor = functools.partial(
+        functools.partial(
+            processing.process_resource_event,
+            lifecycle=lifecycles.all_at_once,
+            registry=registry,
+            settings=settings,
+            indexers=indexing.OperatorIndexers(),
+            memories=memories,
+            memobase=kopf.Memo(),
+            event_queue=asyncio.Queue(),
+        ),
+        resource=PODS,
+    )
+    r = Readiness()
+    undo = track_watches(r)
+    watcher = asyncio.create_task(
+        queueing.watcher(namespace="ns", settings=settings, resource=PODS, processor=processor)
+    )
+    try:
+        await until(r.is_ready, "both listed pods handled")
+        assert [b["metadata"]["name"] for b in seen] == ["a", "b"]
+        assert all("managedFields" not in b["metadata"] for b in seen)
+        assert list(memories.iter_all_memories()) == []
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        undo()

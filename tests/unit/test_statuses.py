@@ -119,3 +119,19 @@ def test_a_refused_write_for_the_same_object_is_an_error_not_superseded():
     writer = StatusWriter(InvalidKube(), "g.io", "v1", "things")  # type: ignore[arg-type]
     with pytest.raises(ApiError):
         asyncio.run(writer.write(BODY, {"phase": "B"}))
+
+
+def test_after_its_echo_the_last_write_is_held_as_the_bodys_objects_not_a_copy():
+    """The work queue stores the echo's body: our last write then refers to its status's values
+    (one copy per object), and still answers last/current/is_echo as before."""
+    kube = AnsweringKube(first_revision=9)
+    writer = StatusWriter(kube, "g.io", "v1", "things")  # type: ignore[arg-type]
+    conditions = [{"type": "Ready", "status": "True"}]
+    assert asyncio.run(writer.write(at(9, {}), {"ready": 1, "conditions": conditions, "gone": None}))
+    echo = at(10, {"ready": 1, "conditions": [{"type": "Ready", "status": "True"}], "other": "x"})
+    assert writer.is_echo(echo)
+    last = writer.last(echo)
+    assert last == {"ready": 1, "conditions": conditions, "gone": None}
+    assert last is not None and last["conditions"] is echo["status"]["conditions"]
+    assert writer.is_echo(echo) and writer.current(echo) == echo["status"]
+    assert not writer.is_echo(at(11, {"ready": 0, "conditions": conditions}))

@@ -5,6 +5,8 @@
     python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
     python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
     python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
+    python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
+    python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
@@ -29,8 +31,17 @@ grown again, in a later ReplicaSet phase: ``--replicasets-first`` runs that phas
 its idle state. ``--memory`` instead
 creates WebServers of one replica in steps up to each count, waits for them to be Ready and
 the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
-seconds each step cost, so MiB per 1000 objects can be read off. Every figure comes with the
-load average; the operator's API writes are counted from the audit log.
+seconds each step cost, so MiB per 1000 objects can be read off; with ``--breakdown`` also
+what each cache holds and tracemalloc's live bytes per source file at every step
+(:mod:`tools.bench.memtrace`; tracemalloc's own cost inflates RSS in such a run). With
+``--standby`` the operator runs as deployed with two replicas (leader election on; the standby
+watches and holds the same caches) and both are measured. ``--relist S`` makes every watch
+relist every S seconds (``WATCH_RESYNC_PERIOD``; 600 as shipped) and, after the last step,
+samples both processes' RSS every 0.5 s for 1.2 S seconds: the peak while each watch relists
+its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process: the
+new process's peak (VmHWM) through its start-up listing, and the standby's through its
+takeover. Every figure comes with the load average; the operator's API writes are counted
+from the audit log.
 
 The ratio depends on the client-side rate limits: the operator's (``KUBE_API_QPS`` 50,
 ``KUBE_API_BURST`` 100 unless ``--operator-qps``/``--operator-burst``) and
@@ -42,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import signal
 import statistics
 import tempfile
 import time
@@ -51,7 +63,7 @@ from typing import Any
 
 from localcluster import cluster as localcluster
 from tests.framework.operator_process import OperatorProcess
-from tools.bench import lib
+from tools.bench import lib, memtrace
 from tools.bench.lib import (
     Api,
     AuditLog,
@@ -114,6 +126,8 @@ class Bench:
     user: str
     # per phase ("webservers", "replicasets"), per process ("operator", "kcm"): (before, after)
     costs: dict[str, list[dict[str, tuple[Sample, Sample]]]] = field(default_factory=dict)
+    breakdown: Path | None = None
+    standby: OperatorProcess | None = None
 
     @property
     def stats(self) -> ProcStats:
@@ -174,6 +188,74 @@ class Bench:
         await self.stats.quiet()
         return elapsed
 
+    @staticmethod
+    def stats_of(op: OperatorProcess) -> ProcStats:
+        assert op.proc is not None
+        return ProcStats(op.proc.pid)
+
+    async def peak(self, seconds: float, *ops: OperatorProcess) -> list[float]:
+        """The largest RSS (MiB) of each of ``ops`` over ``seconds``, sampled every 0.5 s."""
+        stats = [self.stats_of(op) for op in ops]
+        peaks = [0.0] * len(ops)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for i, st in enumerate(stats):
+                peaks[i] = max(peaks[i], st.sample().rss_mib)
+            await asyncio.sleep(0.5)
+        return peaks
+
+    async def relist(self, period: float) -> None:
+        """RSS peaks of leader and standby while every watch relists (every ``period`` s)."""
+        ops = [self.op] + ([self.standby] if self.standby is not None else [])
+        before = [self.stats_of(op).sample().rss_mib for op in ops]
+        say(
+            f"relist: RSS sampled for {1.2 * period:.0f}s; "
+            f"watches relist every {period:.0f}-{1.1 * period:.0f}s"
+        )
+        peaks = await self.peak(1.2 * period, *ops)
+        for name, b, p in zip(("leader", "standby"), before, peaks, strict=False):
+            print(f"relist: {name} RSS {b:.1f} MiB before, peak {p:.1f} MiB while relisting (+{p - b:.1f})")
+
+    @staticmethod
+    def ready(op: OperatorProcess) -> bool:
+        try:
+            return op._ready()
+        except OSError:  # its probe port is not listening yet
+            return False
+
+    async def restart(self, start: Any) -> None:
+        """SIGKILL the leader, start a new process: its start-up peak, and the standby's takeover."""
+        old = self.stats_of(self.op).sample()
+        self.op.kill()
+        t0 = time.monotonic()
+        self.op = start("c", wait=False)
+        new = self.stats_of(self.op)
+        standby_peak = 0.0
+        while not self.ready(self.op):
+            if self.standby is not None:
+                standby_peak = max(standby_peak, self.stats_of(self.standby).sample().rss_mib)
+            await asyncio.sleep(0.5)
+        ready = time.monotonic() - t0
+        quiet = await new.quiet()
+        if self.standby is not None:
+            standby_peak = max(standby_peak, (await self.peak(30, self.standby))[0])
+        print(f"restart: killed the leader at RSS {old.rss_mib:.1f} MiB (peak {old.hwm_mib:.1f})")
+        print(
+            f"restart: new process ready in {ready:.0f}s; "
+            f"RSS {quiet.rss_mib:.1f}, peak {quiet.hwm_mib:.1f} MiB"
+        )
+        if self.standby is not None:
+            print(f"restart: standby peak {standby_peak:.1f} MiB through the takeover")
+        print(f"restart: {load()}")
+
+    async def dump_breakdown(self) -> dict[str, Any]:
+        """Ask the operator for its breakdown (:mod:`tools.bench.memtrace`) and read it."""
+        assert self.breakdown is not None and self.op.proc is not None
+        self.breakdown.unlink(missing_ok=True)
+        self.op.proc.send_signal(signal.SIGUSR2)
+        await lib.until(self.breakdown.exists, 600, "the operator's memory breakdown", every=30)
+        return memtrace.load(self.breakdown)
+
     async def memory(self, steps: list[int]) -> None:
         """WebServers of one replica in steps up to each count: memory and CPU at each step."""
         ns = await self.api.namespace("bench-mem")
@@ -181,6 +263,9 @@ class Bench:
         tracker = Tracker(self.api, ns, collection).start()
         base = await self.stats.quiet()
         rows = [(0, base, 0.0)]
+        standby_rows: list[tuple[int, Sample]] = []
+        if self.standby is not None:
+            standby_rows.append((0, await self.stats_of(self.standby).quiet()))
         say(f"memory: 0 WebServers: RSS {base.rss_mib:.1f} MiB, peak {base.hwm_mib:.1f} MiB; {load()}")
         have = 0
         for count in steps:
@@ -196,7 +281,18 @@ class Bench:
                 f"peak {sample.hwm_mib:.1f} MiB, CPU {sample.cpu_s - rows[-2][1].cpu_s:.1f}s for "
                 f"{count - rows[-2][0]} more; {load()}"
             )
+            if self.breakdown is not None:
+                print(memtrace.describe(await self.dump_breakdown()), flush=True)
+            if self.standby is not None:
+                other = await self.stats_of(self.standby).quiet()
+                say(f"memory: standby at {count}: RSS {other.rss_mib:.1f} MiB, peak {other.hwm_mib:.1f} MiB")
+                standby_rows.append((count, other))
         await tracker.stop()
+        if standby_rows:
+            print("\nstandby: WebServers | RSS MiB | peak MiB | RSS per 1000 from 0")
+            for n, sample in standby_rows:
+                per = (sample.rss_mib - standby_rows[0][1].rss_mib) / n * 1000 if n else 0.0
+                print(f"{n:>19} | {sample.rss_mib:7.1f} | {sample.hwm_mib:8.1f} | {per:.1f}")
         print("\nWebServers (1 pod each) | RSS MiB | peak MiB | +RSS per 1000 | CPU s per 1000 created")
         for (n0, s0, _), (n1, s1, _) in itertools.pairwise(rows):
             per = 1000 / (n1 - n0)
@@ -241,10 +337,14 @@ def cost_table(bench: Bench, owners: int) -> None:
     )
 
 
-async def scenarios(bench: Bench, args: argparse.Namespace) -> None:
+async def scenarios(bench: Bench, args: argparse.Namespace, start: Any = None) -> None:
     async with bench.api:
         if args.memory:
             await bench.memory([int(n) for n in args.memory.split(",")])
+            if args.relist:
+                await bench.relist(args.relist)
+            if args.restart:
+                await bench.restart(start)
             return
         owners, replicas = (args.webservers, 1) if args.webservers else (1, args.replicas)
         times: dict[str, list[float]] = {"webservers": [], "replicasets": [], "pods": []}
@@ -281,20 +381,50 @@ def main() -> None:
     parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
+    parser.add_argument("--breakdown", action="store_true", help="with --memory: what each cache holds")
+    parser.add_argument("--standby", action="store_true", help="with --memory: two replicas, leader elected")
+    parser.add_argument("--relist", type=float, default=0, help="with --memory: relist every S s, peak RSS")
+    parser.add_argument(
+        "--restart", action="store_true", help="with --memory: kill the leader, peak of a new one"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cost", action="store_true", help="also both controllers' CPU and RSS growth")
     parser.add_argument("--replicasets-first", action="store_true", help="the ReplicaSet phase first")
     args = parser.parse_args()
     env = lib.operator_env(args)
+    workdir = Path(tempfile.mkdtemp())
+    breakdown = workdir / "breakdown.json" if args.breakdown else None
+    if breakdown is not None:
+        env.update(memtrace.env(breakdown))
+    if args.relist:
+        env["WATCH_RESYNC_PERIOD"] = f"{args.relist:g}"
+    if args.standby or args.restart:
+        env.update(LEADER_ELECT="true", LEADER_ELECTION_NAMESPACE="default")
+        # A leader that misses its renew deadline exits (by design): on a loaded 2-core machine
+        # the shipped 15/10 s would end the run, and the benchmark measures memory, not failover.
+        env.update(LEADER_ELECTION_LEASE_DURATION="60", LEADER_ELECTION_RENEW_DEADLINE="45")
     with control_plane(args.nodes, args.pods_per_node) as cl:
         kubeconfig, user = operator_kubeconfig(cl, "webserver")
-        log = Path(tempfile.mkdtemp()) / "webserver.log"
-        op = OperatorProcess("operators.webserver", kubeconfig, log, env=env, verbose=False).start()
-        say(f"WebServer operator running (pid {op.proc.pid if op.proc else '?'}, log {log})")
+        started: list[OperatorProcess] = []
+
+        def start(name: str, wait: bool = True) -> OperatorProcess:
+            log = workdir / f"webserver-{name}.log"
+            proc = OperatorProcess(
+                "operators.webserver", kubeconfig, log, env={**env, "POD_NAME": name}, verbose=False
+            ).launch()
+            if wait:
+                proc.wait_ready()
+            say(f"WebServer operator {name} running (pid {proc.proc.pid if proc.proc else '?'}, log {log})")
+            started.append(proc)
+            return proc
+
+        op = start("a")
+        standby = start("b") if args.standby else None
         try:
-            asyncio.run(scenarios(Bench(cl, Api(cl), op, user), args))
+            asyncio.run(scenarios(Bench(cl, Api(cl), op, user, breakdown, standby), args, start))
         finally:
-            op.stop()
+            for proc in started:
+                proc.stop()
 
 
 if __name__ == "__main__":
