@@ -481,20 +481,6 @@ def is_uid_mismatch(exc: BaseException) -> bool:
     )
 
 
-def merged(current: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``current`` after the RFC 7386 merge patch ``patch`` (None deletes a key)."""
-    out = dict(current or {})
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, Mapping):
-            base = out.get(key)
-            out[key] = merged(base if isinstance(base, Mapping) else {}, value)
-        else:
-            out[key] = value
-    return out
-
-
 def namespaced(namespace: str, plural: str, name: str = "", group_version: str = "v1") -> str:
     """The API path of a namespaced collection or object (core group when ``v1``)."""
     base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"

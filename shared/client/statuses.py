@@ -16,8 +16,9 @@ carries the UID of the body as a precondition (a JSON patch opening with a ``tes
 ``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
 superseded pass never puts its result on the new object: it ends with
 :class:`shared.client.kube.SupersededError` and the loop runs again for whatever holds the name.
-The status is sent whole — the newest known status with ``new`` merged in as a merge patch
-would merge it (None deletes a key).
+The status is sent whole: the newest known status with each key of ``new`` in place of its value
+(None deletes a key; nulls inside a value are dropped). A key's value is replaced, never merged
+into: a nested object written with fewer keys than before keeps none of the old ones.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from shared.api import conditions
 from shared.api.versions import revision
-from shared.client.kube import ApiError, KubeClient, SupersededError, is_uid_mismatch, merged, namespaced
+from shared.client.kube import ApiError, KubeClient, SupersededError, is_uid_mismatch, namespaced
 
 
 class StatusWriter:
@@ -95,7 +96,9 @@ class StatusWriter:
         if conditions.status_patch(self.current(body), new) is None:
             return False
         path = namespaced(meta["namespace"], self.plural, meta["name"], self.group_version) + "/status"
-        whole = merged(self.current(body), new)
+        # Not a deep merge: TDSet's decidedBy {layer: default} written over {layer: override,
+        # entry: annotation} kept the stale entry.
+        whole = _without_nulls({**self.current(body), **new})
         try:
             answer = await self.kube.json_patch(
                 path, [{"op": "add", "path": "/status", "value": whole}], uid=meta["uid"]
@@ -107,5 +110,15 @@ class StatusWriter:
                     "its status is not written"
                 ) from exc
             raise
-        self._last[meta["uid"]] = (revision(answer or {}), new)
+        self._last[meta["uid"]] = (revision(answer or {}), whole)
         return True
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` without the None values of its mappings, at every depth (the API server would
+    store them as nulls, which a schema without ``nullable`` refuses)."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value

@@ -65,6 +65,27 @@ async def test_a_status_is_written_once_and_only_when_it_differs():
     assert written["metadata"]["generation"] == 1
 
 
+async def test_each_key_is_replaced_whole_never_merged_into():
+    """A nested object written with fewer keys keeps none of the old ones (TDSet's decidedBy
+    went from {override, annotation} to {default} and kept the stale entry); keys the write does
+    not name stay; None removes a key, and nulls inside a value are dropped."""
+    kube = FakeKube(webserver())
+    writer = StatusWriter(kube, GROUP, VERSION, PLURAL)
+    assert await writer.write(
+        kube.object(WS_PATH),
+        {"decidedBy": {"layer": "override", "entry": "annotation"}, "replicas": 5, "old": "x"},
+    )
+    assert await writer.write(
+        kube.object(WS_PATH), {"decidedBy": {"layer": "default", "entry": None}, "replicas": 2, "old": None}
+    )
+    assert kube.object(WS_PATH)["status"] == {"decidedBy": {"layer": "default"}, "replicas": 2}
+    # Through a stale read (the watch has not shown the first write): the same result.
+    read = kube.object(WS_PATH)
+    assert await writer.write(read, {"decidedBy": {"layer": "window", "entry": "peak"}})
+    assert await writer.write(read, {"decidedBy": {"layer": "default"}})
+    assert kube.object(WS_PATH)["status"] == {"decidedBy": {"layer": "default"}, "replicas": 2}
+
+
 async def test_the_status_write_carries_the_uid_of_the_object_the_pass_read():
     kube = FakeKube(webserver())
     writer = StatusWriter(kube, GROUP, VERSION, PLURAL)
