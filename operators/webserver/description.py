@@ -21,6 +21,9 @@ DESCRIPTION = OperatorDescription(
         Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),
         # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
         Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
+        # ConfigMaps a spec references: labelled ones only, watched (a digest of each kept, never
+        # its data), never written. No Secrets: spec.restartedAt rolls pods for a changed one.
+        Resource("ConfigMap", "v1", "configmaps", child=False),
     ),
     display="WebServer",
     summary="N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",

@@ -31,17 +31,32 @@ it (issue #25). The value is always part of the template, so the release that ma
 default rolls the pods of every existing WebServer once: a pod's token mount cannot change
 while it runs, and leaving it in running pods until some later change would leave pods of one
 template hash with and without a token (docs/operations/upgrades.md).
+
+**Configuration** (``env``, ``envFrom``, ``volumes``, ``command``, ``args``, ``podMetadata``,
+``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
+only when set, so WebServers that use none of them keep their hash across the upgrade that
+introduced them. The content of the ConfigMaps the spec references is in the template too, as
+one digest (``config_hash``, computed by the reconciler from the labelled ConfigMaps it
+watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
+access to them); ``restartedAt`` rolls the pods when one changed.
+
+**minReadySeconds.** A ready pod counts as available only once it has been ready that long
+(the Ready condition's ``lastTransitionTime``), for ``status.availableReplicas`` and for the
+rollout: an old ready pod is deleted only if enough *available* pods remain, as a Deployment's
+maxUnavailable counts them. A pod whose Ready condition has no transition time is not available
+while minReadySeconds is above 0 (the Deployment controller's rule). The clock is an argument.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT
+from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT, RESTARTED_AT
 from shared.api import ownership, podsecurity, services
 
 CONTAINER = "web"
@@ -66,6 +81,10 @@ class PodView:
     ready: bool = False
     deleting: bool = False
     uid: str = ""  # deletes carry it as a precondition
+    ready_since: str = ""  # RFC 3339 lastTransitionTime of a True Ready condition
+    # The kubelet's message when it cannot start the container with its configuration (e.g. a
+    # Secret named by env or envFrom that does not exist: CreateContainerConfigError).
+    config_error: str = ""
 
     @property
     def active(self) -> bool:
@@ -76,20 +95,104 @@ class PodView:
 def pod_view(body: Mapping[str, Any]) -> PodView:
     meta, status = body.get("metadata", {}), body.get("status") or {}
     conditions = status.get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
+    config_error = ""
+    for cs in status.get("containerStatuses") or ():
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == "CreateContainerConfigError":
+            config_error = waiting.get("message") or waiting["reason"]
     return PodView(
         name=meta["name"],
         template_hash=(meta.get("labels") or {}).get(HASH_LABEL, ""),
         created=meta.get("creationTimestamp") or "",
         phase=status.get("phase") or "Pending",
         scheduled=bool((body.get("spec") or {}).get("nodeName")),
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        ready=ready is not None,
         deleting=bool(meta.get("deletionTimestamp")),
         uid=meta.get("uid") or "",
+        ready_since=(ready or {}).get("lastTransitionTime") or "",
+        config_error=config_error,
     )
 
 
-def template(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of the spec that define a pod; a change to them rolls the pods."""
+def _parse_time(value: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def min_ready_seconds(spec: Mapping[str, Any]) -> int:
+    return int(spec.get("minReadySeconds") or 0)
+
+
+def available_at(pod: PodView, min_ready: int) -> datetime.datetime | None:
+    """When a ready pod becomes available; None when it is not ready (or has no transition time)."""
+    if not pod.ready:
+        return None
+    since = _parse_time(pod.ready_since)
+    if since is None:
+        return None
+    return since + datetime.timedelta(seconds=min_ready)
+
+
+def is_available(pod: PodView, min_ready: int, now: datetime.datetime | None) -> bool:
+    """Ready for at least ``min_ready`` seconds at ``now`` (ready, when either is 0/None)."""
+    if not pod.ready or not min_ready or now is None:
+        return pod.ready
+    at = available_at(pod, min_ready)
+    return at is not None and at <= now
+
+
+def next_available_in(
+    spec: Mapping[str, Any], pods: Sequence[PodView], now: datetime.datetime
+) -> float | None:
+    """Seconds until the next ready pod becomes available (the pass to run then), or None."""
+    min_ready = min_ready_seconds(spec)
+    if not min_ready:
+        return None
+    waits = [
+        (at - now).total_seconds()
+        for p in pods
+        if p.active and (at := available_at(p, min_ready)) is not None and at > now
+    ]
+    return max(0.0, min(waits)) if waits else None
+
+
+def config_refs(spec: Mapping[str, Any]) -> dict[str, set[str]]:
+    """The ConfigMaps the spec references, each with the keys it needs (none: the whole map)."""
+    refs: dict[str, set[str]] = {}
+    for env in spec.get("env") or ():
+        ref = (env.get("valueFrom") or {}).get("configMapKeyRef")
+        if ref:
+            refs.setdefault(ref["name"], set()).add(ref["key"])
+    for source in spec.get("envFrom") or ():
+        if source.get("configMapRef"):
+            refs.setdefault(source["configMapRef"]["name"], set())
+    for volume in spec.get("volumes") or ():
+        if volume.get("configMap"):
+            refs.setdefault(volume["configMap"]["name"], set())
+    return refs
+
+
+# Configuration and health fields, copied into the template as they are, and only when set.
+TEMPLATE_FIELDS = (
+    "env",
+    "envFrom",
+    "volumes",
+    "command",
+    "args",
+    "podMetadata",
+    "restartedAt",
+    "readinessPath",
+    "liveness",
+)
+
+
+def template(spec: Mapping[str, Any], config_hash: str = "") -> dict[str, Any]:
+    """The parts of the spec that define a pod; a change to them rolls the pods.
+
+    ``config_hash``: the digest of the referenced ConfigMaps' content (see the module doc)."""
     tpl: dict[str, Any] = {
         "image": spec.get("image") or DEFAULT_IMAGE,
         "port": int(spec.get("port") or DEFAULT_PORT),
@@ -100,11 +203,16 @@ def template(spec: Mapping[str, Any]) -> dict[str, Any]:
     # Only when set: WebServers without it keep their template hash (no roll on upgrade).
     if spec.get("runAsUser") is not None:
         tpl["runAsUser"] = int(spec["runAsUser"])
+    for key in TEMPLATE_FIELDS:
+        if spec.get(key) not in (None, "", [], {}):
+            tpl[key] = spec[key]
+    if config_hash:
+        tpl["configHash"] = config_hash
     return tpl
 
 
-def template_hash(spec: Mapping[str, Any]) -> str:
-    canonical = json.dumps(template(spec), sort_keys=True, separators=(",", ":"))
+def template_hash(spec: Mapping[str, Any], config_hash: str = "") -> str:
+    canonical = json.dumps(template(spec, config_hash), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
@@ -121,21 +229,91 @@ def pod_name(owner: str, thash: str, slot: int) -> str:
     return f"{owner}-{thash}-{slot}"
 
 
-def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -> dict[str, Any]:
+def _env(tpl: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for env in tpl.get("env") or ():
+        item: dict[str, Any] = {"name": env["name"]}
+        source = env.get("valueFrom")
+        if source:
+            kind = "configMapKeyRef" if "configMapKeyRef" in source else "secretKeyRef"
+            item["valueFrom"] = {kind: {"name": source[kind]["name"], "key": source[kind]["key"]}}
+        else:
+            item["value"] = env.get("value", "")
+        out.append(item)
+    return out
+
+
+def _env_from(tpl: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for source in tpl.get("envFrom") or ():
+        kind = "configMapRef" if "configMapRef" in source else "secretRef"
+        item: dict[str, Any] = {kind: {"name": source[kind]["name"]}}
+        if source.get("prefix"):
+            item["prefix"] = source["prefix"]
+        out.append(item)
+    return out
+
+
+def _volumes(tpl: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's read-only mounts."""
+    volumes, mounts = [], []
+    for volume in tpl.get("volumes") or ():
+        if "configMap" in volume:
+            source = {"configMap": {"name": volume["configMap"]["name"]}}
+        else:
+            source = {"secret": {"secretName": volume["secret"]["name"]}}
+        volumes.append({"name": volume["name"], **source})
+        mounts.append({"name": volume["name"], "mountPath": volume["mountPath"], "readOnly": True})
+    return volumes, mounts
+
+
+def _http_probe(path: str, period: int, failures: int, delay: int = 0) -> dict[str, Any]:
+    probe: dict[str, Any] = {
+        # The named port: during a rollout changing spec.port each pod is probed on its own.
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+    }
+    if delay:
+        probe["initialDelaySeconds"] = delay
+    return probe
+
+
+def pod_manifest(
+    owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int, config_hash: str = ""
+) -> dict[str, Any]:
     """The full pod for ``slot`` of the current template."""
-    tpl, thash = template(spec), template_hash(spec)
+    tpl, thash = template(spec, config_hash), template_hash(spec, config_hash)
     name = owner["metadata"]["name"]
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": tpl["image"],
         "ports": [{"name": "http", "containerPort": tpl["port"], "protocol": "TCP"}],
-        "readinessProbe": {
-            "tcpSocket": {"port": tpl["port"]},
-            "periodSeconds": 5,
-            "failureThreshold": 3,
-        },
+        "readinessProbe": (
+            _http_probe(tpl["readinessPath"], 5, 3)
+            if tpl.get("readinessPath")
+            else {"tcpSocket": {"port": tpl["port"]}, "periodSeconds": 5, "failureThreshold": 3}
+        ),
         "lifecycle": GRACEFUL_STOP,
     }
+    if tpl.get("liveness"):
+        live = tpl["liveness"]
+        container["livenessProbe"] = _http_probe(
+            live["path"],
+            int(live.get("periodSeconds") or 10),
+            int(live.get("failureThreshold") or 3),
+            int(live.get("initialDelaySeconds") or 0),
+        )
+    for key in ("command", "args"):
+        if tpl.get(key):
+            container[key] = list(tpl[key])
+    if tpl.get("env"):
+        container["env"] = _env(tpl)
+    if tpl.get("envFrom"):
+        container["envFrom"] = _env_from(tpl)
+    volumes, mounts = _volumes(tpl)
+    if mounts:
+        container["volumeMounts"] = mounts
     if tpl["resources"]:
         # Quantities as strings, as every Kubernetes client writes them: the schema admits
         # `cpu: 1`, which the API server takes but typed clients (and tools reading the pod with
@@ -149,20 +327,24 @@ def pod_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int) -
         "restartPolicy": "Always",
         "automountServiceAccountToken": tpl["automountServiceAccountToken"],
     }
+    if volumes:
+        pod_spec["volumes"] = volumes
     if "runAsUser" in tpl:
         # The restricted Pod Security Standard: admitted in namespaces that enforce it.
         pod_spec["securityContext"] = podsecurity.restricted_pod(tpl["runAsUser"])
         container["securityContext"] = podsecurity.restricted_container()
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name(name, thash, slot),
-            # app=<name> is what the original operator labelled its pods with.
-            "labels": {"app": name, HASH_LABEL: thash, SLOT_LABEL: str(slot)},
-        },
-        "spec": pod_spec,
-    }
+    user = tpl.get("podMetadata") or {}
+    # The user's labels first: the operator's own are written over them (the schema rejects
+    # those keys anyway; a spec that bypassed it still cannot move a pod out of the selector).
+    labels = {**(user.get("labels") or {}), "app": name, HASH_LABEL: thash, SLOT_LABEL: str(slot)}
+    metadata: dict[str, Any] = {"name": pod_name(name, thash, slot), "labels": labels}
+    annotations = dict(user.get("annotations") or {})
+    if tpl.get("restartedAt"):
+        annotations[RESTARTED_AT] = tpl["restartedAt"]
+    if annotations:
+        metadata["annotations"] = annotations
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    # adopt() writes the app.kubernetes.io/* labels last: a user label of those keys never wins.
     return ownership.adopt(pod, owner, APP, "web-server")
 
 
@@ -235,10 +417,18 @@ def rollout_limits(spec: Mapping[str, Any]) -> RolloutLimits:
     return RolloutLimits(max_surge, max_unavailable)
 
 
-def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> Plan:
-    """What to create and delete now, from the pods the WebServer controls."""
+def plan(
+    owner_name: str,
+    spec: Mapping[str, Any],
+    pods: Sequence[PodView],
+    config_hash: str = "",
+    now: datetime.datetime | None = None,
+) -> Plan:
+    """What to create and delete now, from the pods the WebServer controls (``now``: for
+    minReadySeconds; without it a ready pod counts as available)."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec)
+    thash = template_hash(spec, config_hash)
+    min_ready = min_ready_seconds(spec)
     active = [p for p in pods if p.active]
     new = [p for p in active if p.template_hash == thash]
     old = [p for p in active if p.template_hash != thash]
@@ -253,7 +443,10 @@ def plan(owner_name: str, spec: Mapping[str, Any], pods: Sequence[PodView]) -> P
 
     limits = rollout_limits(spec)
     # Counted over old and new pods alike: a ready new pod is what lets an old one go.
-    deletable_ready = sum(p.ready for p in active) - (replicas - limits.max_unavailable)
+    # Available, not just ready: a new pod within its minReadySeconds lets no old pod go.
+    deletable_ready = sum(is_available(p, min_ready, now) for p in active) - (
+        replicas - limits.max_unavailable
+    )
     plan_delete: list[str] = []
     for p in rank_for_deletion(old):
         if not p.ready:

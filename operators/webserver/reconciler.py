@@ -6,18 +6,27 @@ events of the pods it controls (watched through a server-side label selector, in
 so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
 WebServer and its pods from the watch caches, plans with :mod:`.desired`, acts through
 :mod:`.api` and writes the status from :mod:`.status` only when it differs from what is there.
+
+ConfigMaps the specs reference are watched only when labelled :data:`.schema.CONFIG_LABEL`
+(server-side selector): the operator keeps a digest and the key names of each, never their
+data, and a change wakes exactly the WebServers that read it (:class:`ConfigMaps`). A referenced
+ConfigMap that is not there (or not labelled) stops the pass from touching the pods and says so
+in ``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
+CreateContainerConfigError (an env reference) for as long as it is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operators.webserver import desired, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
-from operators.webserver.schema import APP, CRD
+from operators.webserver.schema import APP, CONFIG_LABEL, CRD, rule_errors
 from shared.api import ownership
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.kube import ApiError, reason_of
@@ -27,8 +36,67 @@ from shared.controller.builder import Context
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
-POD, SERVICE = DESCRIPTION.resources
+POD, SERVICE, CONFIGMAP = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
+
+
+def content_digest(body: Mapping[str, Any]) -> str:
+    """A digest of a ConfigMap's content (data and binaryData), what the pods see of it."""
+    content = {"data": body.get("data") or {}, "binaryData": body.get("binaryData") or {}}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+class ConfigMaps:
+    """The labelled ConfigMaps: a digest of the content and the keys of each (some 300 bytes a
+    ConfigMap, whatever its size), and which WebServer reads which, so a change wakes exactly
+    those."""
+
+    def __init__(self, kick: Callable[[str, str], None]) -> None:
+        self._kick = kick
+        self._seen: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
+        self._readers: dict[tuple[str, str], set[str]] = {}  # ConfigMap -> WebServer names
+        self._reads: dict[tuple[str, str], set[tuple[str, str]]] = {}  # WebServer -> ConfigMaps
+
+    def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        if event_type == "DELETED":
+            self._seen.pop(key, None)
+        else:
+            keys = frozenset((body.get("data") or {}).keys()) | frozenset(
+                (body.get("binaryData") or {}).keys()
+            )
+            seen = (content_digest(body), keys)
+            if self._seen.get(key) == seen:
+                return  # a label or annotation change: nothing the pods see
+            self._seen[key] = seen
+        for reader in sorted(self._readers.get(key, ())):
+            self._kick(key[0], reader)
+
+    def lookup(self, namespace: str, name: str, refs: Mapping[str, set[str]]) -> tuple[str, str | None]:
+        """The digest of the referenced ConfigMaps' content ("" for none) and what is missing."""
+        ws = (namespace, name)
+        for old in self._reads.pop(ws, set()):
+            self._readers.get(old, set()).discard(name)
+        if not refs:
+            return "", None
+        wanted = {(namespace, cm) for cm in refs}
+        self._reads[ws] = wanted
+        for key in wanted:
+            self._readers.setdefault(key, set()).add(name)
+        digests: dict[str, str] = {}
+        missing: list[str] = []
+        for cm, keys in sorted(refs.items()):
+            seen = self._seen.get((namespace, cm))
+            if seen is None:
+                missing.append(f"ConfigMap {cm} not found (or not labelled {CONFIG_LABEL}=true)")
+                continue
+            absent = sorted(keys - seen[1])
+            if absent:
+                missing.append(f"ConfigMap {cm} has no key {', '.join(absent)}")
+            digests[cm] = seen[0]
+        config_hash = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()[:16]
+        return config_hash, "; ".join(missing) or None
 
 
 class WebServerReconciler:
@@ -40,13 +108,25 @@ class WebServerReconciler:
         self.expectations = DeleteExpectations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
+        self.configmaps = ConfigMaps(ctx.controller.kick)
         # UID -> (generation, the schema's errors of its spec at that generation).
         self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
 
     def watches(self) -> Sequence[Watch]:
-        return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
+        return [
+            self.ctx.owns(POD, self.pods),
+            self.ctx.owns(SERVICE, self.services),
+            # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
+            Watch(
+                CONFIGMAP.group,
+                CONFIGMAP.version,
+                CONFIGMAP.plural,
+                self.configmaps.changed,
+                {CONFIG_LABEL: "true"},
+            ),
+        ]
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
@@ -67,7 +147,8 @@ class WebServerReconciler:
         checked = self.spec_checked.get(uid)
         if checked is not None and generation and checked[0] == generation:
             return checked[1]
-        errors = VALIDATOR.errors(spec)
+        # The CEL rules' Python twins once the types are known to be right.
+        errors = VALIDATOR.errors(spec) or rule_errors(spec)
         if generation:
             self.spec_checked[uid] = (generation, errors)
         return errors
@@ -132,7 +213,7 @@ class WebServerReconciler:
         return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
 
     async def create_pods(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int]
+        self, body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int], config_hash: str = ""
     ) -> tuple[str, str] | None:
         """Create the pods in slow-start batches; returns the failure, if any."""
         namespace = body["metadata"]["namespace"]
@@ -141,7 +222,7 @@ class WebServerReconciler:
         failure: tuple[str, str] | None = None
         for size in desired.slow_start_batches(len(slots)):
             batch, slots = slots[:size], slots[size:]
-            manifests = [desired.pod_manifest(body, spec, s) for s in batch]
+            manifests = [desired.pod_manifest(body, spec, s, config_hash) for s in batch]
             results = await asyncio.gather(
                 *(self.api.create_pod(namespace, m) for m in manifests), return_exceptions=True
             )
@@ -190,7 +271,12 @@ class WebServerReconciler:
 
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
-        plan = desired.plan(name, spec, observed)
+        config_hash, missing = self.configmaps.lookup(namespace, name, desired.config_refs(spec))
+        plan = desired.plan(name, spec, observed, config_hash, now)
+        if missing is not None:
+            # Pods of this template could not start: leave every pod as it is until it exists.
+            plan = desired.Plan()
+            failure = failure or ("ConfigMapNotFound", missing)
 
         if plan.delete:
             self.expectations.expect(uid, plan.delete)
@@ -215,7 +301,7 @@ class WebServerReconciler:
                 failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
         if plan.create_slots and failure is None:
-            failure = await self.create_pods(body, spec, plan.create_slots)
+            failure = await self.create_pods(body, spec, plan.create_slots, config_hash)
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
@@ -235,6 +321,7 @@ class WebServerReconciler:
             failure=failure,
             current=current,
             now=now,
+            config_hash=config_hash,
         )
         await self.api.status.write(body, new_status)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
@@ -242,4 +329,5 @@ class WebServerReconciler:
         if failure is not None:
             self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
             raise ReconcileError(*failure)
-        return None
+        # minReadySeconds: look again when the next ready pod becomes available.
+        return desired.next_available_in(spec, observed, now)

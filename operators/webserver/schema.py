@@ -7,10 +7,19 @@ applied by the API server.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
-from shared.api.validation import IMAGE, QUANTITIES, REQUESTS_WITHIN_LIMITS, RESOURCE_NAMES_RULE, name_rules
+from shared.api.validation import (
+    IMAGE,
+    QUANTITIES,
+    REQUESTS_WITHIN_LIMITS,
+    RESOURCE_NAMES_RULE,
+    FieldError,
+    name_rules,
+)
 
 GROUP = "demo.k8s.io"
 VERSION = "v1alpha1"
@@ -38,6 +47,275 @@ _RESOURCE_LIST: dict[str, Any] = {
     "maxProperties": 8,
     "additionalProperties": _QUANTITY,
     "x-kubernetes-validations": [dict(RESOURCE_NAMES_RULE.cel)],
+}
+
+# Label selector and ownership keys the operator sets on every pod: a user label must never
+# replace them (the pods would leave the WebServer's selector, or another's would take them).
+RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "demo.k8s.io/")
+RESERVED_LABELS = ("app",)
+# The pod annotation spec.restartedAt is written to (the one `kubectl rollout restart` uses).
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+# ConfigMaps whose content the operator reads (and so whose changes roll the pods): only those
+# carrying this label are watched (server-side selector), the operator never holds other data.
+CONFIG_LABEL = "webserver.k8s-operators-py.dev/config"
+MAX_MIN_READY_SECONDS = 3600
+
+# A C identifier with '-' and '.': the environment variable names every supported API server
+# accepts (1.34 relaxed them to any printable character but '='; older ones refuse the rest).
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
+# An absolute path without empty segments or a trailing slash: "/a" and "/a/" would be two
+# mount paths to the API server's uniqueness check but one to the container runtime.
+MOUNT_PATH = r"^(/[^/]+)+$"
+HTTP_PATH = r"^/[!-~]*$"  # a path and query, printable ASCII without spaces
+# A qualified name (label and annotation keys): an optional DNS subdomain prefix and '/', then
+# 1-63 alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric.
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+QUALIFIED_NAME_MESSAGE = (
+    "keys must be qualified names: an optional DNS subdomain prefix of at most 253 characters and "
+    "'/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+)
+RESERVED_LABELS_MESSAGE = (
+    "must not set app or keys under app.kubernetes.io/ or demo.k8s.io/: the operator's own pod "
+    "labels (selector, template hash, slot)"
+)
+_QUALIFIED_KEYS_RULE = (
+    f"self.all(k, k.matches('{QUALIFIED_NAME}') && (!k.contains('/') || k.indexOf('/') <= 253))"
+)
+
+
+def _ref(what: str, *, key: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "name": {"type": "string", "minLength": 1, "maxLength": 253, "pattern": DNS_SUBDOMAIN},
+    }
+    if key:
+        props["key"] = {"type": "string", "minLength": 1, "maxLength": 253, "pattern": CONFIG_KEY}
+    return {
+        "type": "object",
+        "required": ["name", "key"] if key else ["name"],
+        "properties": props,
+        "description": f"A {what} in the WebServer's namespace" + (", and one of its keys." if key else "."),
+    }
+
+
+def _map(values: dict[str, Any], rules: list[dict[str, Any]], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "maxProperties": 32,
+        "additionalProperties": values,
+        "x-kubernetes-validations": rules,
+        "description": description,
+    }
+
+
+_STRINGS: dict[str, Any] = {
+    "type": "array",
+    "maxItems": 64,
+    "items": {"type": "string", "maxLength": 4096},
+}
+
+CONFIGURATION_SCHEMA: dict[str, Any] = {
+    "env": {
+        "type": "array",
+        "maxItems": 64,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "description": (
+            "Environment variables of the web-server container: a value, or a key of a ConfigMap "
+            "or Secret. A change rolls the pods."
+        ),
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 253, "pattern": ENV_NAME},
+                "value": {"type": "string", "maxLength": 8192},
+                "valueFrom": {
+                    "type": "object",
+                    "properties": {
+                        "configMapKeyRef": _ref("ConfigMap", key=True),
+                        "secretKeyRef": _ref("Secret", key=True),
+                    },
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "has(self.configMapKeyRef) != has(self.secretKeyRef)",
+                            "message": "valueFrom needs exactly one of configMapKeyRef and secretKeyRef",
+                        }
+                    ],
+                },
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(has(self.value) && has(self.valueFrom))",
+                    "message": "an environment variable has a value or a valueFrom, not both",
+                }
+            ],
+        },
+    },
+    "envFrom": {
+        "type": "array",
+        "maxItems": 16,
+        "description": (
+            "Every key of a ConfigMap or Secret as environment variables, optionally prefixed. "
+            "A change rolls the pods."
+        ),
+        "items": {
+            "type": "object",
+            "properties": {
+                "prefix": {"type": "string", "maxLength": 253, "pattern": ENV_NAME},
+                "configMapRef": _ref("ConfigMap", key=False),
+                "secretRef": _ref("Secret", key=False),
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.configMapRef) != has(self.secretRef)",
+                    "message": "envFrom entries need exactly one of configMapRef and secretRef",
+                }
+            ],
+        },
+    },
+    "volumes": {
+        "type": "array",
+        "maxItems": 16,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "description": (
+            "ConfigMaps and Secrets mounted read-only in the web-server container, each key a file "
+            "under mountPath. A change rolls the pods."
+        ),
+        "items": {
+            "type": "object",
+            "required": ["name", "mountPath"],
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 63,
+                    "pattern": DNS_LABEL,
+                    "description": "Volume name in the pod (a DNS label).",
+                },
+                "mountPath": {
+                    "type": "string",
+                    "maxLength": 1024,
+                    "pattern": MOUNT_PATH,
+                    "description": "Absolute directory in the container, without a trailing slash.",
+                },
+                "configMap": _ref("ConfigMap", key=False),
+                "secret": _ref("Secret", key=False),
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.configMap) != has(self.secret)",
+                    "message": "a volume needs exactly one of configMap and secret",
+                },
+                {
+                    "rule": "!self.name.startsWith('kube-api-access-')",
+                    "message": "volume names starting kube-api-access- are the API token's",
+                    "fieldPath": ".name",
+                },
+            ],
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.all(v, self.exists_one(w, w.mountPath == v.mountPath))",
+                "message": "volumes must have different mountPaths",
+            }
+        ],
+    },
+    "command": {
+        **_STRINGS,
+        "description": "Replaces the image's entrypoint (a container's command). A change rolls the pods.",
+    },
+    "args": {
+        **_STRINGS,
+        "description": "Replaces the image's arguments (a container's args). A change rolls the pods.",
+    },
+    "podMetadata": {
+        "type": "object",
+        "description": (
+            "Labels and annotations added to the pods (never the operator's own labels). A change "
+            "rolls the pods."
+        ),
+        "properties": {
+            "labels": _map(
+                {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE},
+                [
+                    {"rule": _QUALIFIED_KEYS_RULE, "message": QUALIFIED_NAME_MESSAGE},
+                    {
+                        "rule": (
+                            "self.all(k, k != 'app' && !k.startsWith('app.kubernetes.io/') && "
+                            "!k.startsWith('demo.k8s.io/'))"
+                        ),
+                        "message": RESERVED_LABELS_MESSAGE,
+                    },
+                ],
+                "Pod labels; values are at most 63 alphanumerics, '-', '_' or '.'.",
+            ),
+            "annotations": _map(
+                {"type": "string", "maxLength": 4096},
+                [
+                    {"rule": _QUALIFIED_KEYS_RULE, "message": QUALIFIED_NAME_MESSAGE},
+                    {
+                        "rule": f"!('{RESTARTED_AT}' in self)",
+                        "message": f"{RESTARTED_AT} is set from spec.restartedAt",
+                    },
+                ],
+                "Pod annotations.",
+            ),
+        },
+    },
+    "restartedAt": {
+        "type": "string",
+        "maxLength": 64,
+        "description": (
+            "Any new value (e.g. the current time) rolls the pods, like `kubectl rollout restart`; "
+            "the way to make pods read a changed Secret, which the operator cannot watch. Written "
+            f"to the pods' {RESTARTED_AT} annotation."
+        ),
+    },
+}
+
+HEALTH_SCHEMA: dict[str, Any] = {
+    "readinessPath": {
+        "type": "string",
+        "maxLength": 1024,
+        "pattern": HTTP_PATH,
+        "description": (
+            "Readiness by HTTP GET of this path on the container's named port (http) instead of a "
+            "TCP connect: a pod takes traffic only once it answers 200-399. A change rolls the pods."
+        ),
+    },
+    "liveness": {
+        "type": "object",
+        "required": ["path"],
+        "description": (
+            "A liveness check: the kubelet restarts the container after failureThreshold failed "
+            "HTTP GETs of path, periodSeconds apart. A change rolls the pods."
+        ),
+        "properties": {
+            "path": {"type": "string", "maxLength": 1024, "pattern": HTTP_PATH},
+            "initialDelaySeconds": {"type": "integer", "minimum": 0, "maximum": 3600, "default": 0},
+            "periodSeconds": {"type": "integer", "minimum": 1, "maximum": 3600, "default": 10},
+            "failureThreshold": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
+        },
+    },
+    "minReadySeconds": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": MAX_MIN_READY_SECONDS,
+        "default": 0,
+        "description": (
+            "A ready pod counts as available (status.availableReplicas, and for the rollout: an old "
+            "pod goes only when enough are available) only after this many seconds, as for a "
+            "Deployment. Does not roll the pods."
+        ),
+    },
 }
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -88,6 +366,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "ServiceAccount's own automountServiceAccountToken, as on a pod."
             ),
         },
+        **CONFIGURATION_SCHEMA,
+        **HEALTH_SCHEMA,
         "resources": {
             "type": "object",
             "description": (
@@ -101,7 +381,8 @@ SPEC_SCHEMA: dict[str, Any] = {
             "type": "object",
             "description": (
                 "How a template change (image, port, resources, runAsUser, "
-                "automountServiceAccountToken) replaces the pods, "
+                "automountServiceAccountToken, configuration, health checks, restartedAt) "
+                "replaces the pods, "
                 "like a Deployment's RollingUpdate. Unset fields default to 25% of replicas: "
                 "maxSurge rounded up, maxUnavailable rounded down."
             ),
@@ -201,3 +482,78 @@ CRD = CRDSpec(
         "has(self.spec.service) && has(self.spec.service.enabled) && self.spec.service.enabled"
     ),
 )
+
+
+def _qualified(key: str) -> bool:
+    return bool(re.match(QUALIFIED_NAME, key)) and ("/" not in key or key.index("/") <= 253)
+
+
+def _reserved_label(key: str) -> bool:
+    return key in RESERVED_LABELS or key.startswith(RESERVED_LABEL_PREFIXES)
+
+
+def _one_of(item: Mapping[str, Any], first: str, second: str) -> bool:
+    return (first in item) != (second in item)
+
+
+def rule_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """The spec's CEL rules of :data:`CONFIGURATION_SCHEMA`, checked in Python: what the API
+    server enforces at admission, for objects that reached the controller without it (stored
+    before the CRD had the rule, or the schema relaxed by hand). Called after the OpenAPI
+    schema's own checks have passed, so types are as declared."""
+    errors: list[FieldError] = []
+    for i, env in enumerate(spec.get("env") or ()):
+        where = f"spec.env[{i}]"
+        if "value" in env and "valueFrom" in env:
+            errors.append(FieldError(where, "an environment variable has a value or a valueFrom, not both"))
+        source = env.get("valueFrom")
+        if source is not None and not _one_of(source, "configMapKeyRef", "secretKeyRef"):
+            errors.append(
+                FieldError(
+                    f"{where}.valueFrom", "valueFrom needs exactly one of configMapKeyRef and secretKeyRef"
+                )
+            )
+    for i, ref in enumerate(spec.get("envFrom") or ()):
+        if not _one_of(ref, "configMapRef", "secretRef"):
+            errors.append(
+                FieldError(
+                    f"spec.envFrom[{i}]", "envFrom entries need exactly one of configMapRef and secretRef"
+                )
+            )
+    return errors + _volume_errors(spec) + _pod_metadata_errors(spec)
+
+
+def _volume_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    volumes = spec.get("volumes") or ()
+    for i, volume in enumerate(volumes):
+        if not _one_of(volume, "configMap", "secret"):
+            errors.append(
+                FieldError(f"spec.volumes[{i}]", "a volume needs exactly one of configMap and secret")
+            )
+        if str(volume.get("name", "")).startswith("kube-api-access-"):
+            errors.append(
+                FieldError(
+                    f"spec.volumes[{i}].name", "volume names starting kube-api-access- are the API token's"
+                )
+            )
+    paths = [v.get("mountPath") for v in volumes]
+    if len(set(paths)) != len(paths):
+        errors.append(FieldError("spec.volumes", "volumes must have different mountPaths"))
+    return errors
+
+
+def _pod_metadata_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    meta = spec.get("podMetadata") or {}
+    for part in ("labels", "annotations"):
+        keys = list((meta.get(part) or {}).keys())
+        if not all(_qualified(k) for k in keys):
+            errors.append(FieldError(f"spec.podMetadata.{part}", QUALIFIED_NAME_MESSAGE))
+    if any(_reserved_label(k) for k in (meta.get("labels") or {})):
+        errors.append(FieldError("spec.podMetadata.labels", RESERVED_LABELS_MESSAGE))
+    if RESTARTED_AT in (meta.get("annotations") or {}):
+        errors.append(
+            FieldError("spec.podMetadata.annotations", f"{RESTARTED_AT} is set from spec.restartedAt")
+        )
+    return errors

@@ -2,15 +2,19 @@
 
 Conditions:
 
-- ``Available``: enough pods are ready to serve: at least ``replicas - maxUnavailable`` (the
-  rollout guarantee, :func:`.desired.rollout_limits`), as for a Deployment.
+- ``Available``: enough pods are available to serve: at least ``replicas - maxUnavailable`` (the
+  rollout guarantee, :func:`.desired.rollout_limits`), as for a Deployment. A pod is available
+  once it has been ready for ``minReadySeconds`` (``status.availableReplicas``).
 - ``Progressing``: True while pods are being created, deleted, replaced or waited for
   (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
-  ``ReplicasReady`` once every desired pod runs the current template and is ready.
+  ``ReplicasReady`` once every desired pod runs the current template and is available.
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
-  else (left untouched, see :mod:`shared.client.services`).
+  else (left untouched, see :mod:`shared.client.services`); ``ConfigMapNotFound`` when a
+  referenced ConfigMap (labelled, see :data:`.schema.CONFIG_LABEL`) or one of its keys is
+  missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
+  with the kubelet's message when a pod cannot start for its configuration (a missing Secret).
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
   CRD schema (:mod:`shared.api.validation`); then nothing else is touched.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
@@ -26,7 +30,15 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from operators.webserver.desired import Plan, PodView, rollout_limits, selector_string, template_hash
+from operators.webserver.desired import (
+    Plan,
+    PodView,
+    is_available,
+    min_ready_seconds,
+    rollout_limits,
+    selector_string,
+    template_hash,
+)
 from shared.api import conditions
 from shared.api.validation import FieldError, degraded
 
@@ -48,12 +60,20 @@ def compute(
     failure: tuple[str, str] | None,
     current: Mapping[str, Any] | None,
     now: datetime.datetime,
+    config_hash: str = "",
 ) -> dict[str, Any]:
     """The complete status to write for one pass (compare with the current one before writing)."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec)
+    thash = template_hash(spec, config_hash)
     active = [p for p in pods if p.active]
     ready = sum(p.ready for p in active)
+    min_ready = min_ready_seconds(spec)
+    available_count = sum(is_available(p, min_ready, now) for p in active)
+    if failure is None:
+        # The kubelet cannot start a pod of the current template with its configuration.
+        stuck = next((p for p in active if p.config_error and p.template_hash == thash), None)
+        if stuck is not None:
+            failure = ("CreateContainerConfigError", f"pod {stuck.name}: {stuck.config_error}")
     updated = sum(p.template_hash == thash for p in active)
     old = len(active) - updated
 
@@ -72,15 +92,22 @@ def compute(
         progressing = cond(conditions.PROGRESSING, True, "ScalingDown", f"deleting {len(plan.delete)} pod(s)")
     elif ready < replicas:
         progressing = cond(conditions.PROGRESSING, True, "WaitingForReady", f"{ready}/{replicas} pods ready")
+    elif available_count < replicas:
+        progressing = cond(
+            conditions.PROGRESSING,
+            True,
+            "WaitingForReady",
+            f"{available_count}/{replicas} pods available (ready for minReadySeconds {min_ready})",
+        )
     else:
         progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
 
     need = min_available(spec)
     available = cond(
         conditions.AVAILABLE,
-        ready >= need,
-        "MinimumReplicasAvailable" if ready >= need else "MinimumReplicasUnavailable",
-        f"{ready} ready, {need} required",
+        available_count >= need,
+        "MinimumReplicasAvailable" if available_count >= need else "MinimumReplicasUnavailable",
+        f"{available_count} available, {need} required" if min_ready else f"{ready} ready, {need} required",
     )
     if failure:
         replica_failure = cond(REPLICA_FAILURE, True, failure[0], failure[1])
@@ -100,7 +127,7 @@ def compute(
         "replicas": len(active),
         "count": len(active),
         "readyReplicas": ready,
-        "availableReplicas": ready,
+        "availableReplicas": available_count,
         "updatedReplicas": updated,
         "observedGeneration": generation,
         "selector": selector_string(name),
