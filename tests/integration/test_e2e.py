@@ -253,6 +253,72 @@ def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):
     )
 
 
+def test_webserver_http_readiness_configuration_and_a_missing_secret(installed, ns):
+    """#28 parts 1-2 on a real kubelet: HTTP readiness and liveness on /healthz (the web image
+    answers it on the named port), env and a read-only volume from a labelled ConfigMap; then a
+    reference to a Secret that does not exist: the kubelet's CreateContainerConfigError reaches
+    ReplicaFailure with the Secret's name while the old pods keep serving (maxUnavailable 0),
+    and creating the Secret finishes the rollout."""
+    installed.core.create_namespaced_config_map(
+        ns,
+        {
+            "metadata": {"name": "site", "labels": {"webserver.k8s-operators-py.dev/config": "true"}},
+            "data": {"greeting": "hello"},
+        },
+    )
+    ws = webserver(installed, "web", 2)
+    ws["spec"].update(
+        {
+            "readinessPath": "/healthz",
+            "liveness": {"path": "/healthz", "periodSeconds": 5},
+            "minReadySeconds": 2,
+            "env": [
+                {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "site", "key": "greeting"}}}
+            ],
+            "volumes": [{"name": "site", "mountPath": "/etc/site", "configMap": {"name": "site"}}],
+            "rollout": {"maxSurge": 1, "maxUnavailable": 0},
+        }
+    )
+    installed.co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", ws)
+    wait_for(lambda: exactly_ready(installed, ns, "web", 2), 180, "2 real pods Ready by HTTP GET /healthz")
+    wait_for(lambda: ws_status(installed, ns, "web").get("availableReplicas") == 2, 60, "2 available")
+    pod = ready_pods(installed, ns, "web")[0]
+    assert pod.spec.containers[0].readiness_probe.http_get.path == "/healthz"
+    assert pod.status.container_statuses[0].restart_count == 0  # liveness passes
+    svc = installed.core.read_namespaced_service("web", ns)
+    assert http_get(f"http://{svc.spec.cluster_ip}/")[0] == 200
+    old = {p.metadata.name for p in web_pods(installed, ns, "web")}
+
+    installed.co.patch_namespaced_custom_object(
+        "demo.k8s.io",
+        "v1alpha1",
+        ns,
+        "webservers",
+        "web",
+        {"spec": {"envFrom": [{"secretRef": {"name": "creds"}}]}},
+    )
+
+    def failure() -> dict[str, Any] | None:
+        conds = {c["type"]: c for c in ws_status(installed, ns, "web").get("conditions") or []}
+        cond = conds.get("ReplicaFailure") or {}
+        return cond if cond.get("reason") == "CreateContainerConfigError" else None
+
+    cond = wait_for(failure, 120, "ReplicaFailure from the kubelet's CreateContainerConfigError")
+    assert "creds" in cond["message"]
+    assert old <= {p.metadata.name for p in ready_pods(installed, ns, "web")}
+    assert http_get(f"http://{svc.spec.cluster_ip}/")[0] == 200
+
+    installed.core.create_namespaced_secret(ns, {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}})
+    wait_for(
+        lambda: (
+            exactly_ready(installed, ns, "web", 2)
+            and not old & {p.metadata.name for p in web_pods(installed, ns, "web")}
+        ),
+        240,
+        "rolled onto the pods that read the Secret",
+    )
+
+
 def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns):
     """SIGKILL the leading WebServer operator's container in the middle of a scale-up to 20 pods.
 
