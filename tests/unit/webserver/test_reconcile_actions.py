@@ -164,3 +164,44 @@ def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch)
     assert len(checks) == 2 and len(pod_names(kube)) == 1
     p.ws.forget(kube.object(WS_PATH)["metadata"]["uid"])
     assert p.ws.spec_checked == {}
+
+
+def configmap(data: dict[str, str]) -> dict[str, Any]:
+    labels = {reconciler.CONFIG_LABEL: "true"}
+    return {"metadata": {"name": "site", "namespace": NS, "labels": labels}, "data": data}
+
+
+def test_a_missing_configmap_creates_no_pod_and_its_arrival_creates_them_with_its_digest():
+    ws = webserver(2)
+    ws["spec"]["volumes"] = [{"name": "html", "mountPath": "/html", "configMap": {"name": "site"}}]
+    kube = FakeKube(ws)
+    p = Pass(kube)
+
+    with pytest.raises(ReconcileError, match="ConfigMapNotFound"):
+        p.run()
+    assert [a.key[:2] for a in kube.writes()] == [("patch", "webservers")]
+    failure = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "ReplicaFailure")
+    assert failure is not None and "ConfigMap site not found" in failure["message"]
+    assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "ConfigMapNotFound")]
+
+    p.ws.configmaps.changed("ADDED", configmap({"index.html": "hi"}))
+    p.run()
+    first = pod_names(kube)
+    assert len(first) == 2
+
+    p.ws.configmaps.changed("MODIFIED", configmap({"index.html": "bye"}))
+    p.watch()
+    p.run()  # a new template: the rollout starts (25% of 2: surge 1)
+    assert set(pod_names(kube)) - set(first)
+
+
+def test_a_reserved_pod_label_is_degraded_and_touches_no_pod():
+    """A spec past admission (stored before the rule, or the CRD relaxed): the CEL rule's twin."""
+    ws = webserver(1)
+    ws["spec"]["podMetadata"] = {"labels": {"app.kubernetes.io/instance": "other"}}
+    kube = FakeKube(ws)
+    Pass(kube).run()
+    assert [a.key[:2] for a in kube.writes()] == [("patch", "webservers")]
+    degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+    assert "spec.podMetadata.labels" in degraded["message"]
