@@ -47,9 +47,9 @@ def content_digest(body: Mapping[str, Any]) -> str:
 
 
 class ConfigMaps:
-    """The labelled ConfigMaps: a digest of the content and the keys of each (some 300 bytes a
-    ConfigMap, whatever its size), and which WebServer reads which, so a change wakes exactly
-    those."""
+    """The labelled ConfigMaps: a digest of the content and the keys of each (about 500 bytes a
+    ConfigMap plus 100 a key, whatever the data's size: tracemalloc over 1000), and which
+    WebServer reads which, so a change wakes exactly those."""
 
     def __init__(self, kick: Callable[[str, str], None]) -> None:
         self._kick = kick
