@@ -31,8 +31,9 @@ DESCRIPTION = OperatorDescription(
     keywords=("web server",),
     catalog_text="""\
 ## WebServer
-N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling image
-changes), optionally behind a Service.
+N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling
+updates), configured with environment, ConfigMap and Secret files and HTTP health checks
+(a ConfigMap edit rolls the pods), optionally behind a Service.
 
 ```yaml
 apiVersion: demo.k8s.io/v1alpha1
