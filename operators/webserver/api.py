@@ -71,8 +71,9 @@ class WebServerAPI:
 
     async def adopt_pod(self, namespace: str, orphan: Orphan, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Make ``owner`` the orphan's controller; the UID precondition (``metadata.uid`` in the
-        patch) makes it fail with 409 if the name now holds another pod, as the ReplicaSet
-        controller's adoption does."""
+        patch) makes it fail if the name now holds another pod (the API server answers 422,
+        "field is immutable"; 404 once the name is free), as the ReplicaSet controller's
+        adoption does."""
         child = {"metadata": {"uid": orphan.uid, "ownerReferences": list(orphan.owner_references)}}
         patch = ownership.adoption_patch(child, owner)
         return await self.kube.merge_patch(namespaced(namespace, "pods", orphan.name), patch)

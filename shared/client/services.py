@@ -77,18 +77,57 @@ async def converge(
             )
             done.append(("AdoptedService", f"Adopted orphaned service {name}"))
         if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
-            raise ServiceConflictError(
-                f"a Service named {name} exists and is not controlled by this {owner['kind']} "
-                f"(controller: {ownership.holder(existing)}); delete or rename it, or set "
-                "spec.service.enabled to false"
-            )
+            raise ServiceConflictError(_taken(name, owner, existing))
         current = view(existing)
         if not differs(current, wanted):
             return done
-    spec = wanted["spec"]
-    await kube.json_patch(
-        namespaced(namespace, "services", name),
-        [{"op": "add", "path": f"/spec/{key}", "value": spec[key]} for key in ("type", "selector", "ports")],
-        uid=current["uid"],
-    )
+    if not await _update(kube, namespaced(namespace, "services", name), wanted, current, owner):
+        return done
     return [*done, ("UpdatedService", f"Updated service {name}")]
+
+
+async def _update(
+    kube: KubeClient,
+    path: str,
+    wanted: Mapping[str, Any],
+    current: Mapping[str, Any],
+    owner: Mapping[str, Any],
+) -> bool:
+    """Set type, selector and ports whole on the Service ``current`` (UID-preconditioned);
+    False when it is gone."""
+    spec = wanted["spec"]
+    try:
+        await kube.json_patch(
+            path,
+            [
+                {"op": "add", "path": f"/spec/{key}", "value": spec[key]}
+                for key in ("type", "selector", "ports")
+            ],
+            uid=current["uid"],
+        )
+    except ApiError as exc:
+        # A stale cache: the Service it showed is gone (404), or another holds the name and the
+        # UID ``test`` failed (a bare 422). Whose is the name now? Someone else's is a
+        # conflict, said as such rather than as a failed write; when the name is free, the
+        # deletion's watch event, still on its way to the cache, brings the pass that creates it.
+        if exc.status == 404:
+            return False
+        if exc.status != 422:
+            raise
+        existing = await kube.get_if_exists(path)
+        if existing is None:
+            return False
+        if existing["metadata"].get("uid") == current["uid"]:
+            raise
+        if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
+            raise ServiceConflictError(_taken(wanted["metadata"]["name"], owner, existing)) from None
+        raise
+    return True
+
+
+def _taken(name: str, owner: Mapping[str, Any], existing: Mapping[str, Any]) -> str:
+    return (
+        f"a Service named {name} exists and is not controlled by this {owner['kind']} "
+        f"(controller: {ownership.holder(existing)}); delete or rename it, or set "
+        "spec.service.enabled to false"
+    )

@@ -586,6 +586,110 @@ def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns
     assert all(p.spec.node_name == installed.node.name for p in pods)
 
 
+def test_tdset_prewarms_a_deployment_the_user_runs_before_its_window_opens(installed, ns):
+    """A TDSet pointed at a Deployment the user already runs (the web image, in a restricted
+    namespace) scales it ``leadTime`` ahead of a window: the new pods start no earlier than that
+    and are Ready at or before the window opens, ``status.preWarm`` says so, and deleting the
+    TDSet gives the user's own replica count back.
+
+    The window is set once the user's pod is Ready and at least ``margin`` before pre-warm
+    starts, so the state before it is seen however slowly the machine starts pods; the pods'
+    own Ready times (the kubelet's) are what is checked against the window start.
+    """
+    apps = client.AppsV1Api(installed.api)
+    co = installed.co
+    labels = {"app": "shop"}
+    container = {
+        "name": "web",
+        "image": installed.images["web"],
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1},
+        "securityContext": {**RESTRICTED_CONTAINER, "runAsUser": WEB_UID},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+    apps.create_namespaced_deployment(ns, deployment)
+
+    def ready(n: int) -> bool:
+        d = apps.read_namespaced_deployment("shop", ns)
+        return d.spec.replicas == n and d.status.ready_replicas == n and (d.status.replicas or 0) == n
+
+    wait_for(lambda: ready(1), 120, "the user's Deployment with 1 Ready pod")
+    users_pods = {p.metadata.name for p in installed.core.list_namespaced_pod(ns).items}
+
+    lead, margin = datetime.timedelta(seconds=60), datetime.timedelta(seconds=20)
+    now = datetime.datetime.now(datetime.UTC)
+    boundary = (now + lead + margin + datetime.timedelta(minutes=1)).replace(second=0, microsecond=0)
+    prewarm_start = boundary - lead
+    window = {
+        "startTime": boundary.hour,
+        "startMinute": boundary.minute,
+        "endTime": (boundary.hour + 8) % 24,
+        "replica": 3,
+        "leadTime": "60s",
+    }
+    body = {
+        "apiVersion": "schedule.rs/v1",
+        "kind": "TDSet",
+        "metadata": {"name": "shop-hours"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"},
+            "schedulingConfig": [window],
+            "defaultReplica": 1,
+        },
+    }
+    co.create_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", body)
+
+    def tds_status() -> dict[str, Any]:
+        tds = co.get_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", "shop-hours")
+        return tds.get("status") or {}
+
+    def claimed_before_prewarm() -> bool:
+        st = tds_status()
+        return (
+            st.get("observedGeneration") == 1
+            and st.get("scheduledReplicas") == 1
+            and apps.read_namespaced_deployment("shop", ns).spec.replicas == 1
+            and datetime.datetime.now(datetime.UTC) < prewarm_start
+        )
+
+    wait_for(claimed_before_prewarm, 30, "the TDSet claimed the Deployment at 1 replica before pre-warm")
+    wait_for(lambda: ready(3), (boundary - now).total_seconds() + 150, "3 Ready pods")
+
+    new = [p for p in installed.core.list_namespaced_pod(ns).items if p.metadata.name not in users_pods]
+    assert len(new) == 2
+    for pod in new:
+        ready_at = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready")
+        # Created no earlier than pre-warm (1 s for the API server's whole-second timestamps) and
+        # Ready by the window start: the kubelet's clock, not the operator's report.
+        created = pod.metadata.creation_timestamp
+        assert created >= prewarm_start - datetime.timedelta(seconds=1), (pod.metadata.name, created)
+        assert ready_at <= boundary, (pod.metadata.name, ready_at, boundary)
+
+    def prewarm_record() -> dict[str, Any] | None:
+        record = tds_status().get("preWarm") or {}
+        return record if "readyAt" in record else None
+
+    record = wait_for(prewarm_record, 30, "status.preWarm with readyAt")
+    assert record["windowStart"] == rfc3339(boundary) and record["replicas"] == 3
+    assert record["readySecondsAfterStart"] <= 0
+
+    co.delete_namespaced_custom_object("schedule.rs", "v1", ns, "tdsets", "shop-hours")
+    wait_for(
+        lambda: apps.read_namespaced_deployment("shop", ns).spec.replicas == 1,
+        60,
+        "the user's own replica count (1) given back after the TDSet's deletion",
+    )
+
+
 # -- Netperf -------------------------------------------------------------------------------------
 
 

@@ -1,10 +1,13 @@
+"""The Service an operator puts in front of its pods: the manifest, drift, and the writes
+:func:`shared.client.services.converge` sends, against the fake API server (exact actions)."""
+
 import asyncio
 
 import pytest
 
 from shared.api import ownership, services
 from shared.client import services as service_writes
-from shared.client.kube import ApiError
+from tests.framework.fakekube import FakeKube
 
 OWNER = {"apiVersion": "v1x", "kind": "Thing", "metadata": {"name": "web", "namespace": "ns", "uid": "u9"}}
 
@@ -34,38 +37,18 @@ def test_changes_we_own_are_drift():
     assert services.differs(observed, manifest(service_type="NodePort", node_port=30080))
 
 
-class FakeKube:
-    """Records writes; answers create with 409 and get with ``existing`` (the name is taken)."""
+PATH = "/api/v1/namespaces/ns/services/web"
 
-    def __init__(self, existing: dict) -> None:
-        self.existing = existing
-        self.writes: list[tuple[str, str]] = []
-        self.patches: list = []
 
-    async def create(self, path, body):
-        self.writes.append(("POST", path))
-        raise ApiError(409, "AlreadyExists", "exists")
-
-    async def get(self, path, params=None):
-        return self.existing
-
-    async def merge_patch(self, path, body):
-        self.writes.append(("PATCH", path))
-        self.patches.append(body)
-        return {**self.existing, "metadata": {**self.existing["metadata"], **body["metadata"]}}
-
-    async def json_patch(self, path, operations, *, uid=None):
-        self.writes.append(("PATCH", path))
-        self.patches.append((uid, operations))
-        return {}
-
-    async def delete(self, path, body=None):
-        self.writes.append(("DELETE", path))
-        return {}
+def stored(**meta) -> dict:
+    """Our Service as the API server holds it (controller: OWNER), with ``meta`` merged in."""
+    svc = manifest()
+    svc["metadata"] = {**svc["metadata"], "namespace": "ns", **meta}
+    return svc
 
 
 def foreign_service(owner_uid: str | None) -> dict:
-    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "uid": "s1"}, "spec": {}}
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "ns"}, "spec": {}}
     if owner_uid:
         svc["metadata"]["ownerReferences"] = [
             {"apiVersion": "x/v1", "kind": "TDSet", "name": "web", "uid": owner_uid, "controller": True}
@@ -73,69 +56,95 @@ def foreign_service(owner_uid: str | None) -> dict:
     return svc
 
 
+def converge(kube: FakeKube, observed: list, wanted) -> list:
+    return asyncio.run(service_writes.converge(kube, "ns", observed, wanted, owner=OWNER))
+
+
 @pytest.mark.parametrize("controller_uid", [None, "another-owner"])
 def test_a_service_someone_else_controls_is_never_patched(controller_uid):
     kube = FakeKube(foreign_service(controller_uid))
     with pytest.raises(services.ServiceConflictError, match="not controlled by this Thing"):
-        asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
-    assert kube.writes == [("POST", "/api/v1/namespaces/ns/services")]
+        converge(kube, [], manifest())
+    assert kube.keys() == [("create", "services", "ns", "web", "")]
 
 
 def test_our_own_service_missing_from_a_stale_cache_is_updated():
-    ours = {**manifest(), "spec": {"type": "ClusterIP", "selector": {}, "ports": [{"port": 1}]}}
-    kube = FakeKube(ours)
-    done = asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
+    kube = FakeKube(stored())
+    kube.add({**kube.object(PATH), "spec": {"type": "ClusterIP", "selector": {}, "ports": [{"port": 1}]}})
+    done = converge(kube, [], manifest())
     assert [r for r, _ in done] == ["UpdatedService"]
-    assert kube.writes[-1] == ("PATCH", "/api/v1/namespaces/ns/services/web")
+    assert kube.keys() == [("create", "services", "ns", "web", ""), ("patch", "services", "ns", "web", "")]
+    assert kube.object(PATH)["spec"]["ports"] == manifest()["spec"]["ports"]
 
 
 def test_delete_is_preconditioned_on_the_uid_we_saw():
-    seen = []
-
-    class Kube(FakeKube):
-        async def delete(self, path, body=None):
-            seen.append(body)
-            raise ApiError(409, "Conflict", "Precondition failed: UID in precondition: s1")
-
-    observed = [services.view({**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}})]
-    done = asyncio.run(service_writes.converge(Kube({}), "ns", observed, None, owner=OWNER))
-    assert seen == [{"preconditions": {"uid": "s1"}}]
-    assert done == []  # the name now holds someone else's Service: nothing deleted, nothing claimed
+    """The cache shows our Service s1; the name now holds someone else's: nothing is deleted."""
+    kube = FakeKube(foreign_service(None))
+    observed = [services.view(stored(uid="s1"))]
+    done = converge(kube, observed, None)
+    assert [a.body for a in kube.writes()] == [{"preconditions": {"uid": "s1"}}]
+    assert done == []
+    assert kube.object(PATH) is not None
 
 
 def test_an_update_sets_exactly_the_desired_fields_with_the_uid_as_precondition():
     """A selector key someone added is removed: type, selector and ports are set whole."""
-    ours = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1"}}
+    ours = stored()
     ours["spec"] = {**ours["spec"], "selector": {"app": "web", "tier": "foreign"}}
     kube = FakeKube(ours)
-    done = asyncio.run(service_writes.converge(kube, "ns", [services.view(ours)], manifest(), owner=OWNER))
+    current = kube.object(PATH)
+    done = converge(kube, [services.view(current)], manifest())
     assert [r for r, _ in done] == ["UpdatedService"]
-    uid, ops = kube.patches[-1]
-    assert uid == "s1"
+    (patch,) = kube.writes()
+    test, *ops = patch.body
+    assert test == {"op": "test", "path": "/metadata/uid", "value": current["metadata"]["uid"]}
     assert {op["path"]: op["value"] for op in ops} == {
         "/spec/type": "ClusterIP",
         "/spec/selector": {"app": "web"},
         "/spec/ports": manifest()["spec"]["ports"],
     }
+    assert kube.object(PATH)["spec"]["selector"] == {"app": "web"}
+
+
+def test_a_stale_cache_showing_ours_where_someone_else_s_now_stands_is_a_conflict():
+    """Our Service (seen, drifted, by the cache) was deleted and a user's took the name: the
+    update's UID test fails (a bare 422) and the answer says whose the name is."""
+    drifted = services.view(stored(uid="s1"))
+    drifted["selector"] = {"app": "old"}
+    kube = FakeKube(foreign_service("another-owner"))
+    with pytest.raises(services.ServiceConflictError, match="not controlled by this Thing"):
+        converge(kube, [drifted], manifest())
+    assert [a.verb for a in kube.actions] == ["patch", "get"]
+    assert kube.object(PATH)["spec"] == {}
+
+
+def test_a_stale_cache_showing_ours_after_it_was_deleted_is_not_a_failure():
+    """The deletion's watch event is on its way: nothing to report, the next pass creates it."""
+    drifted = services.view(stored(uid="s1"))
+    drifted["selector"] = {"app": "old"}
+    kube = FakeKube()
+    assert converge(kube, [drifted], manifest()) == []
+    assert [a.verb for a in kube.actions] == ["patch"]
 
 
 def test_an_orphan_of_ours_holding_the_name_is_adopted_with_a_uid_precondition():
-    orphan = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1", "ownerReferences": []}}
-    kube = FakeKube(orphan)
-    done = asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
+    kube = FakeKube(stored(ownerReferences=[]))
+    uid = kube.object(PATH)["metadata"]["uid"]
+    done = converge(kube, [], manifest())
     assert [r for r, _ in done] == ["AdoptedService"]  # and nothing else differed
-    assert kube.patches == [
-        {"metadata": {"uid": "s1", "ownerReferences": [ownership.owner_reference(OWNER)]}}
+    assert [a.body for a in kube.writes()][1:] == [
+        {"metadata": {"uid": uid, "ownerReferences": [ownership.owner_reference(OWNER)]}}
     ]
+    assert ownership.is_controlled_by(kube.object(PATH), "u9")
 
 
 def test_a_service_of_ours_labelled_for_another_owner_name_is_not_adopted():
-    orphan = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "s1", "ownerReferences": []}}
+    orphan = stored(ownerReferences=[])
     orphan["metadata"]["labels"] = {**orphan["metadata"]["labels"], ownership.INSTANCE: "other"}
     kube = FakeKube(orphan)
     with pytest.raises(services.ServiceConflictError):
-        asyncio.run(service_writes.converge(kube, "ns", [], manifest(), owner=OWNER))
-    assert kube.patches == []
+        converge(kube, [], manifest())
+    assert [a.verb for a in kube.writes()] == ["create"]
 
 
 def test_a_named_target_port_is_drift_from_a_numbered_one():

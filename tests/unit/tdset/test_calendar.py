@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.tdset import schedule
+from tests.unit.tdset.oracle import weekly_table, window_items
 
 UTC = datetime.UTC
-DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu")
 MINUTE = datetime.timedelta(minutes=1)
 SPAN = datetime.timedelta(days=2)  # how far the oracle steps
@@ -30,25 +30,14 @@ class Oracle:
     def __init__(self, spec, annotation=None):
         self.zone = zoneinfo.ZoneInfo(spec.get("timeZone", "UTC"))
         self.default = spec["defaultReplica"]
-        self.table = {}
         lead = spec.get("leadTime")
-        self.leads = {}
-        for index, item in enumerate(spec["schedulingConfig"]):
-            name = item.get("name") or str(index)
-            self.leads[name] = minutes(item.get("leadTime") or lead or "0m")
-            start = (item["startTime"], item.get("startMinute", 0))
-            end = (item["endTime"], item.get("endMinute", 0))
-            for day in item.get("days", DAY_NAMES):
-                weekday, (hour, minute) = DAY_NAMES.index(day), start
-                while True:
-                    self.table.setdefault((weekday, hour, minute), (item["replica"], name))
-                    minute += 1
-                    if minute == 60:
-                        hour, minute = hour + 1, 0
-                    if hour == 24:
-                        hour, weekday = 0, (weekday + 1) % 7
-                    if (hour, minute) == end:
-                        break
+        self.leads = {
+            item.get("name") or str(index): minutes(item.get("leadTime") or lead or "0m")
+            for index, item in enumerate(spec["schedulingConfig"])
+        }
+        self.table = weekly_table(
+            spec["schedulingConfig"], lambda index, item: item.get("name") or str(index)
+        )
         self.overrides = []
         if annotation is not None:
             self.overrides.append(("annotation", annotation[0], annotation[1], annotation[2]))
@@ -111,19 +100,13 @@ def minutes(text):
     return schedule.parse_duration(text)
 
 
-def window_items():
-    def valid(item):
-        return (item["startTime"], item.get("startMinute", 0)) != (item["endTime"], item.get("endMinute", 0))
-
-    return st.fixed_dictionaries(
-        {"startTime": st.integers(0, 23), "endTime": st.integers(0, 23), "replica": st.integers(0, 9)},
-        optional={
-            "startMinute": st.sampled_from([0, 15, 30]),
-            "endMinute": st.sampled_from([0, 45]),
-            "days": st.lists(st.sampled_from(DAY_NAMES), min_size=1, unique=True),
-            "leadTime": st.sampled_from(["1m", "15m", "1h30m"]),
-        },
-    ).filter(valid)
+def calendar_windows():
+    return window_items(
+        replicas=st.integers(0, 9),
+        start_minutes=[0, 15, 30],
+        end_minutes=[0, 45],
+        leadTime=st.sampled_from(["1m", "15m", "1h30m"]),
+    )
 
 
 def dst_instants():
@@ -159,7 +142,7 @@ def calendars(draw):
     now = draw(dst_instants())
     local_day = now.astimezone(zoneinfo.ZoneInfo(zone)).date()
     spec = {
-        "schedulingConfig": draw(st.lists(window_items(), max_size=4)),
+        "schedulingConfig": draw(st.lists(calendar_windows(), max_size=4)),
         "defaultReplica": draw(st.integers(1, 9)),
         "timeZone": zone,
     }

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.tdset import schedule
+from tests.unit.tdset.oracle import weekly_table, window_items
 
 UTC = datetime.UTC
-DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # Zones with DST, half- and quarter-hour offsets, a 30-minute DST shift (Lord Howe), a skipped
 # calendar day (Apia, December 2011) and southern-hemisphere DST.
 ZONES = (
@@ -37,21 +37,7 @@ class Oracle:
     def __init__(self, spec):
         self.zone = zoneinfo.ZoneInfo(spec.get("timeZone", "UTC"))
         self.default = spec["defaultReplica"]
-        self.table = {}
-        for index, item in enumerate(spec["schedulingConfig"]):
-            start = (item["startTime"], item.get("startMinute", 0))
-            end = (item["endTime"], item.get("endMinute", 0))
-            for day in item.get("days", DAY_NAMES):
-                weekday, (hour, minute) = DAY_NAMES.index(day), start
-                while True:
-                    self.table.setdefault((weekday, hour, minute), (item["replica"], index))
-                    minute += 1
-                    if minute == 60:
-                        hour, minute = hour + 1, 0
-                    if hour == 24:
-                        hour, weekday = 0, (weekday + 1) % 7
-                    if (hour, minute) == end:
-                        break
+        self.table = weekly_table(spec["schedulingConfig"], lambda index, item: index)
 
     def at(self, instant):
         local = instant.astimezone(self.zone)
@@ -67,27 +53,15 @@ class Oracle:
         return None
 
 
-def window_items(draw_days=True):
-    def valid(item):
-        return (item["startTime"], item.get("startMinute", 0)) != (item["endTime"], item.get("endMinute", 0))
-
-    return st.fixed_dictionaries(
-        {
-            "startTime": st.integers(0, 23),
-            "endTime": st.integers(0, 23),
-            "replica": st.integers(0, 20),
-        },
-        optional={
-            "startMinute": st.sampled_from([0, 15, 30, 59]),
-            "endMinute": st.sampled_from([0, 1, 30, 45]),
-            **({"days": st.lists(st.sampled_from(DAY_NAMES), min_size=1, unique=True)} if draw_days else {}),
-        },
-    ).filter(valid)
+def schedule_windows(draw_days=True):
+    return window_items(
+        replicas=st.integers(0, 20), start_minutes=[0, 15, 30, 59], end_minutes=[0, 1, 30, 45], days=draw_days
+    )
 
 
 specs = st.fixed_dictionaries(
     {
-        "schedulingConfig": st.lists(window_items(), min_size=0, max_size=5),
+        "schedulingConfig": st.lists(schedule_windows(), min_size=0, max_size=5),
         "defaultReplica": st.integers(1, 9),
         "timeZone": st.sampled_from(ZONES),
     }
@@ -144,7 +118,7 @@ def near_offset_change(draw):
 
 
 @settings(max_examples=60)
-@given(st.lists(window_items(), min_size=1, max_size=4), near_offset_change())
+@given(st.lists(schedule_windows(), min_size=1, max_size=4), near_offset_change())
 def test_around_dst_changes_matches_oracle(items, zone_and_now):
     zone, now = zone_and_now
     spec = {"schedulingConfig": items, "defaultReplica": 3, "timeZone": zone}
