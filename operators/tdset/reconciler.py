@@ -68,14 +68,48 @@ class DeploymentConflictError(ownership.ConflictError):
     reason = "DeploymentConflict"
 
 
-class FloorSweeps:
-    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
-    this operator was down), once every watch has listed (before, a live TDSet may look gone)
-    and only on the leader (``active``).
+class Sweeps:
+    """A sweep run in the background, once every watch has listed (before, a live TDSet may look
+    gone) and only on the leader (``active``): a standby never writes.
 
     One sweep at a time; a request during a sweep asks for exactly one more, so the initial
-    listing of many annotated HPAs starts one sweep, not one (and its patches) per HPA.
+    listing of many annotated objects starts one sweep, not one (and its patches) per object.
+    Subclasses say what one sweep does (:meth:`_sweep`); it may ask for one more itself.
     """
+
+    task_name = "tdset/sweep"
+
+    def __init__(self, active: Callable[[], bool]) -> None:
+        self._active = active
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def request(self) -> None:
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=self.task_name)
+
+    async def wait(self) -> None:
+        """Until the sweeps asked for so far are done (tests)."""
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        while not self._active():  # listed, and (leader election) leading
+            await asyncio.sleep(0.1)
+        while self._again:
+            self._again = False
+            await self._sweep()
+
+    async def _sweep(self) -> None:
+        raise NotImplementedError
+
+
+class FloorSweeps(Sweeps):
+    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
+    this operator was down) (:class:`Sweeps`)."""
+
+    task_name = "tdset/restore-floors"
 
     def __init__(
         self,
@@ -85,40 +119,24 @@ class FloorSweeps:
         active: Callable[[], bool],
         scales: Callable[[str], TargetKey | None] = lambda uid: None,
     ) -> None:
+        super().__init__(active)
         self._api = api
         self._autoscalers = autoscalers
         self._live = live
-        self._active = active
         # What a live TDSet scales now (None: not known): an HPA whose floor it raised on a
         # target it no longer points at (scaleTargetRef changed) gets its minReplicas back too.
         self._scales = scales
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
 
-    def request(self) -> None:
-        self._again = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="tdset/restore-floors")
-
-    async def wait(self) -> None:
-        """Until the sweeps asked for so far are done (tests)."""
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._active():  # listed, and (leader election) leading: a standby never writes
-            await asyncio.sleep(0.1)
-        while self._again:
-            self._again = False
-            live = self._live()
-            for hpa in list(self._autoscalers.values()):
-                if hpa.floor_owner is not None and (
-                    hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
-                ):
-                    try:
-                        await self._restore_floor(hpa)
-                    except Exception as exc:  # one HPA's failure must not end the sweeps for all
-                        logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
+    async def _sweep(self) -> None:
+        live = self._live()
+        for hpa in list(self._autoscalers.values()):
+            if hpa.floor_owner is not None and (
+                hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
+            ):
+                try:
+                    await self._restore_floor(hpa)
+                except Exception as exc:  # one HPA's failure must not end the sweeps for all
+                    logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
 
     def _moved_away(self, hpa: AutoscalerView, owner: str) -> bool:
         now = self._scales(owner)
@@ -165,7 +183,7 @@ class Held:
     plural: str
 
 
-class TargetSweeps:
+class TargetSweeps(Sweeps):
     """Gives the replicas back to scale targets no TDSet wants any more: its TDSet was deleted
     (also while this operator was down), points at another object, or went back to a
     ``container``. The counterpart of :class:`FloorSweeps` for ``spec.scaleTargetRef``.
@@ -178,9 +196,10 @@ class TargetSweeps:
     added is known from the passes only: one left by a TDSet deleted while the operator was down
     is not found (documented, with the label to look for).
 
-    Runs once every watch has listed (before, a live TDSet may look gone) and only on the
-    leader; one sweep at a time, a request during a sweep asks for exactly one more.
+    Runs as :class:`Sweeps` do: once every watch has listed, only on the leader, one at a time.
     """
+
+    task_name = "tdset/give-back-targets"
 
     def __init__(
         self,
@@ -193,6 +212,7 @@ class TargetSweeps:
         autoscaled: Callable[[TargetKey], bool] = lambda key: False,
         released: Callable[[TargetKey], None] = lambda key: None,
     ) -> None:
+        super().__init__(active)
         self._api = api
         self._wants = wants
         # Told when a target is free: a TDSet that found it taken (TargetConflict) takes it now,
@@ -200,13 +220,10 @@ class TargetSweeps:
         self._released = released
         # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
         self._autoscaled = autoscaled
-        self._active = active
         self._namespaces = namespaces
         self._event = event
         self.claims: dict[TargetKey, Held] = {}
         self._listed = False
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
 
     def claimed(self, key: TargetKey, held: Held) -> None:
         """A pass holds ``key`` for ``held.holder``: sweep if the holder no longer wants it."""
@@ -214,30 +231,16 @@ class TargetSweeps:
         if self._wants(held.holder) != key:
             self.request()
 
-    def request(self) -> None:
-        self._again = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="tdset/give-back-targets")
-
-    async def wait(self) -> None:
-        """Until the sweeps asked for so far are done (tests)."""
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._active():
-            await asyncio.sleep(0.1)
-        while self._again:
-            self._again = False
-            if not self._listed:
-                self._listed = await self._list()
-            for key, held in list(self.claims.items()):
-                if self._wants(held.holder) == key:
-                    continue
-                try:
-                    await self._give_back(key, held)
-                except Exception as exc:  # one target's failure must not end the sweeps for all
-                    logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
+    async def _sweep(self) -> None:
+        if not self._listed:
+            self._listed = await self._list()
+        for key, held in list(self.claims.items()):
+            if self._wants(held.holder) == key:
+                continue
+            try:
+                await self._give_back(key, held)
+            except Exception as exc:  # one target's failure must not end the sweeps for all
+                logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
 
     async def _list(self) -> bool:
         """Every claim on the kinds supported out of the box; whether each listing succeeded (a
