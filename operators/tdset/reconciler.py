@@ -150,8 +150,11 @@ class FloorSweeps(Sweeps):
             if exc.status != 404:
                 logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
             return
+        capped = (
+            f", maxReplicas {hpa.max_replicas} -> {hpa.original_max}" if hpa.original_max is not None else ""
+        )
         logger.info(
-            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
+            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min}{capped} "
             "(the TDSet that raised it is gone)"
         )
 
@@ -587,21 +590,53 @@ class TDSetReconciler:
                 )
         return True
 
-    async def set_floor(self, body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
-        key = (body["metadata"]["uid"], "hpa", hpa.name)
-        if self.expectations.in_flight(key, {"min": hpa.min_replicas}) or (
-            hpa.min_replicas == floor and hpa.floor_owner in (None, body["metadata"]["uid"])
-        ):
+    async def set_floor(
+        self,
+        body: Mapping[str, Any],
+        hpa: AutoscalerView,
+        floor: int,
+        why: str,
+        *,
+        held: desired.HeldBounds | None = None,
+        previous: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Hold the HPA to ``floor`` and to ``held.cap`` (or give its own maxReplicas back).
+
+        A maxReplicas changed by hand while a cap is in force is set back (the TDSet's entry
+        decides, as for replicas; its own value from before the cap comes back when the cap
+        ends), with a Warning: the cap is changed in the TDSet, or the TDSet suspended.
+        """
+        uid = body["metadata"]["uid"]
+        cap = held.cap if held is not None else None
+        key = (uid, "hpa", hpa.name)
+        if self.expectations.in_flight(
+            key, {"min": hpa.min_replicas, "max": hpa.max_replicas}
+        ) or desired.bounds_current(hpa, uid, floor, cap):
             return
-        await self.api.patch_autoscaler(
-            hpa.namespace, hpa.name, desired.floor_patch(hpa, body["metadata"]["uid"], floor)
-        )
-        self.expectations.expect(key, {"min": floor})
-        self._event(
-            body,
-            "SetAutoscalerFloor",
-            f"Set minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}: {why}",
-        )
+        patch = desired.floor_patch(hpa, uid, floor, cap)
+        await self.api.patch_autoscaler(hpa.namespace, hpa.name, patch)
+        max_after = int(patch["spec"].get("maxReplicas", hpa.max_replicas))
+        self.expectations.expect(key, {"min": floor, "max": max_after})
+        was = ((previous or {}).get("autoscalerBounds") or {}).get("maxReplicas")
+        if (
+            held is not None
+            and cap is not None
+            and hpa.original_max is not None
+            and was == cap != hpa.max_replicas
+        ):
+            self._event(
+                body,
+                "RevertedAutoscalerEdit",
+                f"HPA {hpa.name} had maxReplicas set to {hpa.max_replicas} while {held.cap_from} caps it at "
+                f"{cap}; set back to {cap}. Its own maxReplicas ({hpa.original_max}) comes back when "
+                f"{held.cap_from} stops deciding; change the cap in the TDSet, or set spec.suspend.",
+                "Warning",
+            )
+            return
+        changed = f"minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}"
+        if max_after != hpa.max_replicas:
+            changed += f", maxReplicas from {hpa.max_replicas} to {max_after}"
+        self._event(body, "SetAutoscalerFloor", f"Set {changed}: {why}")
 
     def _announce(
         self,
@@ -649,6 +684,7 @@ class TDSetReconciler:
         previous: Mapping[str, Any],
         why: str,
         bound: float,
+        held: desired.HeldBounds | None = None,
     ) -> Converged:
         """Deployment, HPA floor and Service, every write done within ``bound`` seconds (the next
         boundary): no throttled or retried request may hold the pass past it."""
@@ -664,7 +700,7 @@ class TDSetReconciler:
                 replicas = None if suspended or hpa is not None else out.target
                 out.scaled = await self.scale(body, spec, dep, replicas, previous=previous, why=why)
                 if hpa is not None and not suspended:
-                    await self.set_floor(body, hpa, out.target, why)
+                    await self.set_floor(body, hpa, out.target, why, held=held, previous=previous)
                 observed = self.services.children(namespace, uid)
                 current_target = next((s["targetPort"] for s in observed if s["name"] == name), None)
                 wanted = desired.service_manifest(
@@ -698,6 +734,7 @@ class TDSetReconciler:
         previous: Mapping[str, Any],
         why: str,
         bound: float,
+        held: desired.HeldBounds | None = None,
     ) -> Converged:
         """The scale target (``spec.scaleTargetRef``): found by discovery, claimed (or a conflict
         when another live TDSet holds it), scaled through ``/scale`` (or its HPA given the
@@ -718,7 +755,7 @@ class TDSetReconciler:
                 if suspended:
                     out.target = before
                 elif hpa is not None:
-                    await self.set_floor(body, hpa, out.target, why)
+                    await self.set_floor(body, hpa, out.target, why, held=held, previous=previous)
                 elif before != out.target:
                     out.scaled = True
                     found.scale = await self.scale_target(
@@ -900,17 +937,20 @@ class TDSetReconciler:
         else:
             hpa = desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
         target = decision.replicas
+        held = None
         if hpa is not None and not suspended:
-            target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
-            if clamp:
-                warnings.append(clamp)
+            bounds = decision.decided.bounds if decision.decided is not None else schedule.Bounds()
+            held = desired.autoscaler_bounds(decision.replicas, bounds, hpa)
+            target = held.floor
+            if held.clamp:
+                warnings.append(held.clamp)
         if ref is None:
             done = await self.converge_children(
-                body, spec, target, hpa, previous=previous, why=why, bound=bound
+                body, spec, target, hpa, previous=previous, why=why, bound=bound, held=held
             )
         else:
             done = await self.converge_target(
-                body, spec, ref, target, hpa, previous=previous, why=why, bound=bound
+                body, spec, ref, target, hpa, previous=previous, why=why, bound=bound, held=held
             )
         dep, target, scaled, failure = done.deployment, done.target, done.scaled, done.failure
 
@@ -929,6 +969,7 @@ class TDSetReconciler:
                 desired=target,
                 deployment=dep,
                 autoscaler=hpa.name if hpa is not None else None,
+                autoscaler_bounds=held.status(hpa) if held is not None and hpa is not None else None,
                 suspended=suspended,
                 workload=ref.kind if ref is not None else "Deployment",
                 warnings=warnings,
