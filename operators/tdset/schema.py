@@ -501,7 +501,14 @@ def _entries_within_spec(field: str, what: str) -> list[dict[str, Any]]:
 
 
 WINDOW_SCHEMA["properties"].update(bound_properties("the window decides"))
-WINDOW_SCHEMA["x-kubernetes-validations"].append(min_le_max())
+# Not on the window itself: schedulingConfig is an atomic list, whose items have no oldSelf to
+# ratchet on, and a plain rule added to an existing field could refuse a stored object's update.
+_WINDOW_MIN_LE_MAX = ratcheting_rule(
+    "!has(self.schedulingConfig) || self.schedulingConfig.all(w, !has(w.minReplicas) || "
+    "!has(w.maxReplicas) || w.minReplicas <= w.maxReplicas)",
+    "a window's maxReplicas must be at least its minReplicas",
+    fieldPath=".schedulingConfig",
+)
 _OVERRIDE_ITEM = SPEC_SCHEMA["properties"]["overrides"]["items"]
 _OVERRIDE_ITEM["properties"].update(bound_properties("the override decides"))
 _OVERRIDE_ITEM["x-kubernetes-validations"].append(min_le_max())
@@ -512,6 +519,7 @@ SPEC_SCHEMA["properties"].update(
 )
 SPEC_SCHEMA["x-kubernetes-validations"] += [
     min_le_max(),
+    _WINDOW_MIN_LE_MAX,
     *_entries_within_spec("schedulingConfig", "window"),
     *_entries_within_spec("overrides", "override"),
 ]
