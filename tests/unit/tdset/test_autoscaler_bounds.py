@@ -15,14 +15,20 @@ from typing import Any
 import pytest
 
 from operators.tdset import desired, schedule
-from operators.tdset.reconciler import VALIDATOR
+from operators.tdset.description import DESCRIPTION
+from operators.tdset.reconciler import VALIDATOR, TDSetReconciler
 from shared.api.clock import Clock
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
-from tests.unit.tdset.test_reconcile_actions import NOW, NS, TDS_PATH, Pass, tdset
+from tests.framework.passes import OnePass
 
 UTC = datetime.UTC
+NS = "ns"
+TDS = "schedule.rs/v1"
+TDS_PATH = namespaced(NS, "tdsets", "shop", TDS)
 HPA_PATH = namespaced(NS, "horizontalpodautoscalers", "shop", "autoscaling/v2")
+# Half past ten (UTC): inside the window 10-11 of the TDSets below, far from its boundaries.
+NOW = datetime.datetime.now(UTC).replace(hour=10, minute=30, second=0, microsecond=0)
 
 
 def spec(**extra: Any) -> dict[str, Any]:
@@ -244,11 +250,16 @@ def hpa(min_replicas: int = 2, max_replicas: int = 20) -> dict[str, Any]:
     }
 
 
-class HPAPass(Pass):
-    """A TDSet with window 10-11 holding its HPA to 4..6, the HPA (2..20) in the watch cache."""
+class HPAPass(OnePass):
+    """The TDSet operator on one FakeKube, one pass at a time, at ``NOW`` (:meth:`at` moves
+    its clock), the HPA in its watch cache."""
 
     def __init__(self, kube: FakeKube) -> None:
-        super().__init__(kube)
+        super().__init__(
+            DESCRIPTION, TDSetReconciler, kube, TDS_PATH, Clock(NOW - datetime.datetime.now(UTC))
+        )
+        assert isinstance(self.reconciler, TDSetReconciler)
+        self.tds = self.reconciler
         self.see_hpa()
 
     def see_hpa(self) -> dict[str, Any]:
@@ -264,9 +275,13 @@ class HPAPass(Pass):
 
 
 def capped_tdset() -> dict[str, Any]:
-    body = tdset()
-    body["spec"]["schedulingConfig"] = [window(minReplicas=4, maxReplicas=6)]
-    return body
+    """Window 10-11 (5 replicas) holding the HPA to 4..6, default 1."""
+    return {
+        "apiVersion": TDS,
+        "kind": "TDSet",
+        "metadata": {"name": "shop", "namespace": NS},
+        "spec": spec(schedulingConfig=[window(minReplicas=4, maxReplicas=6)]),
+    }
 
 
 def hpa_spec(kube: FakeKube) -> tuple[int, int]:
