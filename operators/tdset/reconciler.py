@@ -106,8 +106,9 @@ class Sweeps:
 
 
 class FloorSweeps(Sweeps):
-    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
-    this operator was down) (:class:`Sweeps`)."""
+    """Sweeps giving back the minReplicas (and maxReplicas, if capped) of HPAs that a TDSet no
+    longer here held (deleted, even while this operator was down) or that it no longer scales
+    (:class:`Sweeps`)."""
 
     task_name = "tdset/restore-floors"
 

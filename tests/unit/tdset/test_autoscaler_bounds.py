@@ -17,6 +17,7 @@ import pytest
 from operators.tdset import desired, schedule
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import VALIDATOR, TDSetReconciler
+from shared.api import conditions
 from shared.api.clock import Clock
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
@@ -371,3 +372,16 @@ def test_the_tdset_gone_gives_the_hpa_its_own_floor_and_cap_back():
     assert hpa_spec(kube) == (2, 20)
     annotations = kube.object(HPA_PATH)["metadata"].get("annotations") or {}
     assert not {desired.FLOOR_OWNER, desired.ORIGINAL_MIN, desired.ORIGINAL_MAX} & set(annotations)
+
+
+def test_a_floor_above_a_cap_stored_before_the_rules_is_degraded_and_the_hpa_left_alone():
+    body = capped_tdset()
+    body["spec"]["schedulingConfig"] = [window(minReplicas=7, maxReplicas=6)]
+    kube = FakeKube(body, hpa())
+    p = HPAPass(kube)
+    assert p.run() is None
+    assert kube.object(HPA_PATH)["spec"] == hpa()["spec"]
+    degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "InvalidSpec"
+    assert "spec.schedulingConfig[0].maxReplicas" in degraded["message"]
+    assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "InvalidSpec")]
