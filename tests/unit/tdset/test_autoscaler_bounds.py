@@ -13,6 +13,8 @@ import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from operators.tdset import desired, schedule
 from operators.tdset.description import DESCRIPTION
@@ -233,6 +235,33 @@ def test_bounds_that_fit_pass_and_zero_is_refused_by_the_schema():
     fits = spec(schedulingConfig=[window(minReplicas=4, maxReplicas=6)], minReplicas=7, maxReplicas=9)
     assert schedule.check(fits) == []  # the window's own pair overrides both of the spec's
     assert [e.path for e in VALIDATOR.errors(spec(maxReplicas=0))] == ["spec.maxReplicas"]
+
+
+BOUND = st.one_of(st.none(), st.integers(1, 12))
+
+
+@given(
+    top=st.tuples(BOUND, BOUND),
+    own=st.tuples(BOUND, BOUND),
+    replicas=st.integers(0, 15),
+    hpa_max=st.integers(1, 12),
+)
+def test_every_spec_the_checks_pass_holds_an_hpa_to_a_valid_floor_and_cap(top, own, replicas, hpa_max):
+    """Whatever the entry's and the spec's bounds and the HPA's own maxReplicas: a spec without
+    errors gives ``1 <= minReplicas <= maxReplicas`` (the API server's rule), in one patch."""
+
+    def named(pair: tuple[int | None, int | None]) -> dict[str, int]:
+        return {k: v for k, v in zip(("minReplicas", "maxReplicas"), pair, strict=True) if v is not None}
+
+    s = spec(schedulingConfig=[{**window(**named(own)), "replica": replicas}], **named(top))
+    if schedule.check(s):
+        return
+    decided = schedule.decide(s, at(10)).decided
+    assert decided is not None
+    current = view(2, hpa_max)
+    held = desired.autoscaler_bounds(replicas, decided.bounds, current)
+    patch = desired.floor_patch(current, "t1", held.floor, held.cap)["spec"]
+    assert 1 <= patch["minReplicas"] <= patch.get("maxReplicas", hpa_max)
 
 
 # --- passes on a fake API server ---
