@@ -19,16 +19,22 @@ security context then does not make every pass write the template again
 When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
 the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
 (:func:`autoscaler_floor`), so the schedule sets a floor and the HPA still scales above it.
+The entry that decides may set the floor and a cap itself (``minReplicas``/``maxReplicas``,
+:class:`.schedule.Bounds`, :func:`autoscaler_bounds`); the HPA's own values are remembered in
+annotations on it and given back (:func:`restore_patch`): its maxReplicas when no cap is in
+force any more, both when the TDSet is gone or scales something else.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.tdset.schedule import Bounds
 from operators.tdset.schema import APP
 from shared.api import ownership, podsecurity, services
 
@@ -282,19 +288,42 @@ class AutoscalerView:
     uid: str = ""  # patches carry it as a precondition
     # (group, kind, name) of whatever it scales: a TDSet's own Deployment or its scaleTargetRef
     scales: tuple[str, str, str] | None = None
+    original_max: int | None = None  # maxReplicas before a TDSet capped it (only while capped)
 
 
 # On an HPA whose minReplicas a TDSet raised: which TDSet, and the value to give back when it
 # goes (the HPA is the user's; only what the TDSet changed is undone).
 FLOOR_OWNER = "schedule.rs/floor-owner"
 ORIGINAL_MIN = "schedule.rs/original-min-replicas"
+# Present only while a TDSet caps maxReplicas (an entry's or the spec's maxReplicas decides):
+# without a cap the HPA's maxReplicas is the user's, and a hand edit of it is left alone.
+ORIGINAL_MAX = "schedule.rs/original-max-replicas"
 
 
-def floor_patch(hpa: AutoscalerView, owner_uid: str, floor: int) -> dict[str, Any]:
-    """Raise minReplicas to ``floor``, remembering the user's own value the first time."""
+def floor_patch(hpa: AutoscalerView, owner_uid: str, floor: int, cap: int | None = None) -> dict[str, Any]:
+    """Set minReplicas to ``floor`` and maxReplicas to ``cap`` (None: the HPA's own, given back
+    if a cap was in force), remembering the user's own values the first time. Both in one
+    patch: the API server checks ``minReplicas <= maxReplicas`` on the result."""
     original = hpa.original_min if hpa.original_min is not None else hpa.min_replicas
-    annotations = {FLOOR_OWNER: owner_uid, ORIGINAL_MIN: str(original)}
-    return {"metadata": {**_uid(hpa), "annotations": annotations}, "spec": {"minReplicas": floor}}
+    annotations: dict[str, str | None] = {FLOOR_OWNER: owner_uid, ORIGINAL_MIN: str(original)}
+    spec: dict[str, Any] = {"minReplicas": floor}
+    if cap is not None:
+        own_max = hpa.original_max if hpa.original_max is not None else hpa.max_replicas
+        annotations[ORIGINAL_MAX] = str(own_max)
+        spec["maxReplicas"] = cap
+    elif hpa.original_max is not None:
+        annotations[ORIGINAL_MAX] = None
+        spec["maxReplicas"] = hpa.original_max
+    return {"metadata": {**_uid(hpa), "annotations": annotations}, "spec": spec}
+
+
+def bounds_current(hpa: AutoscalerView, owner_uid: str, floor: int, cap: int | None) -> bool:
+    """Whether the HPA already has ``floor`` and ``cap`` (None: no cap of ours in force)."""
+    if hpa.floor_owner not in (None, owner_uid) or hpa.min_replicas != floor:
+        return False
+    if cap is None:
+        return hpa.original_max is None
+    return hpa.max_replicas == cap and (hpa.original_max is not None or hpa.floor_owner is None)
 
 
 def _uid(hpa: AutoscalerView) -> dict[str, str]:
@@ -302,15 +331,20 @@ def _uid(hpa: AutoscalerView) -> dict[str, str]:
 
 
 def restore_patch(hpa: AutoscalerView) -> dict[str, Any]:
-    """Give the HPA its own minReplicas back and drop our annotations (null deletes a key)."""
+    """Give the HPA its own minReplicas (and maxReplicas, if capped) back and drop our
+    annotations (null deletes a key)."""
     spec = {"minReplicas": hpa.original_min} if hpa.original_min is not None else {}
-    return {"metadata": {**_uid(hpa), "annotations": {FLOOR_OWNER: None, ORIGINAL_MIN: None}}, "spec": spec}
+    if hpa.original_max is not None:
+        spec["maxReplicas"] = hpa.original_max
+    annotations = {FLOOR_OWNER: None, ORIGINAL_MIN: None, ORIGINAL_MAX: None}
+    return {"metadata": {**_uid(hpa), "annotations": annotations}, "spec": spec}
 
 
 def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
     meta, spec = body["metadata"], body.get("spec") or {}
     annotations = meta.get("annotations") or {}
     original = annotations.get(ORIGINAL_MIN)
+    original_max = annotations.get(ORIGINAL_MAX)
     ref = spec.get("scaleTargetRef") or {}
     is_deployment = ref.get("kind") == "Deployment" and str(ref.get("apiVersion", "apps/v1")).startswith(
         "apps/"
@@ -326,6 +360,7 @@ def autoscaler_view(body: Mapping[str, Any]) -> AutoscalerView:
         original_min=int(original) if original and original.isdigit() else None,
         uid=meta.get("uid") or "",
         scales=(group, str(ref["kind"]), str(ref["name"])) if ref.get("kind") and ref.get("name") else None,
+        original_max=int(original_max) if original_max and original_max.isdigit() else None,
     )
 
 
@@ -364,3 +399,48 @@ def autoscaler_floor(scheduled: int, hpa: AutoscalerView) -> tuple[int, str | No
             f"minReplicas set to {floor}"
         )
     return floor, why
+
+
+@dataclass(frozen=True)
+class HeldBounds:
+    """What a TDSet holds an HPA to: ``floor`` (minReplicas), ``cap`` (maxReplicas, None: the
+    HPA's own), where each comes from, and why the floor differs from what was asked, if it does."""
+
+    floor: int
+    cap: int | None
+    floor_from: str
+    cap_from: str
+    clamp: str | None = None
+
+    def status(self, hpa: AutoscalerView) -> dict[str, Any]:
+        """``status.autoscalerBounds``."""
+        return {
+            "minReplicas": self.floor,
+            "maxReplicas": self.cap if self.cap is not None else own_max(hpa),
+            "minFrom": self.floor_from,
+            "maxFrom": self.cap_from,
+        }
+
+
+def own_max(hpa: AutoscalerView) -> int:
+    """The HPA's own maxReplicas: remembered while a TDSet caps it, else what it has."""
+    return hpa.original_max if hpa.original_max is not None else hpa.max_replicas
+
+
+def autoscaler_bounds(scheduled: int, bounds: Bounds, hpa: AutoscalerView) -> HeldBounds:
+    """The floor and cap to hold ``hpa`` to: the deciding entry's (or the spec's)
+    ``minReplicas``, else the scheduled replicas, clamped by :func:`autoscaler_floor` to the cap
+    in force (the entry's or spec's ``maxReplicas``, else the HPA's own). Admission already
+    refuses an explicit minReplicas above an explicit maxReplicas, so only the scheduled
+    replicas or the HPA's own maxReplicas can need the clamp (reported)."""
+    cap = bounds.max_replicas
+    limit = cap if cap is not None else own_max(hpa)
+    asked = bounds.min_replicas if bounds.min_replicas is not None else scheduled
+    floor, clamp = autoscaler_floor(asked, dataclasses.replace(hpa, max_replicas=limit))
+    return HeldBounds(
+        floor,
+        cap,
+        bounds.min_from or "schedule",
+        bounds.max_from or "autoscaler",
+        clamp,
+    )

@@ -68,14 +68,49 @@ class DeploymentConflictError(ownership.ConflictError):
     reason = "DeploymentConflict"
 
 
-class FloorSweeps:
-    """Sweeps giving back minReplicas that a TDSet no longer here raised (deleted, even while
-    this operator was down), once every watch has listed (before, a live TDSet may look gone)
-    and only on the leader (``active``).
+class Sweeps:
+    """A sweep run in the background, once every watch has listed (before, a live TDSet may look
+    gone) and only on the leader (``active``): a standby never writes.
 
     One sweep at a time; a request during a sweep asks for exactly one more, so the initial
-    listing of many annotated HPAs starts one sweep, not one (and its patches) per HPA.
+    listing of many annotated objects starts one sweep, not one (and its patches) per object.
+    Subclasses say what one sweep does (:meth:`_sweep`); it may ask for one more itself.
     """
+
+    task_name = "tdset/sweep"
+
+    def __init__(self, active: Callable[[], bool]) -> None:
+        self._active = active
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def request(self) -> None:
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=self.task_name)
+
+    async def wait(self) -> None:
+        """Until the sweeps asked for so far are done (tests)."""
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        while not self._active():  # listed, and (leader election) leading
+            await asyncio.sleep(0.1)
+        while self._again:
+            self._again = False
+            await self._sweep()
+
+    async def _sweep(self) -> None:
+        raise NotImplementedError
+
+
+class FloorSweeps(Sweeps):
+    """Sweeps giving back the minReplicas (and maxReplicas, if capped) of HPAs that a TDSet no
+    longer here held (deleted, even while this operator was down) or that it no longer scales
+    (:class:`Sweeps`)."""
+
+    task_name = "tdset/restore-floors"
 
     def __init__(
         self,
@@ -85,40 +120,24 @@ class FloorSweeps:
         active: Callable[[], bool],
         scales: Callable[[str], TargetKey | None] = lambda uid: None,
     ) -> None:
+        super().__init__(active)
         self._api = api
         self._autoscalers = autoscalers
         self._live = live
-        self._active = active
         # What a live TDSet scales now (None: not known): an HPA whose floor it raised on a
         # target it no longer points at (scaleTargetRef changed) gets its minReplicas back too.
         self._scales = scales
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
 
-    def request(self) -> None:
-        self._again = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="tdset/restore-floors")
-
-    async def wait(self) -> None:
-        """Until the sweeps asked for so far are done (tests)."""
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._active():  # listed, and (leader election) leading: a standby never writes
-            await asyncio.sleep(0.1)
-        while self._again:
-            self._again = False
-            live = self._live()
-            for hpa in list(self._autoscalers.values()):
-                if hpa.floor_owner is not None and (
-                    hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
-                ):
-                    try:
-                        await self._restore_floor(hpa)
-                    except Exception as exc:  # one HPA's failure must not end the sweeps for all
-                        logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
+    async def _sweep(self) -> None:
+        live = self._live()
+        for hpa in list(self._autoscalers.values()):
+            if hpa.floor_owner is not None and (
+                hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
+            ):
+                try:
+                    await self._restore_floor(hpa)
+                except Exception as exc:  # one HPA's failure must not end the sweeps for all
+                    logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
 
     def _moved_away(self, hpa: AutoscalerView, owner: str) -> bool:
         now = self._scales(owner)
@@ -132,8 +151,11 @@ class FloorSweeps:
             if exc.status != 404:
                 logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
             return
+        capped = (
+            f", maxReplicas {hpa.max_replicas} -> {hpa.original_max}" if hpa.original_max is not None else ""
+        )
         logger.info(
-            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min} "
+            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min}{capped} "
             "(the TDSet that raised it is gone)"
         )
 
@@ -165,7 +187,7 @@ class Held:
     plural: str
 
 
-class TargetSweeps:
+class TargetSweeps(Sweeps):
     """Gives the replicas back to scale targets no TDSet wants any more: its TDSet was deleted
     (also while this operator was down), points at another object, or went back to a
     ``container``. The counterpart of :class:`FloorSweeps` for ``spec.scaleTargetRef``.
@@ -178,9 +200,10 @@ class TargetSweeps:
     added is known from the passes only: one left by a TDSet deleted while the operator was down
     is not found (documented, with the label to look for).
 
-    Runs once every watch has listed (before, a live TDSet may look gone) and only on the
-    leader; one sweep at a time, a request during a sweep asks for exactly one more.
+    Runs as :class:`Sweeps` do: once every watch has listed, only on the leader, one at a time.
     """
+
+    task_name = "tdset/give-back-targets"
 
     def __init__(
         self,
@@ -193,6 +216,7 @@ class TargetSweeps:
         autoscaled: Callable[[TargetKey], bool] = lambda key: False,
         released: Callable[[TargetKey], None] = lambda key: None,
     ) -> None:
+        super().__init__(active)
         self._api = api
         self._wants = wants
         # Told when a target is free: a TDSet that found it taken (TargetConflict) takes it now,
@@ -200,13 +224,10 @@ class TargetSweeps:
         self._released = released
         # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
         self._autoscaled = autoscaled
-        self._active = active
         self._namespaces = namespaces
         self._event = event
         self.claims: dict[TargetKey, Held] = {}
         self._listed = False
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
 
     def claimed(self, key: TargetKey, held: Held) -> None:
         """A pass holds ``key`` for ``held.holder``: sweep if the holder no longer wants it."""
@@ -214,30 +235,16 @@ class TargetSweeps:
         if self._wants(held.holder) != key:
             self.request()
 
-    def request(self) -> None:
-        self._again = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="tdset/give-back-targets")
-
-    async def wait(self) -> None:
-        """Until the sweeps asked for so far are done (tests)."""
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._active():
-            await asyncio.sleep(0.1)
-        while self._again:
-            self._again = False
-            if not self._listed:
-                self._listed = await self._list()
-            for key, held in list(self.claims.items()):
-                if self._wants(held.holder) == key:
-                    continue
-                try:
-                    await self._give_back(key, held)
-                except Exception as exc:  # one target's failure must not end the sweeps for all
-                    logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
+    async def _sweep(self) -> None:
+        if not self._listed:
+            self._listed = await self._list()
+        for key, held in list(self.claims.items()):
+            if self._wants(held.holder) == key:
+                continue
+            try:
+                await self._give_back(key, held)
+            except Exception as exc:  # one target's failure must not end the sweeps for all
+                logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
 
     async def _list(self) -> bool:
         """Every claim on the kinds supported out of the box; whether each listing succeeded (a
@@ -584,21 +591,53 @@ class TDSetReconciler:
                 )
         return True
 
-    async def set_floor(self, body: Mapping[str, Any], hpa: AutoscalerView, floor: int, why: str) -> None:
-        key = (body["metadata"]["uid"], "hpa", hpa.name)
-        if self.expectations.in_flight(key, {"min": hpa.min_replicas}) or (
-            hpa.min_replicas == floor and hpa.floor_owner in (None, body["metadata"]["uid"])
-        ):
+    async def set_floor(
+        self,
+        body: Mapping[str, Any],
+        hpa: AutoscalerView,
+        floor: int,
+        why: str,
+        *,
+        held: desired.HeldBounds | None = None,
+        previous: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Hold the HPA to ``floor`` and to ``held.cap`` (or give its own maxReplicas back).
+
+        A maxReplicas changed by hand while a cap is in force is set back (the TDSet's entry
+        decides, as for replicas; its own value from before the cap comes back when the cap
+        ends), with a Warning: the cap is changed in the TDSet, or the TDSet suspended.
+        """
+        uid = body["metadata"]["uid"]
+        cap = held.cap if held is not None else None
+        key = (uid, "hpa", hpa.name)
+        if self.expectations.in_flight(
+            key, {"min": hpa.min_replicas, "max": hpa.max_replicas}
+        ) or desired.bounds_current(hpa, uid, floor, cap):
             return
-        await self.api.patch_autoscaler(
-            hpa.namespace, hpa.name, desired.floor_patch(hpa, body["metadata"]["uid"], floor)
-        )
-        self.expectations.expect(key, {"min": floor})
-        self._event(
-            body,
-            "SetAutoscalerFloor",
-            f"Set minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}: {why}",
-        )
+        patch = desired.floor_patch(hpa, uid, floor, cap)
+        await self.api.patch_autoscaler(hpa.namespace, hpa.name, patch)
+        max_after = int(patch["spec"].get("maxReplicas", hpa.max_replicas))
+        self.expectations.expect(key, {"min": floor, "max": max_after})
+        was = ((previous or {}).get("autoscalerBounds") or {}).get("maxReplicas")
+        if (
+            held is not None
+            and cap is not None
+            and hpa.original_max is not None
+            and was == cap != hpa.max_replicas
+        ):
+            self._event(
+                body,
+                "RevertedAutoscalerEdit",
+                f"HPA {hpa.name} had maxReplicas set to {hpa.max_replicas} while {held.cap_from} caps it at "
+                f"{cap}; set back to {cap}. Its own maxReplicas ({hpa.original_max}) comes back when "
+                f"{held.cap_from} stops deciding; change the cap in the TDSet, or set spec.suspend.",
+                "Warning",
+            )
+            return
+        changed = f"minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}"
+        if max_after != hpa.max_replicas:
+            changed += f", maxReplicas from {hpa.max_replicas} to {max_after}"
+        self._event(body, "SetAutoscalerFloor", f"Set {changed}: {why}")
 
     def _announce(
         self,
@@ -646,6 +685,7 @@ class TDSetReconciler:
         previous: Mapping[str, Any],
         why: str,
         bound: float,
+        held: desired.HeldBounds | None = None,
     ) -> Converged:
         """Deployment, HPA floor and Service, every write done within ``bound`` seconds (the next
         boundary): no throttled or retried request may hold the pass past it."""
@@ -661,7 +701,7 @@ class TDSetReconciler:
                 replicas = None if suspended or hpa is not None else out.target
                 out.scaled = await self.scale(body, spec, dep, replicas, previous=previous, why=why)
                 if hpa is not None and not suspended:
-                    await self.set_floor(body, hpa, out.target, why)
+                    await self.set_floor(body, hpa, out.target, why, held=held, previous=previous)
                 observed = self.services.children(namespace, uid)
                 current_target = next((s["targetPort"] for s in observed if s["name"] == name), None)
                 wanted = desired.service_manifest(
@@ -695,6 +735,7 @@ class TDSetReconciler:
         previous: Mapping[str, Any],
         why: str,
         bound: float,
+        held: desired.HeldBounds | None = None,
     ) -> Converged:
         """The scale target (``spec.scaleTargetRef``): found by discovery, claimed (or a conflict
         when another live TDSet holds it), scaled through ``/scale`` (or its HPA given the
@@ -715,7 +756,7 @@ class TDSetReconciler:
                 if suspended:
                     out.target = before
                 elif hpa is not None:
-                    await self.set_floor(body, hpa, out.target, why)
+                    await self.set_floor(body, hpa, out.target, why, held=held, previous=previous)
                 elif before != out.target:
                     out.scaled = True
                     found.scale = await self.scale_target(
@@ -897,17 +938,20 @@ class TDSetReconciler:
         else:
             hpa = desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
         target = decision.replicas
+        held = None
         if hpa is not None and not suspended:
-            target, clamp = desired.autoscaler_floor(decision.replicas, hpa)
-            if clamp:
-                warnings.append(clamp)
+            bounds = decision.decided.bounds if decision.decided is not None else schedule.Bounds()
+            held = desired.autoscaler_bounds(decision.replicas, bounds, hpa)
+            target = held.floor
+            if held.clamp:
+                warnings.append(held.clamp)
         if ref is None:
             done = await self.converge_children(
-                body, spec, target, hpa, previous=previous, why=why, bound=bound
+                body, spec, target, hpa, previous=previous, why=why, bound=bound, held=held
             )
         else:
             done = await self.converge_target(
-                body, spec, ref, target, hpa, previous=previous, why=why, bound=bound
+                body, spec, ref, target, hpa, previous=previous, why=why, bound=bound, held=held
             )
         dep, target, scaled, failure = done.deployment, done.target, done.scaled, done.failure
 
@@ -926,6 +970,7 @@ class TDSetReconciler:
                 desired=target,
                 deployment=dep,
                 autoscaler=hpa.name if hpa is not None else None,
+                autoscaler_bounds=held.status(hpa) if held is not None and hpa is not None else None,
                 suspended=suspended,
                 workload=ref.kind if ref is not None else "Deployment",
                 warnings=warnings,

@@ -13,6 +13,12 @@ Layers, highest first (also in docs/operators/tdset.md):
 3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
 4. **default**: ``defaultReplica``.
 
+**Autoscaler bounds** (issue #26 part 5): with an HPA on the target, the entry that decides may
+also set the HPA's ``minReplicas`` (floor) and ``maxReplicas`` (cap); each one it leaves unset
+falls back to ``spec.minReplicas``/``spec.maxReplicas``, then to the scheduled replicas (the
+floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (:class:`Bounds`,
+``Decided.bounds``). Holidays and the default have no bounds of their own.
+
 On top of them, **pre-warm**: a window with a ``leadTime`` (its own, else ``spec.leadTime``)
 raises the replicas that long before it opens (layer ``leadTime``), never lowers them: the
 replicas are the larger of what the layers say now and what they will say when the window
@@ -108,6 +114,43 @@ _OFFSET_SUFFIX = re.compile(r"(Z|[+-][0-9]{2}:[0-9]{2})$")
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The HPA's ``minReplicas`` and ``maxReplicas`` an instant asks for (None: not set: the
+    scheduled replicas are the floor, the HPA's own maxReplicas the cap), and which entry set
+    each (``window/peak``, ``override/sale``, ``leadTime/peak``, ``spec``)."""
+
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    min_from: str | None = None
+    max_from: str | None = None
+
+    def over(self, below: Bounds) -> Bounds:
+        """These, each unset one taken from ``below`` (an entry's over the spec's)."""
+        low = (
+            (self.min_replicas, self.min_from)
+            if self.min_replicas is not None
+            else (below.min_replicas, below.min_from)
+        )
+        high = (
+            (self.max_replicas, self.max_from)
+            if self.max_replicas is not None
+            else (below.max_replicas, below.max_from)
+        )
+        return Bounds(low[0], high[0], low[1], high[1])
+
+
+def bounds_of(item: Mapping[str, Any], source: str) -> Bounds:
+    """The ``minReplicas``/``maxReplicas`` of a spec entry (a window, an override, the spec)."""
+    low, high = item.get("minReplicas"), item.get("maxReplicas")
+    return Bounds(
+        int(low) if low is not None else None,
+        int(high) if high is not None else None,
+        source if low is not None else None,
+        source if high is not None else None,
+    )
+
+
+@dataclass(frozen=True)
 class Window:
     index: int
     start: int  # minute of the day
@@ -116,6 +159,7 @@ class Window:
     days: frozenset[int]  # datetime.weekday() numbers of the days the window starts on
     name: str | None = None
     lead: datetime.timedelta = datetime.timedelta(0)  # pre-warm: scale up this long before it opens
+    bounds: Bounds = Bounds()  # its own minReplicas/maxReplicas for an HPA
 
     @property
     def crosses_midnight(self) -> bool:
@@ -173,6 +217,7 @@ class Decided:
     entry: str | None = None
     window: Window | None = None  # the window deciding (layer window), or pre-warmed for (leadTime)
     opens: datetime.datetime | None = None  # leadTime: when that window opens
+    bounds: Bounds = Bounds()  # the HPA's floor and cap, the spec's filled in
 
 
 @dataclass(frozen=True)
@@ -181,6 +226,7 @@ class Override:
     start: datetime.datetime
     end: datetime.datetime
     replicas: int
+    bounds: Bounds = Bounds()
 
 
 @dataclass(frozen=True)
@@ -191,6 +237,7 @@ class Calendar:
     overrides: tuple[Override, ...] = ()  # the annotation's first
     holidays: frozenset[datetime.date] = frozenset()
     holiday_replicas: int | None = None
+    bounds: Bounds = Bounds()  # spec.minReplicas/maxReplicas: under every entry's own
 
     @property
     def zone(self) -> zoneinfo.ZoneInfo:
@@ -199,16 +246,16 @@ class Calendar:
     def at(self, now: datetime.datetime) -> Decided:
         for o in self.overrides:
             if o.start <= now < o.end:
-                return Decided(o.replicas, OVERRIDE, o.entry)
+                return Decided(o.replicas, OVERRIDE, o.entry, bounds=o.bounds.over(self.bounds))
         if self.holiday_replicas is not None and self.holidays:
             day = now.astimezone(self.zone).date()
             if day in self.holidays:
-                return Decided(self.holiday_replicas, HOLIDAY, day.isoformat())
+                return Decided(self.holiday_replicas, HOLIDAY, day.isoformat(), bounds=self.bounds)
         replicas, index = self.schedule.at(now)
         if index is None:
-            return Decided(replicas, DEFAULT)
+            return Decided(replicas, DEFAULT, bounds=self.bounds)
         window = self.schedule.windows[index]
-        return Decided(replicas, WINDOW, window.entry, window)
+        return Decided(replicas, WINDOW, window.entry, window, bounds=window.bounds.over(self.bounds))
 
     @functools.cached_property
     def instants(self) -> tuple[datetime.datetime, ...]:
@@ -289,6 +336,7 @@ def window_from_spec(index: int, item: Mapping[str, Any], lead: datetime.timedel
         frozenset(DAYS.index(d) for d in names),
         name=item.get("name") or None,
         lead=parse_duration(str(own)) if own else (lead or datetime.timedelta(0)),
+        bounds=bounds_of(item, f"{WINDOW}/{item.get('name') or index}"),
     )
 
 
@@ -417,7 +465,43 @@ def check(spec: Mapping[str, Any]) -> list[FieldError]:
             parse_date(str(text))
         except ValueError as exc:
             errors.append(FieldError(f"spec.holidays.dates[{i}]", str(exc)))
+    return errors + bounds_errors(spec)
+
+
+def bounds_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """What the CEL rules on minReplicas/maxReplicas say, again: no entry may make an HPA's
+    minReplicas exceed its maxReplicas, alone or with the spec's (an entry's own over the
+    spec's, each bound on its own)."""
+    errors = []
+    top = _int_or_none(spec.get("minReplicas")), _int_or_none(spec.get("maxReplicas"))
+    if top[0] is not None and top[1] is not None and top[0] > top[1]:
+        errors.append(FieldError("spec.maxReplicas", f"must be at least spec.minReplicas ({top[0]})"))
+    for field_name in ("schedulingConfig", "overrides"):
+        for i, item in enumerate(spec.get(field_name) or ()):
+            path = f"spec.{field_name}[{i}]"
+            low, high = _int_or_none(item.get("minReplicas")), _int_or_none(item.get("maxReplicas"))
+            if low is not None and high is not None:
+                if low > high:
+                    errors.append(FieldError(f"{path}.maxReplicas", f"must be at least minReplicas ({low})"))
+            elif low is not None and top[1] is not None and low > top[1]:
+                errors.append(
+                    FieldError(
+                        f"{path}.minReplicas",
+                        f"must not exceed spec.maxReplicas ({top[1]}), the cap while this entry decides",
+                    )
+                )
+            elif high is not None and top[0] is not None and top[0] > high:
+                errors.append(
+                    FieldError(
+                        f"{path}.maxReplicas",
+                        f"must be at least spec.minReplicas ({top[0]}), the floor while this entry decides",
+                    )
+                )
     return errors
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _checked_duration(value: Any, path: str, errors: list[FieldError]) -> datetime.timedelta | None:
@@ -468,6 +552,7 @@ def calendar_from(
                 parse_time(str(item["start"]), zone),
                 parse_time(str(item["end"]), zone),
                 int(item["replicas"]),
+                bounds_of(item, f"{OVERRIDE}/{item['name']}"),
             )
         )
     listed = spec.get("holidays") or {}
@@ -478,6 +563,7 @@ def calendar_from(
             tuple(overrides),
             frozenset(parse_date(str(d)) for d in listed.get("dates") or ()) | holidays,
             int(replicas) if replicas is not None else None,
+            bounds_of(spec, "spec"),
         ),
         error,
     )
@@ -628,8 +714,24 @@ def _effective(calendar: Calendar, t: datetime.datetime, timeline: _Timeline) ->
     for opens, decided in timeline.between(t, t + calendar.max_lead):
         assert decided.window is not None or not _opening(decided)
         if _opening(decided) and opens - decided.window.lead <= t and decided.replicas > best.replicas:  # type: ignore[union-attr]
-            best = Decided(decided.replicas, LEAD_TIME, decided.entry, decided.window, opens)
+            bounds = _prewarm_bounds(best, decided)
+            best = Decided(decided.replicas, LEAD_TIME, decided.entry, decided.window, opens, bounds)
     return best
+
+
+def _prewarm_bounds(now: Decided, window: Decided) -> Bounds:
+    """While pre-warming: the window's floor when it is higher than the one in force (pre-warm
+    raises, never lowers), and the cap in force now (the window's cap applies once it opens)."""
+    floor_now = now.bounds.min_replicas if now.bounds.min_replicas is not None else now.replicas
+    floor_then = window.bounds.min_replicas if window.bounds.min_replicas is not None else window.replicas
+    low: int | None
+    source: str | None
+    if floor_then >= floor_now:
+        low = window.bounds.min_replicas
+        source = f"{LEAD_TIME}/{window.entry}" if low is not None else None
+    else:
+        low, source = floor_now, now.bounds.min_from or f"{now.layer}/{now.entry}"
+    return Bounds(low, now.bounds.max_replicas, source, now.bounds.max_from)
 
 
 def _next_effective(

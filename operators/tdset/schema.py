@@ -445,6 +445,100 @@ CALENDAR_COLUMNS = (
 )
 # --- end of the calendar block ---
 
+# --- Autoscaler bounds (issue #26 part 5): an HPA's minReplicas/maxReplicas per entry. ---
+# An entry's own bound, else the spec's, else the scheduled replicas (floor) and the HPA's own
+# maxReplicas (cap), each bound on its own: the rules below reject every combination that would
+# give an HPA minReplicas > maxReplicas, so what passes admission is always a valid HPA.
+_BOUND = {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS}
+
+
+def bound_properties(where: str) -> dict[str, Any]:
+    return {
+        "minReplicas": {
+            **_BOUND,
+            "description": (
+                f"With an HPA on the target: its minReplicas (floor) while {where}, instead of the "
+                "scheduled replicas. Given back when it stops deciding."
+            ),
+        },
+        "maxReplicas": {
+            **_BOUND,
+            "description": (
+                f"With an HPA on the target: its maxReplicas (cap) while {where}; the HPA's own "
+                "maxReplicas is given back when it stops deciding."
+            ),
+        },
+    }
+
+
+def min_le_max(message: str = "maxReplicas must be at least minReplicas") -> dict[str, Any]:
+    return ratcheting_rule(
+        "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+        message,
+        fieldPath=".maxReplicas",
+    )
+
+
+def _entries_within_spec(field: str, what: str) -> list[dict[str, Any]]:
+    """An entry's own minimum under the spec's maximum, the spec's minimum under an entry's own
+    maximum (the bound an entry leaves unset is the spec's)."""
+    return [
+        ratcheting_rule(
+            f"!has(self.maxReplicas) || !has(self.{field}) || self.{field}.all(e, !has(e.minReplicas) || "
+            "has(e.maxReplicas) || e.minReplicas <= self.maxReplicas)",
+            f"a {what} with minReplicas and no maxReplicas of its own is capped by spec.maxReplicas: its "
+            "minReplicas must not exceed spec.maxReplicas",
+            fieldPath=f".{field}",
+        ),
+        ratcheting_rule(
+            f"!has(self.minReplicas) || !has(self.{field}) || self.{field}.all(e, !has(e.maxReplicas) || "
+            "has(e.minReplicas) || self.minReplicas <= e.maxReplicas)",
+            f"a {what} with maxReplicas and no minReplicas of its own has spec.minReplicas as its floor: "
+            "its maxReplicas must be at least spec.minReplicas",
+            fieldPath=f".{field}",
+        ),
+    ]
+
+
+WINDOW_SCHEMA["properties"].update(bound_properties("the window decides"))
+# Not on the window itself: schedulingConfig is an atomic list, whose items have no oldSelf to
+# ratchet on, and a plain rule added to an existing field could refuse a stored object's update.
+_WINDOW_MIN_LE_MAX = ratcheting_rule(
+    "!has(self.schedulingConfig) || self.schedulingConfig.all(w, !has(w.minReplicas) || "
+    "!has(w.maxReplicas) || w.minReplicas <= w.maxReplicas)",
+    "a window's maxReplicas must be at least its minReplicas",
+    fieldPath=".schedulingConfig",
+)
+_OVERRIDE_ITEM = SPEC_SCHEMA["properties"]["overrides"]["items"]
+_OVERRIDE_ITEM["properties"].update(bound_properties("the override decides"))
+_OVERRIDE_ITEM["x-kubernetes-validations"].append(min_le_max())
+SPEC_SCHEMA["properties"].update(
+    bound_properties(
+        "no entry with its own decides (a holiday, the default, or a window or override without it)"
+    )
+)
+SPEC_SCHEMA["x-kubernetes-validations"] += [
+    min_le_max(),
+    _WINDOW_MIN_LE_MAX,
+    *_entries_within_spec("schedulingConfig", "window"),
+    *_entries_within_spec("overrides", "override"),
+]
+STATUS_SCHEMA["properties"]["autoscalerBounds"] = {
+    "type": "object",
+    "description": (
+        "With an HPA: the minReplicas and maxReplicas the TDSet holds it to now, and where each comes "
+        "from (window/<entry>, override/<name>, leadTime/<entry>, spec; schedule: the scheduled "
+        "replicas; autoscaler: the HPA's own maxReplicas)."
+    ),
+    "properties": {
+        "minReplicas": {"type": "integer"},
+        "maxReplicas": {"type": "integer"},
+        "minFrom": {"type": "string"},
+        "maxFrom": {"type": "string"},
+    },
+}
+# --- end of the autoscaler bounds block ---
+
 CRD = CRDSpec(
     group=GROUP,
     version=VERSION,

@@ -52,6 +52,7 @@ class Observed:
     failure: tuple[str, str] | None
     workload: str = "Deployment"  # the kind it scales: its own Deployment, or its scaleTargetRef's
     zone: str = schedule.DEFAULT_TIME_ZONE  # spec.timeZone, for status.upcoming's local times
+    autoscaler_bounds: Mapping[str, Any] | None = None  # status.autoscalerBounds, with an HPA
 
 
 def compute(
@@ -123,6 +124,9 @@ def compute(
         "replicas": dep.status_replicas if dep is not None else 0,
         "readyReplicas": dep.ready if dep is not None else 0,
         "autoscaler": observed.autoscaler,
+        "autoscalerBounds": dict(observed.autoscaler_bounds)
+        if observed.autoscaler_bounds is not None
+        else None,
         **calendar_fields(decision, observed.zone),
         "preWarm": prewarm(
             (current or {}).get("preWarm"), decision, dep.ready if dep is not None else 0, now

@@ -21,6 +21,7 @@ from localcluster import cluster as localcluster
 from tests.framework.cluster import Cluster, bundle_crds
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.operator_process import OperatorProcess
+from tests.framework.tdsets import Operators as TDSetOperators
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +107,15 @@ def start(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
     yield run
     for op in started:
         op.stop()
+
+
+@pytest.fixture
+def start_tdset_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[TDSetOperators]:
+    """Start a TDSet operator watching only ``namespace`` (``at``: its clock shifted to that
+    instant; ``account``: another ServiceAccount than the CSV's); all stopped after the test."""
+    operators = TDSetOperators(cluster, namespace, tmp_path)
+    yield operators
+    operators.stop_all()
 
 
 @pytest.fixture

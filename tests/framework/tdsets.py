@@ -1,9 +1,11 @@
-"""TDSets in a test cluster: specs, create, read, change, their Deployment, conditions and Events."""
+"""TDSets in a test cluster: specs, create, read, change, their Deployment, conditions and Events,
+and the TDSet operators the tests start (:class:`Operators`, the ``start_tdset_operator`` fixture)."""
 
 from __future__ import annotations
 
 import datetime
 import json
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -23,6 +25,33 @@ UTC = datetime.UTC
 # The state before a boundary must be seen before it: a boundary is at least this far ahead of
 # the operator's clock once it is up (a busy machine takes seconds to start it and reconcile).
 BOUNDARY_MARGIN = datetime.timedelta(seconds=30)
+
+
+class Operators:
+    """Starts TDSet operators watching only one namespace, each with its own log, and stops them
+    all at the end of the test (the ``start_tdset_operator`` fixture)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, logs: Path) -> None:
+        self.cluster, self.namespace, self.logs = cluster, namespace, logs
+        self.started: list[OperatorProcess] = []
+
+    def __call__(self, at: datetime.datetime | None = None, *, account: str | None = None) -> OperatorProcess:
+        """Start one: ``at`` shifts its clock to that instant (default: the real time), ``account``
+        runs it as that ServiceAccount (default: the one holding exactly the CSV's rules)."""
+        offset = (at - datetime.datetime.now(UTC)).total_seconds() if at is not None else 0.0
+        op = OperatorProcess(
+            "operators.tdset",
+            self.cluster.operator_kubeconfig("tdset", account=account),
+            self.logs / f"operator-{len(self.started)}.log",
+            namespaces=self.namespace,
+            env={OFFSET_ENV: f"{offset:.6f}"},
+        )
+        self.started.append(op)
+        return op.start()
+
+    def stop_all(self) -> None:
+        for op in self.started:
+            op.stop()
 
 
 def clock_early_in_a_minute() -> dict[str, str]:

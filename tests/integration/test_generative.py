@@ -5,8 +5,9 @@ For each CRD in ``bundle/manifests``, hypothesis draws specs from the CRD's own
 (bounds +-1, odd quantities, names starting with a digit, dotted or 63/64 characters long), and
 sends each to the real API server with ``dryRun=All``: the schema and its CEL rules decide. For
 every object accepted, the children the operator's desired-state code renders from it (pods,
-Deployment, Service) are sent with ``dryRun=All`` too. A child refused for an accepted object
-is a hole in the schema (or a renderer bug): the test fails with the object and the refusal.
+Deployment, Service) are sent with ``dryRun=All`` too, and for a TDSet the HPA it would hold to
+each entry's floor and cap (:func:`autoscalers`). A child refused for an accepted object is a
+hole in the schema (or a renderer bug): the test fails with the object and the refusal.
 
 Runs with a fixed seed and a few examples per kind in ``make test``; for a longer search set
 ``GENERATIVE_EXAMPLES`` (examples per kind), e.g. ``GENERATIVE_EXAMPLES=2000 pytest
@@ -28,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from operators.netperf import desired as netperf
 from operators.tdset import desired as tdset
+from operators.tdset import schedule
 from operators.webserver import desired as webserver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,6 +120,37 @@ def children(plural: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
     return [netperf.server_pod(owner, spec), netperf.client_pod(owner, spec, "10.96.0.10")]
 
 
+def autoscalers(owner: dict[str, Any]) -> list[dict[str, Any]]:
+    """The HPA (of its own 1..3 replicas) as the TDSet would hold it while each of its entries
+    decides (issue #26 part 5): whatever admission accepts must give an HPA the API server
+    accepts (``1 <= minReplicas <= maxReplicas``). None for a spec the controller refuses."""
+    spec = owner["spec"]
+    if schedule.check(spec):
+        return []
+    calendar, _ = schedule.calendar_from(spec)
+    top = calendar.bounds
+    entries = [(calendar.schedule.default, top), (calendar.holiday_replicas or 0, top)]
+    entries += [(w.replicas, w.bounds.over(top)) for w in calendar.schedule.windows]
+    entries += [(o.replicas, o.bounds.over(top)) for o in calendar.overrides]
+    own = tdset.AutoscalerView("", "h", "t", 1, 3)
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for replicas, bounds in entries:
+        held = tdset.autoscaler_bounds(replicas, bounds, own)
+        patch = tdset.floor_patch(own, "u", held.floor, held.cap)["spec"]
+        low, high = patch["minReplicas"], patch.get("maxReplicas", own.max_replicas)
+        found[(low, high)] = {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "t"},
+                "minReplicas": low,
+                "maxReplicas": high,
+            },
+        }
+    return list(found.values())
+
+
 def dry_run_child(api: client.ApiClient, namespace: str, child: dict[str, Any]) -> None:
     kind = child["kind"]
     if kind == "Pod":
@@ -126,6 +159,10 @@ def dry_run_child(api: client.ApiClient, namespace: str, child: dict[str, Any]) 
         client.CoreV1Api(api).create_namespaced_service(namespace, child, dry_run="All")
     elif kind == "Deployment":
         client.AppsV1Api(api).create_namespaced_deployment(namespace, child, dry_run="All")
+    elif kind == "HorizontalPodAutoscaler":
+        client.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(
+            namespace, child, dry_run="All"
+        )
     else:
         raise AssertionError(f"no dry run for {kind}")
 
@@ -180,7 +217,7 @@ def test_every_accepted_object_has_children_the_api_server_accepts(cluster, name
             return
         tally["accepted"] += 1
         owner["metadata"].setdefault("generation", 1)
-        for child in children(plural, owner):
+        for child in children(plural, owner) + (autoscalers(owner) if plural == "tdsets" else []):
             try:
                 dry_run_child(cluster.api, namespace, child)
             except ApiException as exc:

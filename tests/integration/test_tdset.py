@@ -9,8 +9,7 @@ tests check against an oracle, at the instant they are checked.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,10 +18,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.tdset import schedule
-from shared.api.clock import OFFSET_ENV
 from shared.api.conditions import rfc3339
-from tests.framework.cluster import REPO, Cluster
-from tests.framework.operator_process import OperatorProcess
+from tests.framework.cluster import REPO
 from tests.framework.tdsets import (
     BOUNDARY_MARGIN,
     GROUP,
@@ -47,35 +44,12 @@ from tests.framework.tdsets import (
 from tests.framework.waits import wait_for
 
 UTC = datetime.UTC
-Start = Callable[..., OperatorProcess]
-
-
-@pytest.fixture
-def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Start a TDSet operator watching only ``namespace``; ``at`` shifts its clock to that instant."""
-    started: list[OperatorProcess] = []
-
-    def start(at: datetime.datetime | None = None) -> OperatorProcess:
-        offset = (at - datetime.datetime.now(UTC)).total_seconds() if at is not None else 0.0
-        op = OperatorProcess(
-            "operators.tdset",
-            cluster.operator_kubeconfig("tdset"),
-            tmp_path / f"operator-{len(started)}.log",
-            namespaces=namespace,
-            env={OFFSET_ENV: f"{offset:.6f}"},
-        )
-        started.append(op)
-        return op.start()
-
-    yield start
-    for op in started:
-        op.stop()
 
 
 def test_tutorial_example_gets_the_scheduled_replicas_and_is_garbage_collected(
-    cluster, namespace, start_operator
+    cluster, namespace, start_tdset_operator
 ):
-    start_operator()
+    start_tdset_operator()
     example = yaml.safe_load((REPO / "examples" / "tdset.yaml").read_text())
     name = example["metadata"]["name"]
     co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, example)
@@ -138,16 +112,16 @@ BERLIN = "Europe/Berlin"
     ],
     ids=["utc", "berlin-spring-forward"],
 )
-def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_operator, case):
+def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_tdset_operator, case):
     zone, boundary, window = case
     if boundary is None:
-        op = start_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
+        op = start_tdset_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
         boundary = next_boundary(op)
         end = (boundary.hour + 8) % 24
         window = {"startTime": boundary.hour, "startMinute": boundary.minute, "endTime": end, "replica": 4}
     else:
         # Up well before the boundary, however busy the machine (see BOUNDARY_MARGIN).
-        op = start_operator(boundary - BOUNDARY_MARGIN - datetime.timedelta(seconds=15))
+        op = start_tdset_operator(boundary - BOUNDARY_MARGIN - datetime.timedelta(seconds=15))
     spec = {**steady(2, timeZone=zone), "schedulingConfig": [window], "intervalMint": 60}
     created_at = shifted_now(op)
     assert created_at < boundary - datetime.timedelta(seconds=3), "operator took too long to start"
@@ -181,8 +155,8 @@ def test_deployment_flips_at_the_boundary_not_before(cluster, namespace, start_o
     print(f"{zone}: boundary {boundary.isoformat()}, Deployment seen at 4 after {flipped_at - boundary}")
 
 
-def test_manual_scale_is_reverted_with_an_event(cluster, namespace, start_operator):
-    start_operator()
+def test_manual_scale_is_reverted_with_an_event(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     create(cluster, namespace, "rev", steady(3))
     replicas_become(cluster, namespace, "rev", 3, "scheduled replicas")
     scale_deployment(cluster, namespace, "rev", 8)
@@ -191,8 +165,8 @@ def test_manual_scale_is_reverted_with_an_event(cluster, namespace, start_operat
     replicas_become(cluster, namespace, "rev", 3, "manual scale reverted")
 
 
-def test_image_port_and_service_changes_are_applied(cluster, namespace, start_operator):
-    start_operator()
+def test_image_port_and_service_changes_are_applied(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     core = client.CoreV1Api(cluster.api)
     create(cluster, namespace, "web", steady(1))
     replicas_become(cluster, namespace, "web", 1, "Deployment created")
@@ -234,10 +208,10 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_op
 
 
 def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(
-    cluster, namespace, start_operator
+    cluster, namespace, start_tdset_operator
 ):
     """#25: the Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
-    start_operator()
+    start_tdset_operator()
     apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
     create(cluster, namespace, "tok", steady(1))
     replicas_become(cluster, namespace, "tok", 1, "Deployment created")
@@ -281,8 +255,10 @@ def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(
     wait_for(lambda: pods(token=True), 60, "the old pod replaced by one with the token volume")
 
 
-def test_an_autoscaler_gets_the_schedule_as_its_floor_and_is_not_fought(cluster, namespace, start_operator):
-    start_operator()
+def test_an_autoscaler_gets_the_schedule_as_its_floor_and_is_not_fought(
+    cluster, namespace, start_tdset_operator
+):
+    start_tdset_operator()
     autoscaling = client.AutoscalingV2Api(cluster.api)
     create(cluster, namespace, "shop", steady(4))
     replicas_become(cluster, namespace, "shop", 4, "scheduled replicas")
@@ -331,8 +307,8 @@ def test_an_autoscaler_gets_the_schedule_as_its_floor_and_is_not_fought(cluster,
     )
 
 
-def test_suspend_leaves_manual_scale_and_resume_reverts_it(cluster, namespace, start_operator):
-    start_operator()
+def test_suspend_leaves_manual_scale_and_resume_reverts_it(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     create(cluster, namespace, "p", steady(3))
     replicas_become(cluster, namespace, "p", 3, "scheduled replicas")
     patch_spec(cluster, namespace, "p", {"suspend": True})
@@ -390,8 +366,8 @@ def test_invalid_specs_are_rejected_at_admission_with_the_field(cluster, namespa
         assert fragment in err.value.body
 
 
-def test_unknown_zone_is_degraded_with_the_field_then_recovers(cluster, namespace, start_operator):
-    start_operator()
+def test_unknown_zone_is_degraded_with_the_field_then_recovers(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     create(cluster, namespace, "tz", steady(2, timeZone="Mars/Olympus"))
 
     def degraded() -> dict[str, Any] | None:
@@ -414,8 +390,8 @@ def test_unknown_zone_is_degraded_with_the_field_then_recovers(cluster, namespac
     )
 
 
-def test_overlapping_windows_are_allowed_and_reported(cluster, namespace, start_operator):
-    start_operator()
+def test_overlapping_windows_are_allowed_and_reported(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     windows = [
         {"startTime": 0, "endTime": 12, "replica": 2},
         {"startTime": 10, "endTime": 14, "replica": 5},
@@ -434,11 +410,11 @@ def test_overlapping_windows_are_allowed_and_reported(cluster, namespace, start_
     wait_event(cluster, namespace, "ov", "ScheduleWarning", "spec.schedulingConfig[1]")
 
 
-def test_operator_killed_mid_way_converges_after_restart(cluster, namespace, start_operator):
+def test_operator_killed_mid_way_converges_after_restart(cluster, namespace, start_tdset_operator):
     day = datetime.datetime.now(UTC).date()
     ten = datetime.datetime.combine(day, datetime.time(10, 0), UTC)
     spec = {**steady(2), "schedulingConfig": [{"startTime": 9, "endTime": 17, "replica": 5}]}
-    first = start_operator(ten)
+    first = start_tdset_operator(ten)
     create(cluster, namespace, "r", spec)
     replicas_become(cluster, namespace, "r", 5, "window replicas at 10:00")
     first.kill()  # SIGKILL: no clean shutdown
@@ -446,7 +422,7 @@ def test_operator_killed_mid_way_converges_after_restart(cluster, namespace, sta
     # While no operator runs: a manual scale and a spec change; then it comes back at 20:00.
     scale_deployment(cluster, namespace, "r", 8)
     patch_spec(cluster, namespace, "r", {"container": {"image": "nginx:1.28", "port": 80}})
-    second = start_operator(datetime.datetime.combine(day, datetime.time(20, 0), UTC))
+    second = start_tdset_operator(datetime.datetime.combine(day, datetime.time(20, 0), UTC))
 
     def converged() -> dict[str, Any] | None:
         tds, dep = get(cluster, namespace, "r"), deployment(cluster, namespace, "r")
@@ -470,8 +446,10 @@ def test_operator_killed_mid_way_converges_after_restart(cluster, namespace, sta
     assert "clock shifted" in second.log_tail(200_000)
 
 
-def test_a_strangers_deployment_with_the_name_is_reported_not_adopted(cluster, namespace, start_operator):
-    start_operator()
+def test_a_strangers_deployment_with_the_name_is_reported_not_adopted(
+    cluster, namespace, start_tdset_operator
+):
+    start_tdset_operator()
     apps = client.AppsV1Api(cluster.api)
     labels = {"app": "mine"}
     apps.create_namespaced_deployment(

@@ -10,8 +10,7 @@ from the same pure calendar the unit tests check, at the instant they are checke
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,10 +18,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.tdset import schedule
-from shared.api.clock import OFFSET_ENV
 from shared.api.conditions import rfc3339
 from tests.framework.cluster import Cluster
-from tests.framework.operator_process import OperatorProcess
 from tests.framework.tdsets import (
     BOUNDARY_MARGIN,
     GROUP,
@@ -44,30 +41,7 @@ from tests.framework.tdsets import (
 from tests.framework.waits import wait_for
 
 UTC = datetime.UTC
-Start = Callable[..., OperatorProcess]
 ANNOTATION = schedule.OVERRIDE_ANNOTATION
-
-
-@pytest.fixture
-def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """A TDSet operator watching only ``namespace``, its clock shifted to ``at``."""
-    started: list[OperatorProcess] = []
-
-    def start(at: datetime.datetime) -> OperatorProcess:
-        offset = (at - datetime.datetime.now(UTC)).total_seconds()
-        op = OperatorProcess(
-            "operators.tdset",
-            cluster.operator_kubeconfig("tdset"),
-            tmp_path / f"operator-{len(started)}.log",
-            namespaces=namespace,
-            env={OFFSET_ENV: f"{offset:.6f}"},
-        )
-        started.append(op)
-        return op.start()
-
-    yield start
-    for op in started:
-        op.stop()
 
 
 def annotate(cluster: Cluster, namespace: str, name: str, value: str | None) -> None:
@@ -93,8 +67,8 @@ THURSDAY = datetime.datetime(2026, 12, 24, 9, 0, tzinfo=UTC)
 WINDOW = {"name": "office", "startTime": 9, "endTime": 17, "replica": 4}
 
 
-def test_each_layer_wins_over_the_ones_below(cluster, namespace, start_operator):
-    start_operator(THURSDAY)
+def test_each_layer_wins_over_the_ones_below(cluster, namespace, start_tdset_operator):
+    start_tdset_operator(THURSDAY)
     spec = {**steady(2, timeZone="Europe/Berlin"), "schedulingConfig": [WINDOW]}
     create(cluster, namespace, "cal", spec)
     replicas_become(cluster, namespace, "cal", 4, "the window's replicas")
@@ -130,9 +104,9 @@ def test_each_layer_wins_over_the_ones_below(cluster, namespace, start_operator)
 
 
 def test_the_override_annotation_expires_at_its_until_and_a_malformed_one_is_reported(
-    cluster, namespace, start_operator
+    cluster, namespace, start_tdset_operator
 ):
-    op = start_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
+    op = start_tdset_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
     create(cluster, namespace, "oncall", steady(2))
     replicas_become(cluster, namespace, "oncall", 2, "defaultReplica")
 
@@ -174,8 +148,8 @@ def test_the_override_annotation_expires_at_its_until_and_a_malformed_one_is_rep
     )
 
 
-def test_upcoming_transitions_in_status_and_the_wide_columns(cluster, namespace, start_operator):
-    op = start_operator(THURSDAY)
+def test_upcoming_transitions_in_status_and_the_wide_columns(cluster, namespace, start_tdset_operator):
+    op = start_tdset_operator(THURSDAY)
     spec = {
         **steady(2, timeZone="Europe/Berlin"),
         "schedulingConfig": [WINDOW],
@@ -212,8 +186,10 @@ def test_upcoming_transitions_in_status_and_the_wide_columns(cluster, namespace,
     assert (cells["Layer"], cells["Next-Replicas"], cells["Next-Layer"]) == ("window", 2, "default")
 
 
-def test_lead_time_scales_up_before_the_window_and_reports_when_ready(cluster, namespace, start_operator):
-    op = start_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
+def test_lead_time_scales_up_before_the_window_and_reports_when_ready(
+    cluster, namespace, start_tdset_operator
+):
+    op = start_tdset_operator(datetime.datetime.now(UTC).replace(second=20, microsecond=0))
     warm = next_boundary(op)
     opens = warm + datetime.timedelta(minutes=1)
     window = {
@@ -250,8 +226,8 @@ def test_lead_time_scales_up_before_the_window_and_reports_when_ready(cluster, n
     assert deployment(cluster, namespace, "warm").spec.replicas == 3
 
 
-def test_holidays_from_a_labelled_configmap_follow_its_changes(cluster, namespace, start_operator):
-    start_operator(THURSDAY)
+def test_holidays_from_a_labelled_configmap_follow_its_changes(cluster, namespace, start_tdset_operator):
+    start_tdset_operator(THURSDAY)
     core = client.CoreV1Api(cluster.api)
     spec = {
         **steady(2, timeZone="Europe/Berlin"),

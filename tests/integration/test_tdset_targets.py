@@ -11,8 +11,7 @@ admin to.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from localcluster.cluster import AUDITED_NAMESPACE
 from operators.tdset import target
 from operators.tdset.description import DESCRIPTION
 from tests.framework.cluster import REPO, Cluster
-from tests.framework.operator_process import OperatorProcess
 from tests.framework.tdsets import (
     GROUP,
     PLURAL,
@@ -38,28 +36,6 @@ from tests.framework.tdsets import (
     wait_event,
 )
 from tests.framework.waits import wait_for
-
-Start = Callable[..., OperatorProcess]
-
-
-@pytest.fixture
-def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Start a TDSet operator watching only ``namespace`` (as ``account``, default the CSV's)."""
-    started: list[OperatorProcess] = []
-
-    def start(account: str | None = None) -> OperatorProcess:
-        op = OperatorProcess(
-            "operators.tdset",
-            cluster.operator_kubeconfig("tdset", account=account),
-            tmp_path / f"operator-{len(started)}.log",
-            namespaces=namespace,
-        )
-        started.append(op)
-        return op.start()
-
-    yield start
-    for op in started:
-        op.stop()
 
 
 def spec(ref: dict[str, str], replicas: int = 4, **extra: Any) -> dict[str, Any]:
@@ -151,9 +127,9 @@ class Target:
 
 @pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "WebServer"])
 def test_a_target_is_claimed_scaled_and_given_back_when_the_tdset_is_deleted(
-    cluster, namespace, start_operator, kind
+    cluster, namespace, start_tdset_operator, kind
 ):
-    start_operator()
+    start_tdset_operator()
     app = Target(cluster, namespace, kind).create(replicas=2)
     tds = create(cluster, namespace, "sched", spec(app.ref, 4))
 
@@ -176,9 +152,9 @@ def test_a_target_is_claimed_scaled_and_given_back_when_the_tdset_is_deleted(
 
 
 def test_a_target_is_given_back_when_its_tdset_was_deleted_while_the_operator_was_down(
-    cluster, namespace, start_operator
+    cluster, namespace, start_tdset_operator
 ):
-    first = start_operator()
+    first = start_tdset_operator()
     app = Target(cluster, namespace, "Deployment").create(replicas=1)
     create(cluster, namespace, "gone", spec(app.ref, 3))
     app.becomes(3, "scaled by the TDSet")
@@ -191,13 +167,13 @@ def test_a_target_is_given_back_when_its_tdset_was_deleted_while_the_operator_wa
         "the TDSet deleted while no operator runs",
     )
     assert app.replicas() == 3 and app.claim().holder is not None
-    start_operator()
+    start_tdset_operator()
     app.becomes(1, "the restarted operator's start-up sweep gives the replicas back")
     wait_for(lambda: app.claim().holder is None, 60, "the claim dropped")
 
 
-def test_pointing_at_another_target_gives_the_first_back(cluster, namespace, start_operator):
-    start_operator()
+def test_pointing_at_another_target_gives_the_first_back(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     a = Target(cluster, namespace, "Deployment", "a").create(replicas=1)
     b = Target(cluster, namespace, "Deployment", "b").create(replicas=1)
     create(cluster, namespace, "mover", spec(a.ref, 3))
@@ -208,8 +184,10 @@ def test_pointing_at_another_target_gives_the_first_back(cluster, namespace, sta
     assert a.claim().holder is None
 
 
-def test_a_second_tdset_on_the_same_target_is_a_conflict_not_a_tug_of_war(cluster, namespace, start_operator):
-    start_operator()
+def test_a_second_tdset_on_the_same_target_is_a_conflict_not_a_tug_of_war(
+    cluster, namespace, start_tdset_operator
+):
+    start_tdset_operator()
     app = Target(cluster, namespace, "Deployment").create(replicas=1)
     first = create(cluster, namespace, "first", spec(app.ref, 3))
     app.becomes(3, "the first TDSet scaled it")
@@ -233,9 +211,9 @@ def test_a_second_tdset_on_the_same_target_is_a_conflict_not_a_tug_of_war(cluste
 
 
 def test_an_hpa_on_the_target_gets_the_floor_and_it_goes_back_with_the_tdset(
-    cluster, namespace, start_operator
+    cluster, namespace, start_tdset_operator
 ):
-    start_operator()
+    start_tdset_operator()
     autoscaling = client.AutoscalingV2Api(cluster.api)
     app = Target(cluster, namespace, "StatefulSet").create(replicas=1)
     hpa = {
@@ -276,8 +254,8 @@ def test_an_hpa_on_the_target_gets_the_floor_and_it_goes_back_with_the_tdset(
     wait_for(lambda: app.claim().holder is None, 60, "the claim on the StatefulSet dropped")
 
 
-def test_a_kind_without_scale_is_degraded_with_the_reason(cluster, namespace, start_operator):
-    start_operator()
+def test_a_kind_without_scale_is_degraded_with_the_reason(cluster, namespace, start_tdset_operator):
+    start_tdset_operator()
     client.CoreV1Api(cluster.api).create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}})
     create(cluster, namespace, "cm", spec(ref("ConfigMap", "cfg", "v1")))
     degraded = wait_for(
@@ -355,7 +333,9 @@ def aggregated_role_of_the_install() -> dict[str, Any]:
     return role
 
 
-def test_a_cluster_admin_allows_another_kind_with_a_labelled_cluster_role(cluster, namespace, start_operator):
+def test_a_cluster_admin_allows_another_kind_with_a_labelled_cluster_role(
+    cluster, namespace, start_tdset_operator
+):
     suffix = uuid.uuid4().hex[:8]
     group = f"t{suffix}.example.com"
     ext, rbac = client.ApiextensionsV1Api(cluster.api), client.RbacAuthorizationV1Api(cluster.api)
@@ -393,7 +373,7 @@ def test_a_cluster_admin_allows_another_kind_with_a_labelled_cluster_role(cluste
             60,
             "the CRD served with its scale subresource",
         )
-        start_operator(account=account)
+        start_tdset_operator(account=account)
         widgets = client.CustomObjectsApi(cluster.api)
         widgets.create_namespaced_custom_object(
             group,

@@ -280,7 +280,9 @@ def test_floor_patch_remembers_the_users_value_once_and_restore_gives_it_back():
     # A later floor (or a re-created TDSet) keeps the user's own 2, not the raised 5.
     assert desired.floor_patch(raised, "u2", 7)["metadata"]["annotations"][desired.ORIGINAL_MIN] == "2"
     assert desired.restore_patch(raised) == {
-        "metadata": {"annotations": {desired.FLOOR_OWNER: None, desired.ORIGINAL_MIN: None}},
+        "metadata": {
+            "annotations": {desired.FLOOR_OWNER: None, desired.ORIGINAL_MIN: None, desired.ORIGINAL_MAX: None}
+        },
         "spec": {"minReplicas": 2},
     }
 
