@@ -193,6 +193,32 @@ def calendar_fields(decision: Decision, zone: str) -> dict[str, Any]:
     }
 
 
+# An unwatched target (scaleTargetRef) is read once a pass: while a pre-warm waits for it, passes
+# come a tenth of the time since pre-warm began apart, within these bounds (seconds), so readyAt
+# is late by at most about a tenth of the time the target took, at a few reads per opening.
+READINESS_POLL = (1.0, 60.0)
+
+
+def readiness_recheck(
+    record: Mapping[str, Any] | None, decision: Decision, now: datetime.datetime
+) -> float | None:
+    """Seconds to the next look at an unwatched target whose readiness ``record`` (the new
+    ``preWarm``) still waits for; None when it waits for nothing."""
+    if record is None or "readyAt" in record:
+        return None
+    decided = decision.decided
+    start = datetime.datetime.fromisoformat(str(record["windowStart"]))
+    if decided is None or decided.window is None or decided.entry != record.get("entry"):
+        return None
+    warming = decided.layer == schedule.LEAD_TIME and decided.opens == start
+    opened = decided.layer == schedule.WINDOW and now >= start
+    if not (warming or opened):
+        return None
+    elapsed = (now - (start - decided.window.lead)).total_seconds()
+    low, high = READINESS_POLL
+    return min(max(elapsed / 10, low), high)
+
+
 def prewarm(
     previous: Mapping[str, Any] | None, decision: Decision, ready: int, now: datetime.datetime
 ) -> dict[str, Any] | None:
@@ -200,8 +226,9 @@ def prewarm(
 
     A new record starts when pre-warm for another opening begins; ``readyAt`` is set on the
     first pass that sees ``ready`` at the pre-warmed replicas, while the pre-warm or the window
-    it was for still decides (the passes follow the target's status, so that is when it got
-    ready, to the watch's delay).
+    it was for still decides (the passes follow the status of a Deployment the TDSet runs, so
+    that is when it got ready, to the watch's delay; an unwatched target is polled meanwhile,
+    :func:`readiness_recheck`).
     """
     record = dict(previous) if previous else None
     decided = decision.decided

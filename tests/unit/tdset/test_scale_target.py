@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from operators.tdset import target
+from operators.tdset import schedule, status, target
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions
@@ -502,3 +502,46 @@ def test_the_controller_checks_what_cel_checks(extra, fragment):
     assert kube.keys() == [("patch", "tdsets", NS, "shop", "status")]
     degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
     assert degraded["reason"] == "InvalidSpec" and fragment in degraded["message"]
+
+
+def test_a_pre_warmed_target_is_polled_until_ready_and_ready_at_is_when_a_pass_saw_it():
+    """A target is not watched: while pre-warm waits for it, passes come a tenth of the time
+    since pre-warm began apart (at least 1 s), so ``readyAt`` is not the window's start."""
+    window = {
+        "name": "peak",
+        "startTime": 10,
+        "startMinute": 40,
+        "endTime": 11,
+        "replica": 5,
+        "leadTime": "20m",
+    }
+    kube = FakeKube(tdset(ref(), schedulingConfig=[window]), workload())
+    p = Pass(kube)  # 10:30: pre-warm began at 10:20, the window opens at 10:40
+    p.see(TDS_PATH)
+    assert p.run() == 0.0  # scaled to 5 at once
+    assert kube.object(path())["spec"]["replicas"] == 5
+    # 10 minutes into pre-warm and not ready yet: look again in 60 s (a tenth, at most 60 s).
+    assert p.run() == pytest.approx(status.READINESS_POLL[1])
+    assert "readyAt" not in kube.object(TDS_PATH)["status"]["preWarm"]
+    asyncio.run(
+        kube.client().merge_patch(path() + "/status", {"status": {"replicas": 5, "readyReplicas": 5}})
+    )
+    assert p.run() == pytest.approx(600, abs=1)  # ready: the next wake-up is the window's start
+    pre = kube.object(TDS_PATH)["status"]["preWarm"]
+    assert (pre["readyAt"], pre["readySecondsAfterStart"]) == (conditions.rfc3339(NOW), -600)
+
+
+def test_readiness_polls_start_fast_and_stop_once_ready_or_elsewhere():
+    opens = NOW + datetime.timedelta(minutes=1)
+    window = schedule.Window(0, 0, 60, 5, frozenset(range(7)), "peak", datetime.timedelta(seconds=90))
+    warming = schedule.Decision(
+        5, None, opens, schedule.Decided(5, schedule.LEAD_TIME, "peak", window, opens)
+    )
+    record = {"entry": "peak", "windowStart": conditions.rfc3339(opens), "replicas": 5}
+    # 30 s into a 90 s lead: every 3 s; at its very start, every 1 s.
+    assert status.readiness_recheck(record, warming, NOW) == pytest.approx(3.0)
+    began = opens - datetime.timedelta(seconds=90)
+    assert status.readiness_recheck(record, warming, began) == status.READINESS_POLL[0]
+    assert status.readiness_recheck({**record, "readyAt": "x"}, warming, NOW) is None
+    default = schedule.Decision(1, None, None, schedule.Decided(1, schedule.DEFAULT))
+    assert status.readiness_recheck(record, default, NOW) is None
