@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operators.netperf.parse import KEYS
+from operators.netperf.parse import KEYS, RR_TYPES
 from operators.netperf.schema import APP, DEFAULTS
 from shared.api import ownership, podsecurity
 
@@ -75,7 +75,7 @@ def netperf_argv(spec: Mapping[str, Any], server_ip: str) -> list[str]:
     argv += ["-l", str(spec["duration"]), "-t", test, "--", "-k", ",".join(KEYS[test])]
     if spec.get("messageSize"):
         size = str(spec["messageSize"])
-        argv += ["-r", f"{size},{size}"] if test == "TCP_RR" else ["-m", size]
+        argv += ["-r", f"{size},{size}"] if test in RR_TYPES else ["-m", size]
     return argv
 
 

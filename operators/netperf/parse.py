@@ -12,7 +12,9 @@ appends each run to its termination message as::
 netperf drops unknown selectors in a comma list silently, so every key asked for must be
 present; a throughput of 0 or less is netperf's silent failure mode (colliding data ports)
 and is rejected; any other line (warnings) is ignored. For UDP_STREAM netperf's omni
-``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. Latencies are
+``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. The request/response
+types (TCP_RR, TCP_CRR, UDP_RR) report transactions per second and latency percentiles; a
+TCP_CRR transaction opens and closes a connection, so its rate is connections per second. Latencies are
 reported by netperf in microseconds and returned in seconds; throughput in bits/s.
 """
 
@@ -25,20 +27,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 COMMON_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "PROTOCOL")
+RR_KEYS = (*COMMON_KEYS, "TRANSACTION_RATE", "MEAN_LATENCY", "P50_LATENCY", "P90_LATENCY", "P99_LATENCY")
 KEYS: Mapping[str, tuple[str, ...]] = {
     "TCP_STREAM": (*COMMON_KEYS, "LOCAL_TRANSPORT_RETRANS"),
     "UDP_STREAM": COMMON_KEYS,
-    "TCP_RR": (
-        *COMMON_KEYS,
-        "TRANSACTION_RATE",
-        "MEAN_LATENCY",
-        "P50_LATENCY",
-        "P90_LATENCY",
-        "P99_LATENCY",
-        "LOCAL_TRANSPORT_RETRANS",
-    ),
+    "TCP_RR": (*RR_KEYS, "LOCAL_TRANSPORT_RETRANS"),
+    # One transaction = connect, request, response, close: the rate is connections per second.
+    # Not LOCAL_TRANSPORT_RETRANS: it is read from one of the many connections (or -1).
+    "TCP_CRR": RR_KEYS,
+    # UDP has no retransmissions (netperf prints -1): not asked for.
+    "UDP_RR": RR_KEYS,
 }
-PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP"}
+PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP", "TCP_CRR": "TCP", "UDP_RR": "UDP"}
+# Request/response tests: transactions per second and latency percentiles instead of bits/s.
+RR_TYPES = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
 BITS_PER_UNIT = {"10^9bits/s": 1e9, "10^6bits/s": 1e6, "10^3bits/s": 1e3, "bits/s": 1.0}
 RAW_LIMIT = 1024  # characters of raw output kept in an error message
 
@@ -100,8 +102,8 @@ def stats(values: Sequence[float]) -> Stats:
 class Result:
     test_type: str
     throughput_bits: Stats | None = None  # STREAM tests
-    transactions: Stats | None = None  # TCP_RR
-    latency_seconds: Mapping[str, float] = field(default_factory=dict)  # TCP_RR: mean, p50, p90, p99
+    transactions: Stats | None = None  # RR types (TCP_CRR: connections per second)
+    latency_seconds: Mapping[str, float] = field(default_factory=dict)  # RR types: mean, p50, p90, p99
     retransmits: int | None = None
 
     @property
@@ -174,12 +176,12 @@ def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str,
         value = int(_number(pairs, "LOCAL_TRANSPORT_RETRANS", raw))
         retransmits = value if value >= 0 else None  # -1: not available on this platform
     units = pairs["THROUGHPUT_UNITS"]
-    if test_type != "TCP_RR":
+    if test_type not in RR_TYPES:
         if units not in BITS_PER_UNIT:
             raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r}", raw)
         return Sample(throughput * BITS_PER_UNIT[units], None, {}, retransmits)
     if units != "Trans/s":
-        raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r} for TCP_RR", raw)
+        raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r} for {test_type}", raw)
     latency = {}
     for name, key in LATENCY_KEYS:
         usec = _number(pairs, key, raw)

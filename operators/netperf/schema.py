@@ -21,7 +21,7 @@ KIND = "Netperf"
 PLURAL = "netperfs"
 APP = "netperf"  # value of app.kubernetes.io/name on every pod
 
-TEST_TYPES = ("TCP_STREAM", "TCP_RR", "UDP_STREAM")
+TEST_TYPES = ("TCP_STREAM", "TCP_RR", "UDP_STREAM", "TCP_CRR", "UDP_RR")
 PLACEMENTS = ("DifferentNodes", "SameNode")
 PHASES = ("Initial", "Server", "Test", "Done", "Error")
 DEFAULT_IMAGE = f"ghcr.io/k8s-operators-py/netperf:{shared.__version__}"
@@ -53,7 +53,11 @@ SPEC_SCHEMA: dict[str, Any] = {
             "type": "string",
             "enum": list(TEST_TYPES),
             "default": DEFAULTS["testType"],
-            "description": "netperf test: TCP_STREAM, TCP_RR (transactions and latency) or UDP_STREAM.",
+            "description": (
+                "netperf test: TCP_STREAM or UDP_STREAM (bits/s), TCP_RR or UDP_RR (transactions/s "
+                "and latency percentiles), TCP_CRR (a new connection per transaction: "
+                "connections/s and latency percentiles)."
+            ),
         },
         "duration": {
             "type": "integer",
@@ -75,7 +79,7 @@ SPEC_SCHEMA: dict[str, Any] = {
             "maximum": 65507,
             "description": (
                 "Bytes per send for STREAM tests (netperf -m), request and response size for "
-                "TCP_RR (-r). Default: netperf's."
+                "the RR types (-r). Default: netperf's."
             ),
         },
         "image": {
@@ -144,10 +148,13 @@ STATUS_SCHEMA: dict[str, Any] = {
             **_STATS,
             "description": "Throughput per sample in bits/s, with statistics.",
         },
-        "transactionsPerSec": {**_STATS, "description": "TCP_RR transactions per second per sample."},
+        "transactionsPerSec": {
+            **_STATS,
+            "description": "RR types: transactions per second per sample (TCP_CRR: connections per second).",
+        },
         "latencySeconds": {
             "type": "object",
-            "description": "TCP_RR round-trip latency in seconds, averaged over the samples.",
+            "description": "RR types: transaction latency in seconds, averaged over the samples.",
             "properties": {
                 "mean": {"type": "number"},
                 "p50": {"type": "number"},

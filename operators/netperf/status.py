@@ -115,7 +115,8 @@ def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) 
         summary = f"{result.throughput_bits.mean / 1e9:.3f} Gbit/s, mean of {n} samples"
     elif result.transactions is not None:
         n = len(result.transactions.samples)
-        summary = f"{result.transactions.mean:.0f} transactions/s, mean of {n} samples"
+        what = "connections/s" if result.test_type == "TCP_CRR" else "transactions/s"
+        summary = f"{result.transactions.mean:.0f} {what}, mean of {n} samples"
     else:
         summary = "completed"
     return phase(current=current, phase="Done", summary=summary, now=now, **fields)

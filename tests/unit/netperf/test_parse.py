@@ -1,9 +1,10 @@
 """The parser on real termination messages captured with ``python -m tools.bench.capture_netperf``.
 
 The fixtures are what the operator's client command wrote over a veth pair on this machine
-(netperf 2.7.0 from Debian). Cases that cannot be provoked on demand (throughput 0 from
-colliding data ports, a dropped selector) are made from a real capture by one edit each,
-named in the test.
+(netperf 2.7.0 from Debian); ``tcp_crr`` and ``udp_rr`` are the same command run over loopback
+(``--loopback``: same netperf, same format, loopback figures). Cases that cannot be provoked
+on demand (throughput 0 from colliding data ports, a dropped selector) are made from a real
+capture by one edit each, named in the test.
 """
 
 import math
@@ -49,6 +50,38 @@ def test_tcp_rr_transactions_and_latency_in_seconds():
     for name, key in (("mean", "MEAN_LATENCY"), ("p50", "P50_LATENCY"), ("p99", "P99_LATENCY")):
         assert result.latency_seconds[name] == pytest.approx(sum(values(text, key)) / 3 / 1e6)
     assert 0 < result.latency_seconds["p50"] <= result.latency_seconds["p99"] < 1
+
+
+@pytest.mark.parametrize(("test_type", "protocol"), [("TCP_CRR", "TCP"), ("UDP_RR", "UDP")])
+def test_crr_and_udp_rr_transactions_and_latency_percentiles(test_type, protocol):
+    text = fixture(test_type.lower())
+    assert set(values(text, "SAMPLE")) == {0, 1, 2} and f"PROTOCOL={protocol}" in text
+    result = parse(text, test_type, 3)
+    assert result.throughput_bits is None and result.speed_bits_per_sec is None
+    assert result.transactions is not None
+    assert list(result.transactions.samples) == values(text, "TRANSACTION_RATE")
+    assert result.transactions.ci95_low <= result.transactions.mean <= result.transactions.ci95_high
+    for name, key in (("mean", "MEAN_LATENCY"), ("p50", "P50_LATENCY"), ("p90", "P90_LATENCY")):
+        assert result.latency_seconds[name] == pytest.approx(sum(values(text, key)) / 3 / 1e6)
+    assert 0 < result.latency_seconds["p50"] <= result.latency_seconds["p99"] < 1
+    # CRR's retransmission counter would be one connection's of thousands; UDP has none.
+    assert result.retransmits is None
+    assert "LOCAL_TRANSPORT_RETRANS" not in KEYS[test_type]
+
+
+def test_rr_types_ask_for_their_keys_and_take_the_message_size_as_request_and_response():
+    for test_type in ("TCP_RR", "TCP_CRR", "UDP_RR"):
+        argv = desired.netperf_argv({"testType": test_type, "messageSize": 64}, "10.0.0.1")
+        assert argv[argv.index("-t") + 1] == test_type
+        assert argv[argv.index("-k") + 1] == ",".join(KEYS[test_type])
+        assert argv[argv.index("-r") + 1] == "64,64" and "-m" not in argv
+
+
+def test_a_udp_rr_output_is_not_a_tcp_crr_result():
+    with pytest.raises(ParseError, match="used UDP, not TCP"):
+        parse(fixture("udp_rr"), "TCP_CRR", 3)
+    with pytest.raises(ParseError, match="unexpected THROUGHPUT_UNITS 'Trans/s'"):
+        parse(fixture("udp_rr"), "UDP_STREAM", 3)
 
 
 def test_udp_stream_reports_received_throughput_and_no_retransmits():
