@@ -1,8 +1,11 @@
 """The pods of one Netperf run as plain dicts, and the view kept of observed pods (pure).
 
-A run is identified by the Netperf's generation: its pods are ``<name>-server-<gen>`` and
-``<name>-client-<gen>`` (deterministic, so a restarted operator finds them instead of
-creating more; a spec change starts a new run whose pods cannot be confused with the old).
+A run is identified by the Netperf's UID and generation: its pods are ``<name>-server-<gen>``
+and ``<name>-client-<gen>`` (deterministic, so a restarted operator finds them instead of
+creating more; a spec change starts a new run whose pods cannot be confused with the old) and
+carry both in labels. The name alone is not enough: a Netperf deleted and re-created under the
+same name starts again at generation 1, and a pod of its predecessor's run (an orphan it adopted
+to delete, still Terminating) has the very names of its own run (:func:`of_run`).
 
 The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
 readiness probe on the control port. The client runs netperf ``samples`` times through a
@@ -27,6 +30,7 @@ from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
 RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to
+UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
 # Runs netperf "$1" times with the remaining arguments, appending each run's output (at most
@@ -92,6 +96,7 @@ def _pod(
     labels = {
         **ownership.standard_labels(APP, meta["name"], component),
         RUN_LABEL: str(meta.get("generation", 0)),
+        UID_LABEL: str(meta.get("uid") or ""),
     }
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -188,6 +193,7 @@ class PodView:
     exit_code: int | None
     message: str  # the terminated container's termination message
     uid: str = ""  # deletes carry it as a precondition
+    created_for: str = ""  # UID_LABEL: the Netperf whose run made it ("" before the label existed)
 
     @property
     def finished(self) -> bool:
@@ -231,4 +237,15 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         exit_code=exit_code,
         message=message,
         uid=meta.get("uid") or "",
+        created_for=labels.get(UID_LABEL, ""),
     )
+
+
+def of_run(pod: PodView, owner_uid: str, generation: int) -> bool:
+    """Whether ``pod`` was created for this run of this Netperf (not only named like it).
+
+    Controlled by the Netperf is not enough: an adopted orphan of a predecessor of the same name
+    is controlled by it too, until it is gone. Pods without the UID label (made by an operator
+    from before it) count by generation, so an upgrade mid-run continues the run.
+    """
+    return pod.run == str(generation) and pod.created_for in ("", owner_uid)

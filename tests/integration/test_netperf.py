@@ -203,6 +203,9 @@ def test_spec_change_reruns_and_a_finished_test_is_left_alone(cluster, namespace
     s = in_test(cluster, namespace, "again")
     assert s["observedGeneration"] == 2 and s["clientPod"] == "again-client-2"
     assert "speedBitsPerSec" not in s  # the old result is cleared with the new run
+    assert "netperf_throughput_bytes_per_second" not in {
+        line.partition("{")[0] for line in operator.metrics().splitlines() if 'name="again"' in line
+    }  # and its series
     finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream"))
     second = phase_is(cluster, namespace, "again", "Done")
     assert second["observedGeneration"] == 2 and second["startedAt"] >= first["startedAt"]

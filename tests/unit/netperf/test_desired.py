@@ -130,6 +130,20 @@ def test_pod_view_reads_termination_scheduling_and_waiting():
     assert pulling.waiting == "ErrImagePull: nope"
 
 
+def test_a_run_is_its_owners_uid_and_generation_not_its_pod_names():
+    view = desired.pod_view(pod_body(phase="Succeeded"))
+    assert view.created_for == "u1" and desired.of_run(view, "u1", 3)
+    assert not desired.of_run(view, "u1", 4)  # an older generation's pod
+    # A re-created Netperf of the same name has the same pod names but another UID: the pod of
+    # its predecessor's run (adopted, so controlled by it) is not its own.
+    adopted = desired.pod_view(pod_body(phase="Succeeded"))
+    assert not desired.of_run(adopted, "u2", 3)
+    # Made before pods carried the UID label: counted by generation (an upgrade mid-run).
+    legacy = pod_body(phase="Running")
+    del legacy["metadata"]["labels"][desired.UID_LABEL]
+    assert desired.of_run(desired.pod_view(legacy), "u2", 3)
+
+
 def test_status_through_a_run():
     names = desired.pod_names("np", 3)
     old = {"status": "Done", "speedBitsPerSec": 5.0, "observedGeneration": 2, "conditions": []}
