@@ -33,17 +33,33 @@ RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to
 UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
-# Runs netperf "$1" times with the remaining arguments, appending each run's output (at most
-# 600 characters of it) to $NETPERF_RESULT; stops at the first failing run with its exit code.
+# Runs netperf "$1" times with the remaining arguments, each time as $NETPERF_STREAMS processes
+# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir),
+# appending each process's output (at most 600 characters of it) to $NETPERF_RESULT, with a
+# STREAM= line when there are several; stops after the first sample with a failing process,
+# with its exit code. One stream writes exactly what the single-process loop wrote before.
 CLIENT_SCRIPT = """\
 n="$1"; shift
 out="${NETPERF_RESULT:-/dev/termination-log}"
+streams="${NETPERF_STREAMS:-1}"
 : > "$out"
 i=0
 while [ "$i" -lt "$n" ]; do
-  r=$("$@" 2>&1); rc=$?
-  printf 'SAMPLE=%s\\nEXIT=%s\\n%.600s\\n' "$i" "$rc" "$r" >> "$out"
-  [ "$rc" -eq 0 ] || exit "$rc"
+  j=0; pids=""
+  while [ "$j" -lt "$streams" ]; do
+    "$@" > "/tmp/netperf-$j" 2>&1 &
+    pids="$pids $!"; j=$((j + 1))
+  done
+  j=0; failed=0
+  for pid in $pids; do
+    wait "$pid"; rc=$?
+    printf 'SAMPLE=%s\\n' "$i" >> "$out"
+    [ "$streams" -eq 1 ] || printf 'STREAM=%s\\n' "$j" >> "$out"
+    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "/tmp/netperf-$j")" >> "$out"
+    [ "$rc" -eq 0 ] || failed="$rc"
+    j=$((j + 1))
+  done
+  [ "$failed" -eq 0 ] || exit "$failed"
   i=$((i + 1))
 done
 """
@@ -157,7 +173,10 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
             str(spec["samples"]),
             *netperf_argv(spec, server_ip),
         ],
-        "env": [{"name": "NETPERF_RESULT", "value": TERMINATION_LOG}],
+        "env": [
+            {"name": "NETPERF_RESULT", "value": TERMINATION_LOG},
+            {"name": "NETPERF_STREAMS", "value": str(spec["parallel"])},
+        ],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",
     }

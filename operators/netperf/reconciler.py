@@ -33,7 +33,7 @@ from operators.netperf.api import NetperfAPI
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView
 from operators.netperf.parse import ParseError, parse, truncate
-from operators.netperf.schema import APP, CRD, KIND
+from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership
 from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import SupersededError, reason_of
@@ -276,7 +276,9 @@ class NetperfReconciler:
         client = p.client
         if client is not None and client.phase == "Succeeded":
             try:
-                result = parse(client.message, p.spec["testType"], int(p.spec["samples"]))
+                result = parse(
+                    client.message, p.spec["testType"], int(p.spec["samples"]), int(p.spec["parallel"])
+                )
             except ParseError as exc:
                 await p.fail("InvalidResult", str(exc))
                 return None
@@ -324,6 +326,8 @@ class NetperfReconciler:
             return None
 
         errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(name, service=False)
+        if not errors:  # the CEL rules, for objects that reached us without them
+            errors = combination_errors(spec)
         if errors:
             message = "; ".join(map(str, errors))
             new = status.error(
@@ -344,6 +348,8 @@ class NetperfReconciler:
                     self.throughput_gauge.remove(namespace, name)
                 await self.api.status.write(body, current)
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
+                if int(spec["parallel"]) > 1:
+                    what += f", {spec['parallel']} parallel streams"
                 self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             # Pods of earlier runs: of an older generation, or adopted from a predecessor.
             await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, generation)])

@@ -8,6 +8,7 @@ running real netperf are in ``test_e2e.py`` (the real node).
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterator
 
@@ -82,14 +83,42 @@ def test_one_step_run_records_results_and_cleans_up(cluster, namespace, operator
     ) == pytest.approx(s["speedBitsPerSec"] / 8)
 
 
-def test_tcp_rr_results(cluster, namespace, operator):
-    create(cluster, namespace, "rr", {"testType": "TCP_RR", "samples": 3})
-    s = in_test(cluster, namespace, "rr")
-    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_rr"))
-    s = phase_is(cluster, namespace, "rr", "Done")
+@pytest.mark.parametrize("test_type", ["TCP_RR", "TCP_CRR", "UDP_RR"])
+def test_rr_results(cluster, namespace, operator, test_type):
+    name = test_type.lower().replace("_", "-")
+    create(cluster, namespace, name, {"testType": test_type, "samples": 3})
+    s = in_test(cluster, namespace, name)
+    command = pod(cluster, namespace, s["clientPod"]).spec.containers[0].command
+    assert command[command.index("-t") + 1] == test_type
+    text = fixture(test_type.lower())
+    finish_client(cluster, namespace, s["clientPod"], text)
+    s = phase_is(cluster, namespace, name, "Done")
     assert "speedBitsPerSec" not in s
-    assert s["transactionsPerSec"]["mean"] > 0
+    assert s["transactionsPerSec"]["samples"] == pytest.approx(
+        [float(v) for v in re.findall(r"^TRANSACTION_RATE=(.*)$", text, re.M)]
+    )
     assert 0 < s["latencySeconds"]["p50"] <= s["latencySeconds"]["p99"] < 1
+    unit = "conn/s" if test_type == "TCP_CRR" else "trans/s"
+    assert (
+        s["headline"]
+        == f"{s['transactionsPerSec']['mean']:.0f} {unit}, p99 {s['latencySeconds']['p99'] * 1e6:.0f}us"
+    )
+
+
+def test_parallel_streams_sum_with_each_streams_samples(cluster, namespace, operator):
+    create(cluster, namespace, "par", {"testType": "TCP_STREAM", "samples": 3, "parallel": 4})
+    s = in_test(cluster, namespace, "par")
+    env = {e.name: e.value for e in pod(cluster, namespace, s["clientPod"]).spec.containers[0].env}
+    assert env["NETPERF_STREAMS"] == "4"
+    text = fixture("tcp_stream_parallel")
+    finish_client(cluster, namespace, s["clientPod"], text)
+    s = phase_is(cluster, namespace, "par", "Done")
+    per_run = [m * 1e6 for m in mbits(text)]
+    sums = [sum(per_run[i * 4 : i * 4 + 4]) for i in range(3)]
+    assert s["throughputBitsPerSec"]["samples"] == pytest.approx(sums)
+    assert s["speedBitsPerSec"] == pytest.approx(statistics.fmean(sums))
+    assert [st_["samples"] for st_ in s["streams"]] == [pytest.approx(per_run[j::4]) for j in range(4)]
+    assert "4 parallel streams" in {c["type"]: c for c in s["conditions"]}["Complete"]["message"]
 
 
 def test_default_placement_puts_the_client_on_another_node(cluster, namespace, operator):
@@ -227,6 +256,12 @@ def test_deleting_the_netperf_garbage_collects_its_pods(cluster, namespace, oper
         ({"duration": 0}, ["spec.duration", "greater than or equal to 1"]),
         ({"serverNode": "Bad Node"}, ["spec.serverNode", "should match"]),
         ({"placement": "Anywhere"}, ["spec.placement", "Unsupported value"]),
+        ({"parallel": 9}, ["spec.parallel", "less than or equal to 8"]),
+        (
+            {"testType": "TCP_RR", "parallel": 2},
+            ["spec.parallel", "needs testType TCP_STREAM or UDP_STREAM"],  # ">" is escaped in the JSON body
+        ),
+        ({"parallel": 4, "samples": 10}, ["spec.parallel", "samples x parallel must be at most 24"]),
     ],
 )
 def test_invalid_specs_are_rejected_with_the_field(cluster, namespace, spec, fragments):

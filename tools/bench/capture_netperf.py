@@ -41,6 +41,7 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
     "udp_stream": ({"testType": "UDP_STREAM", "duration": 2, "samples": 3, "messageSize": 1400}, None),
     "tcp_crr": ({"testType": "TCP_CRR", "duration": 2, "samples": 3}, None),
     "udp_rr": ({"testType": "UDP_RR", "duration": 2, "samples": 3}, None),
+    "tcp_stream_parallel": ({"testType": "TCP_STREAM", "duration": 2, "samples": 3, "parallel": 4}, None),
     "no_server": ({"testType": "TCP_STREAM", "duration": 1, "samples": 2}, "10.123.255.254"),
     "unresolvable": ({"testType": "TCP_STREAM", "duration": 1, "samples": 2}, "no-such-host.invalid"),
 }
@@ -83,7 +84,8 @@ def loopback(out: Path, cases: dict[str, tuple[dict[str, Any], str | None]]) -> 
             port = command.index(str(desired.CONTROL_PORT))
             command[port] = str(LOOPBACK_PORT)
             with tempfile.NamedTemporaryFile("r") as result:
-                env = {**os.environ, "NETPERF_RESULT": result.name}
+                env = {**os.environ, **{e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}}
+                env["NETPERF_RESULT"] = result.name
                 code = subprocess.run(command, env=env, check=False).returncode
                 text = Path(result.name).read_text()
             (out / f"{name}.txt").write_text(text)

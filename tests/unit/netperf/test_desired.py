@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.netperf import desired, status
+from operators.netperf import desired, schema, status
 from operators.netperf.parse import parse
 from operators.netperf.schema import CRD, DEFAULT_IMAGE
 from shared.api import conditions, ownership
@@ -71,7 +71,28 @@ def test_client_pod_runs_the_sample_loop_and_writes_the_termination_message():
     assert c["command"][3:5] == ["netperf-samples", "4"]
     assert c["command"][5:] == desired.netperf_argv({"samples": 4}, "10.1.2.3")
     assert {"name": "NETPERF_RESULT", "value": c["terminationMessagePath"]} in c["env"]
+    assert {"name": "NETPERF_STREAMS", "value": "1"} in c["env"]
     assert c["terminationMessagePolicy"] == "File"
+    parallel = desired.client_pod(OWNER, {"parallel": 4}, "10.1.2.3")["spec"]["containers"][0]
+    assert {"name": "NETPERF_STREAMS", "value": "4"} in parallel["env"]
+    assert parallel["command"] == [*c["command"][:4], "3", *c["command"][5:]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "errors"),
+    [
+        ({"testType": "TCP_STREAM", "parallel": 8, "samples": 3}, []),
+        ({"testType": "UDP_RR"}, []),
+        ({"testType": "TCP_CRR", "parallel": 2}, ["spec.parallel: parallel > 1 needs testType TCP_STREAM"]),
+        ({"parallel": 4, "samples": 10}, ["spec.parallel: samples x parallel must be at most 24"]),
+    ],
+)
+def test_impossible_combinations_are_field_errors_in_the_controller_too(spec, errors):
+    """The CEL rules' Python twins: an object that reached the controller without them is Degraded."""
+    found = [str(e) for e in schema.combination_errors(spec)]
+    assert len(found) == len(errors) and all(f.startswith(e) for f, e in zip(found, errors, strict=True))
+    rules = [r["rule"] for r in CRD.openapi_schema()["properties"]["spec"]["x-kubernetes-validations"]]
+    assert len(rules) == 2 and all(r.startswith("(oldSelf.hasValue()") for r in rules)  # ratcheting
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from operators.netperf import desired
 from operators.netperf.parse import KEYS, ParseError, parse, stats
+from operators.netperf.schema import MAX_RUNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -82,6 +83,39 @@ def test_a_udp_rr_output_is_not_a_tcp_crr_result():
         parse(fixture("udp_rr"), "TCP_CRR", 3)
     with pytest.raises(ParseError, match="unexpected THROUGHPUT_UNITS 'Trans/s'"):
         parse(fixture("udp_rr"), "UDP_STREAM", 3)
+
+
+def test_parallel_streams_sum_per_sample_and_keep_each_streams_own_samples():
+    text = fixture("tcp_stream_parallel")  # 3 samples x 4 streams started together
+    result = parse(text, "TCP_STREAM", 3, parallel=4)
+    per_run = [v * 1e6 for v in values(text, "THROUGHPUT")]  # sample-major, stream-minor
+    sums = [math.fsum(per_run[i * 4 : i * 4 + 4]) for i in range(3)]
+    assert result.throughput_bits is not None
+    assert list(result.throughput_bits.samples) == pytest.approx(sums)
+    assert result.speed_bits_per_sec == pytest.approx(sum(sums) / 3)
+    # The interval is over the sums' samples, not over the 12 single-stream figures.
+    assert result.throughput_bits == stats(list(result.throughput_bits.samples))
+    assert len(result.streams) == 4
+    for j, stream in enumerate(result.streams):
+        assert list(stream.samples) == pytest.approx(per_run[j::4])
+    assert math.fsum(s.mean for s in result.streams) == pytest.approx(result.speed_bits_per_sec)
+    assert result.retransmits == sum(values(text, "LOCAL_TRANSPORT_RETRANS"))
+
+
+def test_parallel_output_must_have_every_stream_of_every_sample():
+    text = fixture("tcp_stream_parallel")
+    with pytest.raises(ParseError, match="expected 3 samples of 5 streams, got 12 outputs"):
+        parse(text, "TCP_STREAM", 3, parallel=5)
+    # edit: the last sample's stream 3 missing (its process's output lost)
+    cut = text[: text.index("SAMPLE=2\nSTREAM=3")]
+    with pytest.raises(ParseError, match="expected 3 samples of 4 streams, got 11 outputs"):
+        parse(cut, "TCP_STREAM", 3, parallel=4)
+    with pytest.raises(ParseError, match="has no STREAM= line"):
+        parse(fixture("tcp_stream"), "TCP_STREAM", 3, parallel=2)
+    # edit: stream 2 of sample 1 failed
+    failed = text.replace("SAMPLE=1\nSTREAM=2\nEXIT=0", "SAMPLE=1\nSTREAM=2\nEXIT=255", 1)
+    with pytest.raises(ParseError, match="run 1 exited with 255"):
+        parse(failed, "TCP_STREAM", 3, parallel=4)
 
 
 def test_udp_stream_reports_received_throughput_and_no_retransmits():
@@ -161,7 +195,12 @@ def test_stats_of_known_values():
 
 
 def test_the_longest_message_fits_the_termination_message():
-    """Worst case: TCP_RR, the maximum samples, every value as long as netperf prints it."""
-    sample = "SAMPLE=9\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in KEYS["TCP_RR"])
+    """Worst case: TCP_RR, the maximum samples, every value as long as netperf prints it; with
+    parallel streams (STREAM tests), samples x parallel outputs with their STREAM= lines."""
+    longest = max(KEYS.values(), key=lambda keys: len("".join(keys)))
+    sample = "SAMPLE=9\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in longest)
     assert len(sample.encode()) * 10 < 4096
+    streams = max((KEYS[t] for t in ("TCP_STREAM", "UDP_STREAM")), key=lambda keys: len("".join(keys)))
+    run = "SAMPLE=9\nSTREAM=7\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in streams)
+    assert len(run.encode()) * MAX_RUNS < 4096
     assert "-k" in desired.netperf_argv({"testType": "TCP_RR"}, "10.0.0.1")
