@@ -188,6 +188,8 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
                 ownership.INSTANCE: meta["name"],
                 ownership.COMPONENT: "server",
                 RUN_LABEL: str(meta.get("generation", 0)),
+                # This run's server, not a predecessor's of the same name still terminating.
+                UID_LABEL: str(meta.get("uid") or ""),
             }
         }
         term = {"labelSelector": server_selector, "topologyKey": "kubernetes.io/hostname"}
