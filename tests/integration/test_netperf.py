@@ -320,14 +320,17 @@ def _delete(cluster: Cluster, namespace: str, name: str, propagation: str = "Bac
     wait_for(gone, 60, f"{name} deleted")
 
 
-def test_a_recreated_netperf_never_shows_its_predecessors_result(cluster, namespace, operator):
-    """Delete (orphaning its pods) and re-create under the same name while the old client pod,
-    finished with the old result in its termination message, still holds the run's pod name:
-    the new object's result is its own run's, never the old pod's.
+@pytest.mark.parametrize("propagation", ["Orphan", "Background"])
+def test_a_recreated_netperf_never_shows_its_predecessors_result(cluster, namespace, operator, propagation):
+    """Delete and re-create under the same name while the old client pod, finished with the old
+    result in its termination message, still holds the run's pod name: the new object's result
+    is its own run's, never the old pod's.
 
     A finalizer holds the old client pod in deletion as long as the test needs (a kubelet slow to
-    confirm a deletion does the same for a while): the operator adopts and deletes the orphan,
-    and must then wait for the name, not take the dying pod for its own run's client."""
+    confirm a deletion does the same for a while). Orphan (``--cascade=orphan``): the operator
+    adopts and deletes the orphan, and must then wait for the name, not take the dying pod for
+    its own run's client. Background (``kubectl delete``): the garbage collector deletes it, and
+    it stays the old object's until it is gone."""
     old_text = fixture("tcp_stream").split("SAMPLE=1")[0]  # sample 0 of each capture
     new_text = fixture("udp_stream").split("SAMPLE=1")[0]
     create(cluster, namespace, "same", {"samples": 1})
@@ -340,7 +343,7 @@ def test_a_recreated_netperf_never_shows_its_predecessors_result(cluster, namesp
     )
     core = client.CoreV1Api(cluster.api)
     core.patch_namespaced_pod(s["clientPod"], namespace, {"metadata": {"finalizers": [HOLD]}})
-    _delete(cluster, namespace, "same", "Orphan")
+    _delete(cluster, namespace, "same", propagation)
     create(cluster, namespace, "same", {"samples": 1, "testType": "UDP_STREAM"})
     second = get(cluster, namespace, "same")
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
@@ -368,7 +371,8 @@ def test_a_recreated_netperf_never_shows_its_predecessors_result(cluster, namesp
         assert early.get("status") in ("Server", "Test"), early
         held = pod(cluster, namespace, s["clientPod"])
         assert held.metadata.deletion_timestamp is not None
-        assert held.metadata.owner_references[0].uid == second["metadata"]["uid"]  # adopted
+        owner = first if propagation == "Background" else second  # else adopted
+        assert held.metadata.owner_references[0].uid == owner["metadata"]["uid"]
     finally:
         core.patch_namespaced_pod(s["clientPod"], namespace, {"metadata": {"finalizers": None}})
     wait_for(lambda: _quietly(new_client_running), 120, "the new run's own client pod")
