@@ -28,7 +28,8 @@ DESCRIPTION = OperatorDescription(
 ## Netperf
 Create a `Netperf` and the operator runs a netperf server pod and a client pod against it,
 records throughput per sample (bits/s) with mean, standard deviation and 95% confidence
-interval (TCP_RR: transactions/s and latency percentiles) in the status, and deletes the pods.
+interval (TCP_RR, UDP_RR: transactions/s and latency percentiles; TCP_CRR: connections/s;
+`parallel`: the sum of concurrent streams and each stream's) in the status, and deletes the pods.
 
 ```yaml
 apiVersion: app.example.com/v1alpha1

@@ -1,8 +1,11 @@
 """The pods of one Netperf run as plain dicts, and the view kept of observed pods (pure).
 
-A run is identified by the Netperf's generation: its pods are ``<name>-server-<gen>`` and
-``<name>-client-<gen>`` (deterministic, so a restarted operator finds them instead of
-creating more; a spec change starts a new run whose pods cannot be confused with the old).
+A run is identified by the Netperf's UID and generation: its pods are ``<name>-server-<gen>``
+and ``<name>-client-<gen>`` (deterministic, so a restarted operator finds them instead of
+creating more; a spec change starts a new run whose pods cannot be confused with the old) and
+carry both in labels. The name alone is not enough: a Netperf deleted and re-created under the
+same name starts again at generation 1, and a pod of its predecessor's run (an orphan it adopted
+to delete, still Terminating) has the very names of its own run (:func:`of_run`).
 
 The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
 readiness probe on the control port. The client runs netperf ``samples`` times through a
@@ -21,25 +24,42 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operators.netperf.parse import KEYS
+from operators.netperf.parse import KEYS, RR_TYPES
 from operators.netperf.schema import APP, DEFAULTS
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
 RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to
+UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
-# Runs netperf "$1" times with the remaining arguments, appending each run's output (at most
-# 600 characters of it) to $NETPERF_RESULT; stops at the first failing run with its exit code.
+# Runs netperf "$1" times with the remaining arguments, each time as $NETPERF_STREAMS processes
+# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir),
+# appending each process's output (at most 600 characters of it) to $NETPERF_RESULT, with a
+# STREAM= line when there are several; stops after the first sample with a failing process,
+# with its exit code. One stream writes exactly what the single-process loop wrote before.
 CLIENT_SCRIPT = """\
 n="$1"; shift
 out="${NETPERF_RESULT:-/dev/termination-log}"
+streams="${NETPERF_STREAMS:-1}"
 : > "$out"
 i=0
 while [ "$i" -lt "$n" ]; do
-  r=$("$@" 2>&1); rc=$?
-  printf 'SAMPLE=%s\\nEXIT=%s\\n%.600s\\n' "$i" "$rc" "$r" >> "$out"
-  [ "$rc" -eq 0 ] || exit "$rc"
+  j=0; pids=""
+  while [ "$j" -lt "$streams" ]; do
+    "$@" > "/tmp/netperf-$j" 2>&1 &
+    pids="$pids $!"; j=$((j + 1))
+  done
+  j=0; failed=0
+  for pid in $pids; do
+    wait "$pid"; rc=$?
+    printf 'SAMPLE=%s\\n' "$i" >> "$out"
+    [ "$streams" -eq 1 ] || printf 'STREAM=%s\\n' "$j" >> "$out"
+    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "/tmp/netperf-$j")" >> "$out"
+    [ "$rc" -eq 0 ] || failed="$rc"
+    j=$((j + 1))
+  done
+  [ "$failed" -eq 0 ] || exit "$failed"
   i=$((i + 1))
 done
 """
@@ -75,7 +95,7 @@ def netperf_argv(spec: Mapping[str, Any], server_ip: str) -> list[str]:
     argv += ["-l", str(spec["duration"]), "-t", test, "--", "-k", ",".join(KEYS[test])]
     if spec.get("messageSize"):
         size = str(spec["messageSize"])
-        argv += ["-r", f"{size},{size}"] if test == "TCP_RR" else ["-m", size]
+        argv += ["-r", f"{size},{size}"] if test in RR_TYPES else ["-m", size]
     return argv
 
 
@@ -92,6 +112,7 @@ def _pod(
     labels = {
         **ownership.standard_labels(APP, meta["name"], component),
         RUN_LABEL: str(meta.get("generation", 0)),
+        UID_LABEL: str(meta.get("uid") or ""),
     }
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -152,7 +173,10 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
             str(spec["samples"]),
             *netperf_argv(spec, server_ip),
         ],
-        "env": [{"name": "NETPERF_RESULT", "value": TERMINATION_LOG}],
+        "env": [
+            {"name": "NETPERF_RESULT", "value": TERMINATION_LOG},
+            {"name": "NETPERF_STREAMS", "value": str(spec["parallel"])},
+        ],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",
     }
@@ -164,6 +188,8 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
                 ownership.INSTANCE: meta["name"],
                 ownership.COMPONENT: "server",
                 RUN_LABEL: str(meta.get("generation", 0)),
+                # This run's server, not a predecessor's of the same name still terminating.
+                UID_LABEL: str(meta.get("uid") or ""),
             }
         }
         term = {"labelSelector": server_selector, "topologyKey": "kubernetes.io/hostname"}
@@ -188,6 +214,7 @@ class PodView:
     exit_code: int | None
     message: str  # the terminated container's termination message
     uid: str = ""  # deletes carry it as a precondition
+    created_for: str = ""  # UID_LABEL: the Netperf whose run made it ("" before the label existed)
 
     @property
     def finished(self) -> bool:
@@ -231,4 +258,15 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         exit_code=exit_code,
         message=message,
         uid=meta.get("uid") or "",
+        created_for=labels.get(UID_LABEL, ""),
     )
+
+
+def of_run(pod: PodView, owner_uid: str, generation: int) -> bool:
+    """Whether ``pod`` was created for this run of this Netperf (not only named like it).
+
+    Controlled by the Netperf is not enough: an adopted orphan of a predecessor of the same name
+    is controlled by it too, until it is gone. Pods without the UID label (made by an operator
+    from before it) count by generation, so an upgrade mid-run continues the run.
+    """
+    return pod.run == str(generation) and pod.created_for in ("", owner_uid)

@@ -12,8 +12,15 @@ appends each run to its termination message as::
 netperf drops unknown selectors in a comma list silently, so every key asked for must be
 present; a throughput of 0 or less is netperf's silent failure mode (colliding data ports)
 and is rejected; any other line (warnings) is ignored. For UDP_STREAM netperf's omni
-``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. Latencies are
+``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. The request/response
+types (TCP_RR, TCP_CRR, UDP_RR) report transactions per second and latency percentiles; a
+TCP_CRR transaction opens and closes a connection, so its rate is connections per second. Latencies are
 reported by netperf in microseconds and returned in seconds; throughput in bits/s.
+
+With ``parallel`` > 1 (STREAM tests) each sample is that many netperf processes started together,
+each block carrying a ``STREAM=`` line after ``SAMPLE=``: a sample's throughput is the sum of its
+streams' (the statistics, and so the confidence interval, are over these sums), and each
+stream's own samples get their own statistics.
 """
 
 from __future__ import annotations
@@ -25,20 +32,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 COMMON_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "PROTOCOL")
+RR_KEYS = (*COMMON_KEYS, "TRANSACTION_RATE", "MEAN_LATENCY", "P50_LATENCY", "P90_LATENCY", "P99_LATENCY")
 KEYS: Mapping[str, tuple[str, ...]] = {
     "TCP_STREAM": (*COMMON_KEYS, "LOCAL_TRANSPORT_RETRANS"),
     "UDP_STREAM": COMMON_KEYS,
-    "TCP_RR": (
-        *COMMON_KEYS,
-        "TRANSACTION_RATE",
-        "MEAN_LATENCY",
-        "P50_LATENCY",
-        "P90_LATENCY",
-        "P99_LATENCY",
-        "LOCAL_TRANSPORT_RETRANS",
-    ),
+    "TCP_RR": (*RR_KEYS, "LOCAL_TRANSPORT_RETRANS"),
+    # One transaction = connect, request, response, close: the rate is connections per second.
+    # Not LOCAL_TRANSPORT_RETRANS: it is read from one of the many connections (or -1).
+    "TCP_CRR": RR_KEYS,
+    # UDP has no retransmissions (netperf prints -1): not asked for.
+    "UDP_RR": RR_KEYS,
 }
-PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP"}
+PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP", "TCP_CRR": "TCP", "UDP_RR": "UDP"}
+# Request/response tests: transactions per second and latency percentiles instead of bits/s.
+RR_TYPES = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
 BITS_PER_UNIT = {"10^9bits/s": 1e9, "10^6bits/s": 1e6, "10^3bits/s": 1e3, "bits/s": 1.0}
 RAW_LIMIT = 1024  # characters of raw output kept in an error message
 
@@ -100,9 +107,10 @@ def stats(values: Sequence[float]) -> Stats:
 class Result:
     test_type: str
     throughput_bits: Stats | None = None  # STREAM tests
-    transactions: Stats | None = None  # TCP_RR
-    latency_seconds: Mapping[str, float] = field(default_factory=dict)  # TCP_RR: mean, p50, p90, p99
+    transactions: Stats | None = None  # RR types (TCP_CRR: connections per second)
+    latency_seconds: Mapping[str, float] = field(default_factory=dict)  # RR types: mean, p50, p90, p99
     retransmits: int | None = None
+    streams: tuple[Stats, ...] = ()  # parallel > 1: each stream's throughput (bits/s)
 
     @property
     def speed_bits_per_sec(self) -> float | None:
@@ -174,12 +182,12 @@ def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str,
         value = int(_number(pairs, "LOCAL_TRANSPORT_RETRANS", raw))
         retransmits = value if value >= 0 else None  # -1: not available on this platform
     units = pairs["THROUGHPUT_UNITS"]
-    if test_type != "TCP_RR":
+    if test_type not in RR_TYPES:
         if units not in BITS_PER_UNIT:
             raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r}", raw)
         return Sample(throughput * BITS_PER_UNIT[units], None, {}, retransmits)
     if units != "Trans/s":
-        raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r} for TCP_RR", raw)
+        raise ParseError(f"unexpected THROUGHPUT_UNITS {units!r} for {test_type}", raw)
     latency = {}
     for name, key in LATENCY_KEYS:
         usec = _number(pairs, key, raw)
@@ -189,13 +197,16 @@ def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str,
     return Sample(None, _number(pairs, "TRANSACTION_RATE", raw), latency, retransmits)
 
 
-def parse(message: str, test_type: str, samples: int) -> Result:
-    """The result of ``samples`` runs of ``test_type``, or :class:`ParseError`."""
+def parse(message: str, test_type: str, samples: int, parallel: int = 1) -> Result:
+    """The result of ``samples`` runs of ``test_type`` (each of ``parallel`` streams), or
+    :class:`ParseError`."""
     if test_type not in KEYS:
         raise ValueError(f"unknown test type {test_type!r}")
     blocks = split_samples(message)
     if not blocks:
         raise ParseError("no SAMPLE= block in the client's termination message", message)
+    if parallel > 1:
+        return _parse_streams(message, blocks, test_type, samples, parallel)
     runs = [parse_sample(test_type, *block) for block in blocks]
     if len(runs) != samples:
         raise ParseError(f"expected {samples} samples, got {len(runs)}", message)
@@ -213,4 +224,41 @@ def parse(message: str, test_type: str, samples: int) -> Result:
         transactions=stats(transactions) if transactions else None,
         latency_seconds=latency,
         retransmits=sum(retransmits) if retransmits else None,
+    )
+
+
+def _parse_streams(
+    message: str,
+    blocks: list[tuple[int, int, dict[str, str], str]],
+    test_type: str,
+    samples: int,
+    parallel: int,
+) -> Result:
+    """``parallel`` concurrent streams per sample (``STREAM=`` blocks; STREAM tests): a sample's
+    figure is the sum of its streams' (what the link carried), each stream keeps its own."""
+    if test_type in RR_TYPES:
+        raise ValueError(f"parallel streams of {test_type} are not combined")
+    by_run: dict[tuple[int, int], Sample] = {}
+    for index, exit_code, pairs, raw in blocks:
+        stream = pairs.get("STREAM", "")
+        if not stream.isdigit():
+            raise ParseError(f"netperf run {index} has no STREAM= line", raw)
+        by_run[(index, int(stream))] = parse_sample(test_type, index, exit_code, pairs, raw)
+    expected = {(i, j) for i in range(samples) for j in range(parallel)}
+    if set(by_run) != expected or len(blocks) != len(expected):
+        raise ParseError(
+            f"expected {samples} samples of {parallel} streams, got {len(blocks)} outputs", message
+        )
+
+    def bits(i: int, j: int) -> float:
+        value = by_run[(i, j)].throughput_bits
+        assert value is not None  # a STREAM test's sample always has it
+        return value
+
+    retransmits = [r.retransmits for r in by_run.values() if r.retransmits is not None]
+    return Result(
+        test_type=test_type,
+        throughput_bits=stats([math.fsum(bits(i, j) for j in range(parallel)) for i in range(samples)]),
+        retransmits=sum(retransmits) if retransmits else None,
+        streams=tuple(stats([bits(i, j) for i in range(samples)]) for j in range(parallel)),
     )

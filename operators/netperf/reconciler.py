@@ -21,6 +21,7 @@ crash left behind are deleted by the next pass (from the cache, without API read
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ from operators.netperf.api import NetperfAPI
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView
 from operators.netperf.parse import ParseError, parse, truncate
-from operators.netperf.schema import APP, CRD, KIND
+from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership
 from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import SupersededError, reason_of
@@ -111,6 +112,10 @@ class Pass:
     def namespace(self) -> str:
         return str(self.body["metadata"]["namespace"])
 
+    @property
+    def generation(self) -> int:
+        return int(self.body["metadata"].get("generation", 0))
+
     async def fail(self, reason: str, message: str) -> None:
         await self.reconciler._finish(
             self.body,
@@ -158,6 +163,21 @@ class Pass:
                 )
             await self.fail("PodConflict", f"a pod named {name} exists and is not ours")
             return False
+        view = desired.pod_view(pod)
+        if not desired.of_run(view, self.body["metadata"]["uid"], self.generation):
+            # Ours, but not made for this run: an orphan of a predecessor of the same name,
+            # adopted and deleted, still Terminating. Its output is the old object's result;
+            # wait for the name (its deletion wakes this Netperf).
+            name = manifest["metadata"]["name"]
+            self.reconciler._event(
+                self.body,
+                "WaitingForPodName",
+                f"pod {name} of an earlier run is still terminating",
+                "Warning",
+            )
+            raise ReconcileError(
+                "WaitingForPodName", f"pod {name} was made for {view.created_for}'s run; waiting for it to go"
+            )
         self.reconciler.pods.observe(
             "ADDED", pod
         )  # write-through: the watch may be slower than the next pass
@@ -256,7 +276,9 @@ class NetperfReconciler:
         client = p.client
         if client is not None and client.phase == "Succeeded":
             try:
-                result = parse(client.message, p.spec["testType"], int(p.spec["samples"]))
+                result = parse(
+                    client.message, p.spec["testType"], int(p.spec["samples"]), int(p.spec["parallel"])
+                )
             except ParseError as exc:
                 await p.fail("InvalidResult", str(exc))
                 return None
@@ -266,7 +288,12 @@ class NetperfReconciler:
             # Absent from the cache is not proof of absence: right after a restart kopf may not
             # have delivered every listed pod yet. Ending a run is final, so read before deciding.
             found = await self.api.get_pod(p.namespace, p.names.server)
-            if found is not None and ownership.is_controlled_by(found, p.body["metadata"]["uid"]):
+            uid = p.body["metadata"]["uid"]
+            if (
+                found is not None
+                and ownership.is_controlled_by(found, uid)
+                and desired.of_run(desired.pod_view(found), uid, p.generation)
+            ):
                 self.pods.observe("MODIFIED", found)
                 p.server = desired.pod_view(found)
         failure = test_failure(p)
@@ -299,6 +326,8 @@ class NetperfReconciler:
             return None
 
         errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(name, service=False)
+        if not errors:  # the CEL rules, for objects that reached us without them
+            errors = combination_errors(spec)
         if errors:
             message = "; ".join(map(str, errors))
             new = status.error(
@@ -313,14 +342,21 @@ class NetperfReconciler:
                 # A new run: claim it first, so a restart continues it instead of starting another.
                 current = status.started(current=current, generation=generation, names=names, now=now)
                 self.failed_gauge.labels(namespace, name).set(0)
+                # The status clears the last result for a new run; so does its series (it is keyed
+                # by name: it would show a predecessor's figure until this run is Done).
+                with contextlib.suppress(KeyError):
+                    self.throughput_gauge.remove(namespace, name)
                 await self.api.status.write(body, current)
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
+                if int(spec["parallel"]) > 1:
+                    what += f", {spec['parallel']} parallel streams"
                 self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
-            await self._delete_pods(body, [p for p in views if p.run != str(generation)])
+            # Pods of earlier runs: of an older generation, or adopted from a predecessor.
+            await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, generation)])
 
             timeout = desired.timeout_seconds(spec)
             started_at = _parse_time(current.get("startedAt")) or now
-            mine = {p.name: p for p in views if p.run == str(generation)}
+            mine = {p.name: p for p in views if desired.of_run(p, uid, generation)}
             run = Pass(
                 body=body,
                 spec=spec,

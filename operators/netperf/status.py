@@ -28,10 +28,12 @@ from shared.api import conditions
 
 COMPLETE = "Complete"
 RESULT_FIELDS = (
+    "headline",
     "speedBitsPerSec",
     "throughputBitsPerSec",
     "transactionsPerSec",
     "latencySeconds",
+    "streams",
     "retransmits",
     "completedAt",
     "reason",
@@ -99,6 +101,19 @@ def phase(
     }
 
 
+def headline(result: Result) -> str:
+    """The figure ``kubectl get`` shows for the test type: throughput, or rate and p99 latency."""
+    if result.throughput_bits is not None:
+        text = f"{result.throughput_bits.mean / 1e9:.3f} Gbit/s"
+        return text + (f" ({len(result.streams)} streams)" if result.streams else "")
+    if result.transactions is not None:
+        unit = "conn/s" if result.test_type == "TCP_CRR" else "trans/s"
+        text = f"{result.transactions.mean:.0f} {unit}"
+        p99 = result.latency_seconds.get("p99")
+        return text + (f", p99 {p99 * 1e6:.0f}us" if p99 is not None else "")
+    return ""
+
+
 def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "completedAt": conditions.rfc3339(now),
@@ -106,16 +121,21 @@ def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) 
         "throughputBitsPerSec": result.throughput_bits.as_status() if result.throughput_bits else None,
         "transactionsPerSec": result.transactions.as_status() if result.transactions else None,
         "latencySeconds": dict(result.latency_seconds) or None,
+        "streams": [s.as_status() for s in result.streams] or None,
         "retransmits": result.retransmits,
         "reason": None,
         "message": None,
     }
+    fields["headline"] = headline(result)
     if result.throughput_bits is not None:
         n = len(result.throughput_bits.samples)
         summary = f"{result.throughput_bits.mean / 1e9:.3f} Gbit/s, mean of {n} samples"
+        if result.streams:
+            summary += f" of the sum of {len(result.streams)} parallel streams"
     elif result.transactions is not None:
         n = len(result.transactions.samples)
-        summary = f"{result.transactions.mean:.0f} transactions/s, mean of {n} samples"
+        what = "connections/s" if result.test_type == "TCP_CRR" else "transactions/s"
+        summary = f"{result.transactions.mean:.0f} {what}, mean of {n} samples"
     else:
         summary = "completed"
     return phase(current=current, phase="Done", summary=summary, now=now, **fields)

@@ -8,6 +8,7 @@ running real netperf are in ``test_e2e.py`` (the real node).
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterator
 
@@ -40,6 +41,7 @@ from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
 
 UNPULLABLE = "localcluster.dev/unpullable:latest"
+HOLD = "localcluster.dev/hold"  # kwok keeps a deleted pod with this finalizer until it is removed
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +83,42 @@ def test_one_step_run_records_results_and_cleans_up(cluster, namespace, operator
     ) == pytest.approx(s["speedBitsPerSec"] / 8)
 
 
-def test_tcp_rr_results(cluster, namespace, operator):
-    create(cluster, namespace, "rr", {"testType": "TCP_RR", "samples": 3})
-    s = in_test(cluster, namespace, "rr")
-    finish_client(cluster, namespace, s["clientPod"], fixture("tcp_rr"))
-    s = phase_is(cluster, namespace, "rr", "Done")
+@pytest.mark.parametrize("test_type", ["TCP_RR", "TCP_CRR", "UDP_RR"])
+def test_rr_results(cluster, namespace, operator, test_type):
+    name = test_type.lower().replace("_", "-")
+    create(cluster, namespace, name, {"testType": test_type, "samples": 3})
+    s = in_test(cluster, namespace, name)
+    command = pod(cluster, namespace, s["clientPod"]).spec.containers[0].command
+    assert command[command.index("-t") + 1] == test_type
+    text = fixture(test_type.lower())
+    finish_client(cluster, namespace, s["clientPod"], text)
+    s = phase_is(cluster, namespace, name, "Done")
     assert "speedBitsPerSec" not in s
-    assert s["transactionsPerSec"]["mean"] > 0
+    assert s["transactionsPerSec"]["samples"] == pytest.approx(
+        [float(v) for v in re.findall(r"^TRANSACTION_RATE=(.*)$", text, re.M)]
+    )
     assert 0 < s["latencySeconds"]["p50"] <= s["latencySeconds"]["p99"] < 1
+    unit = "conn/s" if test_type == "TCP_CRR" else "trans/s"
+    assert (
+        s["headline"]
+        == f"{s['transactionsPerSec']['mean']:.0f} {unit}, p99 {s['latencySeconds']['p99'] * 1e6:.0f}us"
+    )
+
+
+def test_parallel_streams_sum_with_each_streams_samples(cluster, namespace, operator):
+    create(cluster, namespace, "par", {"testType": "TCP_STREAM", "samples": 3, "parallel": 4})
+    s = in_test(cluster, namespace, "par")
+    env = {e.name: e.value for e in pod(cluster, namespace, s["clientPod"]).spec.containers[0].env}
+    assert env["NETPERF_STREAMS"] == "4"
+    text = fixture("tcp_stream_parallel")
+    finish_client(cluster, namespace, s["clientPod"], text)
+    s = phase_is(cluster, namespace, "par", "Done")
+    per_run = [m * 1e6 for m in mbits(text)]
+    sums = [sum(per_run[i * 4 : i * 4 + 4]) for i in range(3)]
+    assert s["throughputBitsPerSec"]["samples"] == pytest.approx(sums)
+    assert s["speedBitsPerSec"] == pytest.approx(statistics.fmean(sums))
+    assert [st_["samples"] for st_ in s["streams"]] == [pytest.approx(per_run[j::4]) for j in range(4)]
+    assert "4 parallel streams" in {c["type"]: c for c in s["conditions"]}["Complete"]["message"]
 
 
 def test_default_placement_puts_the_client_on_another_node(cluster, namespace, operator):
@@ -202,6 +232,9 @@ def test_spec_change_reruns_and_a_finished_test_is_left_alone(cluster, namespace
     s = in_test(cluster, namespace, "again")
     assert s["observedGeneration"] == 2 and s["clientPod"] == "again-client-2"
     assert "speedBitsPerSec" not in s  # the old result is cleared with the new run
+    assert "netperf_throughput_bytes_per_second" not in {
+        line.partition("{")[0] for line in operator.metrics().splitlines() if 'name="again"' in line
+    }  # and its series
     finish_client(cluster, namespace, s["clientPod"], fixture("tcp_stream"))
     second = phase_is(cluster, namespace, "again", "Done")
     assert second["observedGeneration"] == 2 and second["startedAt"] >= first["startedAt"]
@@ -223,6 +256,12 @@ def test_deleting_the_netperf_garbage_collects_its_pods(cluster, namespace, oper
         ({"duration": 0}, ["spec.duration", "greater than or equal to 1"]),
         ({"serverNode": "Bad Node"}, ["spec.serverNode", "should match"]),
         ({"placement": "Anywhere"}, ["spec.placement", "Unsupported value"]),
+        ({"parallel": 9}, ["spec.parallel", "less than or equal to 8"]),
+        (
+            {"testType": "TCP_RR", "parallel": 2},
+            ["spec.parallel", "needs testType TCP_STREAM or UDP_STREAM"],  # ">" is escaped in the JSON body
+        ),
+        ({"parallel": 4, "samples": 10}, ["spec.parallel", "samples x parallel must be at most 24"]),
     ],
 )
 def test_invalid_specs_are_rejected_with_the_field(cluster, namespace, spec, fragments):
@@ -264,3 +303,91 @@ def test_a_strangers_pod_with_the_server_name_is_a_conflict_not_a_takeover(clust
     s = phase_is(cluster, namespace, "taken", "Error")
     assert s["reason"] == "PodConflict" and "taken-server-1" in s["message"]
     assert core.read_namespaced_pod("taken-server-1", namespace).metadata.owner_references is None
+
+
+def _delete(cluster: Cluster, namespace: str, name: str, propagation: str = "Background") -> None:
+    co(cluster).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, body={"propagationPolicy": propagation}
+    )
+
+    def gone() -> bool:
+        try:
+            get(cluster, namespace, name)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(gone, 60, f"{name} deleted")
+
+
+@pytest.mark.parametrize("propagation", ["Orphan", "Background"])
+def test_a_recreated_netperf_never_shows_its_predecessors_result(cluster, namespace, operator, propagation):
+    """Delete and re-create under the same name while the old client pod, finished with the old
+    result in its termination message, still holds the run's pod name: the new object's result
+    is its own run's, never the old pod's.
+
+    A finalizer holds the old client pod in deletion as long as the test needs (a kubelet slow to
+    confirm a deletion does the same for a while). Orphan (``--cascade=orphan``): the operator
+    adopts and deletes the orphan, and must then wait for the name, not take the dying pod for
+    its own run's client. Background (``kubectl delete``): the garbage collector deletes it, and
+    it stays the old object's until it is gone."""
+    old_text = fixture("tcp_stream").split("SAMPLE=1")[0]  # sample 0 of each capture
+    new_text = fixture("udp_stream").split("SAMPLE=1")[0]
+    create(cluster, namespace, "same", {"samples": 1})
+    first = get(cluster, namespace, "same")
+    s = in_test(cluster, namespace, "same")
+    operator.kill()
+    finish_client(cluster, namespace, s["clientPod"], old_text)
+    wait_for(
+        lambda: pod(cluster, namespace, s["clientPod"]).status.phase == "Succeeded", 60, "old client done"
+    )
+    core = client.CoreV1Api(cluster.api)
+    core.patch_namespaced_pod(s["clientPod"], namespace, {"metadata": {"finalizers": [HOLD]}})
+    _delete(cluster, namespace, "same", propagation)
+    create(cluster, namespace, "same", {"samples": 1, "testType": "UDP_STREAM"})
+    second = get(cluster, namespace, "same")
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    operator.start()
+
+    def new_client_running() -> bool:
+        p = pod(cluster, namespace, "same-client-1")
+        refs = p.metadata.owner_references or []
+        return any(r.uid == second["metadata"]["uid"] for r in refs) and p.status.phase == "Running"
+
+    try:
+        # The operator adopts the orphaned client pod, deletes it, and finds it still holding the
+        # name when it creates its own client: it must wait (WaitingForPodName), not use it.
+        wait_for(
+            lambda: (
+                "WaitingForPodName" in reasons(cluster, namespace, "same")
+                or st(cluster, namespace, "same").get("status") in ("Done", "Error")
+            ),
+            120,
+            "the new run at the held client pod name",
+        )
+        early = st(cluster, namespace, "same")
+        # The old pod's output is TCP: taken for this UDP run's, it ends in Error (InvalidResult);
+        # with the same test type it would be Done with the predecessor's figures.
+        assert early.get("status") in ("Server", "Test"), early
+        held = pod(cluster, namespace, s["clientPod"])
+        assert held.metadata.deletion_timestamp is not None
+        owner = first if propagation == "Background" else second  # else adopted
+        assert held.metadata.owner_references[0].uid == owner["metadata"]["uid"]
+    finally:
+        core.patch_namespaced_pod(s["clientPod"], namespace, {"metadata": {"finalizers": None}})
+    wait_for(lambda: _quietly(new_client_running), 120, "the new run's own client pod")
+    finish_client(cluster, namespace, "same-client-1", new_text)
+    done = phase_is(cluster, namespace, "same", "Done", "Error")
+    assert done["status"] == "Done", done
+    assert done["speedBitsPerSec"] == pytest.approx(mbits(new_text)[0] * 1e6)
+    assert "retransmits" not in done  # UDP: the old TCP run's figures are nowhere
+    no_pods_left(cluster, namespace)
+
+
+def _quietly(probe):  # a pod that does not exist yet is a "not yet"
+    try:
+        return probe()
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise

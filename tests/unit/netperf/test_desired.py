@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.netperf import desired, status
+from operators.netperf import desired, schema, status
 from operators.netperf.parse import parse
 from operators.netperf.schema import CRD, DEFAULT_IMAGE
 from shared.api import conditions, ownership
@@ -71,7 +71,28 @@ def test_client_pod_runs_the_sample_loop_and_writes_the_termination_message():
     assert c["command"][3:5] == ["netperf-samples", "4"]
     assert c["command"][5:] == desired.netperf_argv({"samples": 4}, "10.1.2.3")
     assert {"name": "NETPERF_RESULT", "value": c["terminationMessagePath"]} in c["env"]
+    assert {"name": "NETPERF_STREAMS", "value": "1"} in c["env"]
     assert c["terminationMessagePolicy"] == "File"
+    parallel = desired.client_pod(OWNER, {"parallel": 4}, "10.1.2.3")["spec"]["containers"][0]
+    assert {"name": "NETPERF_STREAMS", "value": "4"} in parallel["env"]
+    assert parallel["command"] == [*c["command"][:4], "3", *c["command"][5:]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "errors"),
+    [
+        ({"testType": "TCP_STREAM", "parallel": 8, "samples": 3}, []),
+        ({"testType": "UDP_RR"}, []),
+        ({"testType": "TCP_CRR", "parallel": 2}, ["spec.parallel: parallel > 1 needs testType TCP_STREAM"]),
+        ({"parallel": 4, "samples": 10}, ["spec.parallel: samples x parallel must be at most 24"]),
+    ],
+)
+def test_impossible_combinations_are_field_errors_in_the_controller_too(spec, errors):
+    """The CEL rules' Python twins: an object that reached the controller without them is Degraded."""
+    found = [str(e) for e in schema.combination_errors(spec)]
+    assert len(found) == len(errors) and all(f.startswith(e) for f, e in zip(found, errors, strict=True))
+    rules = [r["rule"] for r in CRD.openapi_schema()["properties"]["spec"]["x-kubernetes-validations"]]
+    assert len(rules) == 2 and all(r.startswith("(oldSelf.hasValue()") for r in rules)  # ratcheting
 
 
 @pytest.mark.parametrize(
@@ -128,6 +149,20 @@ def test_pod_view_reads_termination_scheduling_and_waiting():
         )
     )
     assert pulling.waiting == "ErrImagePull: nope"
+
+
+def test_a_run_is_its_owners_uid_and_generation_not_its_pod_names():
+    view = desired.pod_view(pod_body(phase="Succeeded"))
+    assert view.created_for == "u1" and desired.of_run(view, "u1", 3)
+    assert not desired.of_run(view, "u1", 4)  # an older generation's pod
+    # A re-created Netperf of the same name has the same pod names but another UID: the pod of
+    # its predecessor's run (adopted, so controlled by it) is not its own.
+    adopted = desired.pod_view(pod_body(phase="Succeeded"))
+    assert not desired.of_run(adopted, "u2", 3)
+    # Made before pods carried the UID label: counted by generation (an upgrade mid-run).
+    legacy = pod_body(phase="Running")
+    del legacy["metadata"]["labels"][desired.UID_LABEL]
+    assert desired.of_run(desired.pod_view(legacy), "u2", 3)
 
 
 def test_status_through_a_run():

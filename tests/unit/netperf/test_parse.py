@@ -1,9 +1,10 @@
 """The parser on real termination messages captured with ``python -m tools.bench.capture_netperf``.
 
 The fixtures are what the operator's client command wrote over a veth pair on this machine
-(netperf 2.7.0 from Debian). Cases that cannot be provoked on demand (throughput 0 from
-colliding data ports, a dropped selector) are made from a real capture by one edit each,
-named in the test.
+(netperf 2.7.0 from Debian); ``tcp_crr`` and ``udp_rr`` are the same command run over loopback
+(``--loopback``: same netperf, same format, loopback figures). Cases that cannot be provoked
+on demand (throughput 0 from colliding data ports, a dropped selector) are made from a real
+capture by one edit each, named in the test.
 """
 
 import math
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from operators.netperf import desired
 from operators.netperf.parse import KEYS, ParseError, parse, stats
+from operators.netperf.schema import MAX_RUNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -49,6 +51,71 @@ def test_tcp_rr_transactions_and_latency_in_seconds():
     for name, key in (("mean", "MEAN_LATENCY"), ("p50", "P50_LATENCY"), ("p99", "P99_LATENCY")):
         assert result.latency_seconds[name] == pytest.approx(sum(values(text, key)) / 3 / 1e6)
     assert 0 < result.latency_seconds["p50"] <= result.latency_seconds["p99"] < 1
+
+
+@pytest.mark.parametrize(("test_type", "protocol"), [("TCP_CRR", "TCP"), ("UDP_RR", "UDP")])
+def test_crr_and_udp_rr_transactions_and_latency_percentiles(test_type, protocol):
+    text = fixture(test_type.lower())
+    assert set(values(text, "SAMPLE")) == {0, 1, 2} and f"PROTOCOL={protocol}" in text
+    result = parse(text, test_type, 3)
+    assert result.throughput_bits is None and result.speed_bits_per_sec is None
+    assert result.transactions is not None
+    assert list(result.transactions.samples) == values(text, "TRANSACTION_RATE")
+    assert result.transactions.ci95_low <= result.transactions.mean <= result.transactions.ci95_high
+    for name, key in (("mean", "MEAN_LATENCY"), ("p50", "P50_LATENCY"), ("p90", "P90_LATENCY")):
+        assert result.latency_seconds[name] == pytest.approx(sum(values(text, key)) / 3 / 1e6)
+    assert 0 < result.latency_seconds["p50"] <= result.latency_seconds["p99"] < 1
+    # CRR's retransmission counter would be one connection's of thousands; UDP has none.
+    assert result.retransmits is None
+    assert "LOCAL_TRANSPORT_RETRANS" not in KEYS[test_type]
+
+
+def test_rr_types_ask_for_their_keys_and_take_the_message_size_as_request_and_response():
+    for test_type in ("TCP_RR", "TCP_CRR", "UDP_RR"):
+        argv = desired.netperf_argv({"testType": test_type, "messageSize": 64}, "10.0.0.1")
+        assert argv[argv.index("-t") + 1] == test_type
+        assert argv[argv.index("-k") + 1] == ",".join(KEYS[test_type])
+        assert argv[argv.index("-r") + 1] == "64,64" and "-m" not in argv
+
+
+def test_a_udp_rr_output_is_not_a_tcp_crr_result():
+    with pytest.raises(ParseError, match="used UDP, not TCP"):
+        parse(fixture("udp_rr"), "TCP_CRR", 3)
+    with pytest.raises(ParseError, match="unexpected THROUGHPUT_UNITS 'Trans/s'"):
+        parse(fixture("udp_rr"), "UDP_STREAM", 3)
+
+
+def test_parallel_streams_sum_per_sample_and_keep_each_streams_own_samples():
+    text = fixture("tcp_stream_parallel")  # 3 samples x 4 streams started together
+    result = parse(text, "TCP_STREAM", 3, parallel=4)
+    per_run = [v * 1e6 for v in values(text, "THROUGHPUT")]  # sample-major, stream-minor
+    sums = [math.fsum(per_run[i * 4 : i * 4 + 4]) for i in range(3)]
+    assert result.throughput_bits is not None
+    assert list(result.throughput_bits.samples) == pytest.approx(sums)
+    assert result.speed_bits_per_sec == pytest.approx(sum(sums) / 3)
+    # The interval is over the sums' samples, not over the 12 single-stream figures.
+    assert result.throughput_bits == stats(list(result.throughput_bits.samples))
+    assert len(result.streams) == 4
+    for j, stream in enumerate(result.streams):
+        assert list(stream.samples) == pytest.approx(per_run[j::4])
+    assert math.fsum(s.mean for s in result.streams) == pytest.approx(result.speed_bits_per_sec)
+    assert result.retransmits == sum(values(text, "LOCAL_TRANSPORT_RETRANS"))
+
+
+def test_parallel_output_must_have_every_stream_of_every_sample():
+    text = fixture("tcp_stream_parallel")
+    with pytest.raises(ParseError, match="expected 3 samples of 5 streams, got 12 outputs"):
+        parse(text, "TCP_STREAM", 3, parallel=5)
+    # edit: the last sample's stream 3 missing (its process's output lost)
+    cut = text[: text.index("SAMPLE=2\nSTREAM=3")]
+    with pytest.raises(ParseError, match="expected 3 samples of 4 streams, got 11 outputs"):
+        parse(cut, "TCP_STREAM", 3, parallel=4)
+    with pytest.raises(ParseError, match="has no STREAM= line"):
+        parse(fixture("tcp_stream"), "TCP_STREAM", 3, parallel=2)
+    # edit: stream 2 of sample 1 failed
+    failed = text.replace("SAMPLE=1\nSTREAM=2\nEXIT=0", "SAMPLE=1\nSTREAM=2\nEXIT=255", 1)
+    with pytest.raises(ParseError, match="run 1 exited with 255"):
+        parse(failed, "TCP_STREAM", 3, parallel=4)
 
 
 def test_udp_stream_reports_received_throughput_and_no_retransmits():
@@ -128,7 +195,12 @@ def test_stats_of_known_values():
 
 
 def test_the_longest_message_fits_the_termination_message():
-    """Worst case: TCP_RR, the maximum samples, every value as long as netperf prints it."""
-    sample = "SAMPLE=9\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in KEYS["TCP_RR"])
+    """Worst case: TCP_RR, the maximum samples, every value as long as netperf prints it; with
+    parallel streams (STREAM tests), samples x parallel outputs with their STREAM= lines."""
+    longest = max(KEYS.values(), key=lambda keys: len("".join(keys)))
+    sample = "SAMPLE=9\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in longest)
     assert len(sample.encode()) * 10 < 4096
+    streams = max((KEYS[t] for t in ("TCP_STREAM", "UDP_STREAM")), key=lambda keys: len("".join(keys)))
+    run = "SAMPLE=9\nSTREAM=7\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in streams)
+    assert len(run.encode()) * MAX_RUNS < 4096
     assert "-k" in desired.netperf_argv({"testType": "TCP_RR"}, "10.0.0.1")

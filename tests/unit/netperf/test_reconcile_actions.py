@@ -133,3 +133,42 @@ def test_a_pod_name_held_by_a_stranger_ends_the_run_in_error():
         ("Normal", "TestStarted"),
         ("Warning", "TestFailed"),
     ]
+
+
+def test_a_predecessors_adopted_client_pod_is_waited_for_never_taken_as_this_runs():
+    """#27 part 6: a Netperf re-created under the same name adopted its predecessor's orphaned
+    client pod (finished, the old result in its termination message) and deleted it; while it
+    is still Terminating it holds this run's client name and is controlled by this Netperf."""
+    kube = FakeKube(netperf())
+    p = Pass(kube)
+    p.run()
+    names = desired.pod_names("np", 1)
+    p.kubelet(
+        names.server,
+        {"phase": "Running", "podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]},
+    )
+    owner = kube.object(NP_PATH)
+    old = desired.client_pod(owner, {}, "10.0.0.9")
+    old["metadata"]["labels"][desired.UID_LABEL] = "uid-of-the-deleted-netperf"
+    old["metadata"]["deletionTimestamp"] = "2026-01-05T11:59:59Z"
+    old["status"] = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {"name": "netperf", "state": {"terminated": {"exitCode": 0, "message": fixture("tcp_stream")}}}
+        ],
+    }
+    kube.add({**old, "metadata": {**old["metadata"], "namespace": NS}})
+    p.np.pods.observe("ADDED", kube.object(namespaced(NS, "pods", names.client)))
+
+    with pytest.raises(ReconcileError, match="WaitingForPodName"):
+        p.run()
+    st = kube.object(NP_PATH)["status"]
+    assert st["status"] == "Server" and "speedBitsPerSec" not in st
+    assert ("Warning", "WaitingForPodName") in [(t, reason) for t, reason, _ in p.events]
+    # Once it is gone, the run creates its own client.
+    asyncio.run(kube.delete(namespaced(NS, "pods", names.client)))
+    p.np.pods.observe("DELETED", old)
+    p.run()
+    assert kube.object(NP_PATH)["status"]["status"] == "Test"
+    mine = kube.object(namespaced(NS, "pods", names.client))
+    assert mine["metadata"]["labels"][desired.UID_LABEL] == owner["metadata"]["uid"]

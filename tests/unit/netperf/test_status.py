@@ -1,6 +1,7 @@
 """Netperf status through a run: the phase conditions and the readiness ones GitOps tools read."""
 
 import datetime
+from pathlib import Path
 
 from operators.netperf import parse, status
 from operators.netperf.desired import pod_names
@@ -73,3 +74,22 @@ def test_an_invalid_spec_stalls_at_the_new_generation_and_a_new_run_clears_it():
         "Stalled": ("False", "Initial"),
         "Ready": ("False", "Initial"),
     }
+
+
+def test_the_headline_is_the_figure_of_the_test_type():
+    fixtures = Path(__file__).parent / "fixtures"
+
+    def headline(name: str, test_type: str, parallel: int = 1) -> str:
+        text = (fixtures / f"{name}.txt").read_text()
+        return status.headline(parse.parse(text, test_type, 3, parallel))
+
+    assert headline("tcp_stream", "TCP_STREAM").endswith(" Gbit/s")
+    assert headline("tcp_stream_parallel", "TCP_STREAM", 4).endswith(" Gbit/s (4 streams)")
+    assert headline("tcp_rr", "TCP_RR").endswith(" trans/s, p99 86us")  # (175 + 42 + 40) / 3 us
+    crr = parse.parse((fixtures / "tcp_crr.txt").read_text(), "TCP_CRR", 3)
+    assert crr.transactions is not None
+    assert (
+        status.headline(crr)
+        == f"{crr.transactions.mean:.0f} conn/s, p99 {crr.latency_seconds['p99'] * 1e6:.0f}us"
+    )
+    assert "trans/s, p99 " in headline("udp_rr", "UDP_RR")
