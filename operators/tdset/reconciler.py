@@ -988,7 +988,7 @@ class TDSetReconciler:
         if failure is not None:
             self._event(body, failure[0], failure[1], "Warning")
             raise ReconcileError(failure[0], failure[1], bound)
-        # A target is not watched: while a pre-warm waits for it to be ready, only a poll wakes us.
-        poll = status.readiness_recheck(new_status["preWarm"], decision, now) if ref is not None else None
+        # A target is not watched: while it catches up (or a pre-warm waits for it), only a poll wakes us.
+        poll = status.target_recheck(new_status, decision, now) if ref is not None else None
         pending = self.expectations.next_expiry(uid)
         return min(d for d in (bound, pending, poll) if d is not None)

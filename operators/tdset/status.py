@@ -193,30 +193,44 @@ def calendar_fields(decision: Decision, zone: str) -> dict[str, Any]:
     }
 
 
-# An unwatched target (scaleTargetRef) is read once a pass: while a pre-warm waits for it, passes
-# come a tenth of the time since pre-warm began apart, within these bounds (seconds), so readyAt
-# is late by at most about a tenth of the time the target took, at a few reads per opening.
-READINESS_POLL = (1.0, 60.0)
+# An unwatched target (scaleTargetRef) is read once a pass: while it has not caught up with what
+# the TDSet asks (scaling, rolling out, getting ready) or a pre-warm waits for it, passes come a
+# tenth of the time since that began apart, within these bounds (seconds). The status (READY,
+# Progressing, preWarm.readyAt) then lags the target by about a tenth of the time the target
+# took, at a handful of reads per change, instead of until the next boundary or intervalMint.
+TARGET_POLL = (1.0, 120.0)
+UNSETTLED = frozenset({"Scaling", "RollingOut", "WaitingForReady"})
 
 
-def readiness_recheck(
-    record: Mapping[str, Any] | None, decision: Decision, now: datetime.datetime
-) -> float | None:
-    """Seconds to the next look at an unwatched target whose readiness ``record`` (the new
-    ``preWarm``) still waits for; None when it waits for nothing."""
-    if record is None or "readyAt" in record:
+def target_recheck(new: Mapping[str, Any], decision: Decision, now: datetime.datetime) -> float | None:
+    """Seconds to the next look at an unwatched target, from the status just computed
+    (``new``); None when nothing waits for it."""
+    since: list[datetime.datetime] = []
+    progressing = conditions.get(new.get("conditions"), conditions.PROGRESSING)
+    if progressing is not None and progressing["status"] == "True" and progressing["reason"] in UNSETTLED:
+        since.append(datetime.datetime.fromisoformat(str(progressing["lastTransitionTime"])))
+    began = _prewarm_began(new.get("preWarm"), decision, now)
+    if began is not None:
+        since.append(began)
+    if not since:
         return None
+    low, high = TARGET_POLL
+    return min(max((now - max(since)).total_seconds() / 10, low), high)
+
+
+def _prewarm_began(
+    record: Mapping[str, Any] | None, decision: Decision, now: datetime.datetime
+) -> datetime.datetime | None:
+    """When the pre-warm that ``record`` still waits to see ready began; None if none waits."""
     decided = decision.decided
+    if record is None or "readyAt" in record or decided is None or decided.window is None:
+        return None
     start = datetime.datetime.fromisoformat(str(record["windowStart"]))
-    if decided is None or decided.window is None or decided.entry != record.get("entry"):
+    if decided.entry != record.get("entry"):
         return None
     warming = decided.layer == schedule.LEAD_TIME and decided.opens == start
     opened = decided.layer == schedule.WINDOW and now >= start
-    if not (warming or opened):
-        return None
-    elapsed = (now - (start - decided.window.lead)).total_seconds()
-    low, high = READINESS_POLL
-    return min(max(elapsed / 10, low), high)
+    return start - decided.window.lead if warming or opened else None
 
 
 def prewarm(
@@ -228,7 +242,7 @@ def prewarm(
     first pass that sees ``ready`` at the pre-warmed replicas, while the pre-warm or the window
     it was for still decides (the passes follow the status of a Deployment the TDSet runs, so
     that is when it got ready, to the watch's delay; an unwatched target is polled meanwhile,
-    :func:`readiness_recheck`).
+    :func:`target_recheck`).
     """
     record = dict(previous) if previous else None
     decided = decision.decided

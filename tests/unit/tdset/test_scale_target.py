@@ -520,8 +520,8 @@ def test_a_pre_warmed_target_is_polled_until_ready_and_ready_at_is_when_a_pass_s
     p.see(TDS_PATH)
     assert p.run() == 0.0  # scaled to 5 at once
     assert kube.object(path())["spec"]["replicas"] == 5
-    # 10 minutes into pre-warm and not ready yet: look again in 60 s (a tenth, at most 60 s).
-    assert p.run() == pytest.approx(status.READINESS_POLL[1])
+    # Not ready yet, and the scale-up just began: look again in 1 s (then a tenth of the wait).
+    assert p.run() == status.TARGET_POLL[0]
     assert "readyAt" not in kube.object(TDS_PATH)["status"]["preWarm"]
     asyncio.run(
         kube.client().merge_patch(path() + "/status", {"status": {"replicas": 5, "readyReplicas": 5}})
@@ -531,7 +531,27 @@ def test_a_pre_warmed_target_is_polled_until_ready_and_ready_at_is_when_a_pass_s
     assert (pre["readyAt"], pre["readySecondsAfterStart"]) == (conditions.rfc3339(NOW), -600)
 
 
-def test_readiness_polls_start_fast_and_stop_once_ready_or_elsewhere():
+def test_a_scaled_target_is_polled_until_it_caught_up_so_ready_is_not_an_hour_late():
+    """Seen on a dev cluster: READY stayed at the old count until the next boundary."""
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    assert p.run() == 0.0  # 2 -> 5 through /scale
+    assert p.run() == status.TARGET_POLL[0]  # the target has not caught up: look again soon
+    st = kube.object(TDS_PATH)["status"]
+    assert (st["readyReplicas"], conditions.get(st["conditions"], "Progressing")["status"]) == (2, "True")
+    asyncio.run(
+        kube.client().merge_patch(path() + "/status", {"status": {"replicas": 5, "readyReplicas": 5}})
+    )
+    assert p.run() == pytest.approx(30 * 60, abs=1)  # caught up: the window's end (11:00)
+    st = kube.object(TDS_PATH)["status"]
+    assert (st["readyReplicas"], conditions.get(st["conditions"], "Progressing")["reason"]) == (
+        5,
+        "DeploymentReady",
+    )
+
+
+def test_polls_start_fast_slow_down_and_stop_once_nothing_waits():
     opens = NOW + datetime.timedelta(minutes=1)
     window = schedule.Window(0, 0, 60, 5, frozenset(range(7)), "peak", datetime.timedelta(seconds=90))
     warming = schedule.Decision(
@@ -539,9 +559,27 @@ def test_readiness_polls_start_fast_and_stop_once_ready_or_elsewhere():
     )
     record = {"entry": "peak", "windowStart": conditions.rfc3339(opens), "replicas": 5}
     # 30 s into a 90 s lead: every 3 s; at its very start, every 1 s.
-    assert status.readiness_recheck(record, warming, NOW) == pytest.approx(3.0)
+    assert status.target_recheck({"preWarm": record}, warming, NOW) == pytest.approx(3.0)
     began = opens - datetime.timedelta(seconds=90)
-    assert status.readiness_recheck(record, warming, began) == status.READINESS_POLL[0]
-    assert status.readiness_recheck({**record, "readyAt": "x"}, warming, NOW) is None
+    assert status.target_recheck({"preWarm": record}, warming, began) == status.TARGET_POLL[0]
+    assert status.target_recheck({"preWarm": {**record, "readyAt": "x"}}, warming, NOW) is None
     default = schedule.Decision(1, None, None, schedule.Decided(1, schedule.DEFAULT))
-    assert status.readiness_recheck(record, default, NOW) is None
+    assert status.target_recheck({"preWarm": record}, default, NOW) is None
+
+    def progressing(state: str, reason: str, minutes_ago: float) -> dict[str, Any]:
+        since = NOW - datetime.timedelta(minutes=minutes_ago)
+        return {
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": state,
+                    "reason": reason,
+                    "lastTransitionTime": conditions.rfc3339(since),
+                }
+            ]
+        }
+
+    assert status.target_recheck(progressing("True", "WaitingForReady", 5), default, NOW) == pytest.approx(30)
+    assert status.target_recheck(progressing("True", "Scaling", 60), default, NOW) == status.TARGET_POLL[1]
+    assert status.target_recheck(progressing("False", "DeploymentReady", 5), default, NOW) is None
+    assert status.target_recheck(progressing("False", "Suspended", 5), default, NOW) is None
