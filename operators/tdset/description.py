@@ -51,7 +51,7 @@ DESCRIPTION = OperatorDescription(
             verbs=("patch",),
         ),
         # The other kinds a spec.scaleTargetRef may name out of the box (operators.tdset.target);
-        # read by name, never watched (a pass reads /scale: docs/operators/tdset.md). A cluster
+        # read by name, never watched (a pass reads /scale: docs/operators/tdset-targets.md). A cluster
         # admin allows more kinds through the aggregated ClusterRole (SCALER_ROLE).
         Resource("StatefulSet", "v1", "statefulsets", child=False, group="apps", **TARGET),
         Resource("ReplicaSet", "v1", "replicasets", child=False, group="apps", **TARGET),

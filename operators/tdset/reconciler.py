@@ -196,7 +196,7 @@ class TargetSweeps(Sweeps):
     from a listing of each kind supported out of the box (:data:`TARGET_KINDS`) with the
     :data:`operators.tdset.target.HOLDER` label selector in the watched namespaces: a TDSet
     deleted while the operator was down left its claim there. Targets are not watched (see
-    docs/operators/tdset.md, "Scaling a workload you run"), so a claim on a kind a cluster admin
+    docs/operators/tdset-targets.md), so a claim on a kind a cluster admin
     added is known from the passes only: one left by a TDSet deleted while the operator was down
     is not found (documented, with the label to look for).
 
@@ -744,7 +744,7 @@ class TDSetReconciler:
         Read live in every pass, not watched: a pass notices a target scaled by hand when it
         runs (each boundary, each ``intervalMint``, each change of the TDSet or of an HPA), and
         a watch of every Deployment, StatefulSet and ReplicaSet would hold the whole cluster's
-        workloads in memory for the few a TDSet names (docs/operators/tdset.md).
+        workloads in memory for the few a TDSet names (docs/operators/tdset-targets.md).
         """
         suspended = bool(spec.get("suspend"))
         out = Converged(deployment=None, target=replicas)
@@ -792,7 +792,7 @@ class TDSetReconciler:
                     "TargetForbidden",
                     f"{reason_of(exc)}. Out of the box the operator scales Deployments, StatefulSets, "
                     "ReplicaSets and WebServers; a cluster admin allows another kind with a ClusterRole "
-                    f'labelled {SCALER_LABEL}: "true" (docs/operators/tdset.md)',
+                    f'labelled {SCALER_LABEL}: "true" (docs/operators/tdset-targets.md)',
                 )
             else:
                 out.failure = ("FailedUpdate", reason_of(exc))

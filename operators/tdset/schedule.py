@@ -1,7 +1,7 @@
 """The TDSet calendar as a pure function of (spec, annotations, now): replicas, the layer and
 entry that decided them, the next transitions.
 
-Layers, highest first (also in docs/operators/tdset.md):
+Layers, highest first (also in docs/operators/tdset-calendar.md):
 
 1. **override**: the override annotation (:data:`OVERRIDE_ANNOTATION`, ``replicas=10,until=…``,
    for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``

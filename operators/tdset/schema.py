@@ -108,7 +108,7 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "StatefulSet, ReplicaSet, WebServer, or a custom resource with one) whose replicas "
                 "follow the schedule, read and written through /scale. Never owned: the replicas "
                 "found are remembered on it and given back when the TDSet goes or points elsewhere. "
-                "Kinds beyond those four need RBAC (docs/operators/tdset.md)."
+                "Kinds beyond those four need RBAC (docs/operators/tdset-targets.md)."
             ),
             "required": ["apiVersion", "kind", "name"],
             "properties": {

@@ -4,7 +4,7 @@ Each test runs a TDSet operator watching only its namespace, as the ServiceAccou
 exactly the CSV's rules (:meth:`tests.framework.cluster.Cluster.operator_kubeconfig`), so the
 RBAC of the scale targets is the bundle's: Deployments, StatefulSets, ReplicaSets and WebServers
 out of the box; another kind (a CRD with a scale subresource made by the test) only once a
-ClusterRole carrying the aggregation label is added, as docs/operators/tdset.md tells a cluster
+ClusterRole carrying the aggregation label is added, as docs/operators/tdset-targets.md tells a cluster
 admin to.
 """
 
@@ -396,7 +396,7 @@ def test_a_cluster_admin_allows_another_kind_with_a_labelled_cluster_role(
         )
         assert DESCRIPTION.aggregate_label in degraded["message"]
 
-        # What docs/operators/tdset.md asks of a cluster admin: a ClusterRole with the label.
+        # What docs/operators/tdset-targets.md asks of a cluster admin: a ClusterRole with the label.
         extra = {
             "metadata": {"name": f"test:widgets-{suffix}", "labels": {label: "true"}},
             "rules": [
