@@ -43,7 +43,7 @@ def strip(body: dict[str, Any]) -> dict[str, Any]:
     """Drop, in place, what no consumer reads: ``metadata.managedFields`` (the server-side-apply
     bookkeeping, often the largest part of a small object) and :data:`UNREAD_ANNOTATIONS`.
     controller-runtime's ``TransformStripManagedFields``, applied once where events enter the
-    process, so no cache downstream (kopf's queues, the work queue's store, the owner caches,
+    process, so no cache downstream (the work queue's store, the owner caches,
     the relist :class:`Store`) holds them. Everything else stays: the reconcilers read metadata
     (uid, resourceVersion, generation, labels, annotations, ownerReferences,
     deletionTimestamp, finalizers), spec and status, and kopf reads metadata."""

@@ -40,6 +40,20 @@ def test_the_kopf_whose_internals_the_adapter_wraps_is_installed():
     params = inspect.signature(watching.continuous_watch).parameters
     assert {"resource", "namespace", "settings"} <= set(params)
     assert inspect.signature(queueing.watcher).parameters["processor"].kind is inspect.Parameter.KEYWORD_ONLY
+    # The direct dispatch replaces kopf's watcher for our resources: it is spawned with these
+    # keywords, and its stream is infinite_watch(settings, resource, namespace, operator_paused).
+    assert {
+        "settings",
+        "resource",
+        "namespace",
+        "operator_paused",
+        "operator_indexed",
+        "resource_indexed",
+    } <= set(inspect.signature(queueing.watcher).parameters)
+    assert inspect.isasyncgenfunction(watching.infinite_watch)
+    assert {"settings", "resource", "namespace", "operator_paused"} <= set(
+        inspect.signature(watching.infinite_watch).parameters
+    )
 
 
 def test_settings_make_kopf_a_watcher_that_never_writes():
