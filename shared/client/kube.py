@@ -186,8 +186,12 @@ class TokenBucket:
             # (Not quite 1 after a sleep of exactly the time to the next token: float error.)
             if self._tokens >= 1 - 1e-9:
                 self._tokens -= 1
-                if self._waiters.wake() is None:  # every waiter left was cancelled
+                if self._waiters.wake() is None:
+                    # Every waiter left was cancelled, but their tasks have not run yet to take
+                    # themselves off the count: going round again without yielding would spin
+                    # forever (they never run). Nobody to deal to: the next waiter starts a dealer.
                     self._tokens += 1
+                    return
                 continue
             await self._sleep((1 - self._tokens) / self.qps)
 

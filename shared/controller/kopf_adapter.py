@@ -16,22 +16,25 @@ equivalent in kopf 1.45 and are done here through its internals, pinned to the k
 internals changed shape): the end of a watch's initial listing together with the handling of
 every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
 and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
+The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
+processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have).
 Why, and what the exit is: ``docs/design/kopf-adapter.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import os
 import random
 import time
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
+import orjson
 
 from shared.controller import informer
 from shared.controller.serving import Listed, Listing, Readiness
@@ -48,6 +51,8 @@ OBJECT_LOGGER = "kopf.objects"  # kopf's per-object logger (its handlers' outcom
 # relist at a time instead of the whole listing in one response.
 LIST_CHUNK_SIZE = 500
 logger = logging.getLogger("shared.serving")
+# What kopf's watch-stream decoder calls (``json.loads``), backed by orjson (track_watches).
+_FAST_JSON = types.SimpleNamespace(loads=orjson.loads)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -189,7 +194,8 @@ def run(
     watches = list(watches)
     kopf.configure(verbose=verbose, log_format=LOG_FORMATS[log_format])
     readiness.expect(len(watches) * max(1, len(namespaces)))
-    undo = track_watches(readiness, float(os.environ.get(RESYNC_PERIOD_ENV) or RESYNC_PERIOD))
+    resync = float(os.environ.get(RESYNC_PERIOD_ENV) or RESYNC_PERIOD)
+    undo = track_watches(readiness, resync, watches=watches)
     registry = kopf.OperatorRegistry()
     register(registry, watches, startup=startup, cleanup=cleanup)
     try:
@@ -204,22 +210,30 @@ def run(
         undo()
 
 
-def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PERIOD) -> Callable[[], None]:
-    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`.
+def track_watches(
+    readiness: Readiness,
+    resync_period: float | None = RESYNC_PERIOD,
+    *,
+    watches: Iterable[Watch] = (),
+) -> Callable[[], None]:
+    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`,
+    and hand each event of a resource that ``watches`` declares straight to their handlers.
 
     Returns an undo function. Every event of a listing (the listed objects, and the deletions
-    a relist found) is counted in a :class:`~shared.controller.serving.Listing`, and kopf's
-    watcher gets a processor that reports each back once processed: the watch is ready when
-    its listing has ended and the count is back to zero. A relist is counted the same way;
-    readiness, once reached, stays.
+    a relist found) is counted in a :class:`~shared.controller.serving.Listing` and reported
+    back once handled: the watch is ready when its listing has ended and the count is back to
+    zero. A relist is counted the same way; readiness, once reached, stays.
 
-    The end of the LIST alone is not enough: kopf hands each event to a worker task of its
-    object and goes on, so when its ``Bookmark.LISTED`` marker passes, the last listed objects
-    have not reached a handler yet, and a pass planned then misses children. kopf has no public
-    hook for either moment, so this wraps two of its internals: the ``continuous_watch``
-    generator, to see the listing and its end (the same wrapper makes every relist converge,
-    :mod:`shared.controller.informer`), and ``queueing.watcher``, to see each listed event leave
-    kopf's processing of it (handlers included, whether they succeeded or not).
+    kopf has no public hook for either moment, so this wraps two of its internals: the
+    ``continuous_watch`` generator, to see the listing and its end (the same wrapper makes
+    every relist converge, :mod:`shared.controller.informer`), and ``queueing.watcher``, the
+    consumer of each resource's stream. For a resource of ``watches`` the wrapper is the whole
+    consumer (:func:`_dispatch`): each event goes to the watches' handlers in the stream's
+    order, without kopf's per-event processing (``process_resource_event``: its body, patch,
+    memo, per-object records and handler machinery, a worker task per object), which for
+    ``on.event`` handlers that never ask for a patch only ended up calling the handler. Any
+    other resource (none in the operators) keeps kopf's own watcher, its events counted when
+    kopf has processed them.
 
     Each watch (resource and namespace) keeps one :class:`~shared.controller.informer.Store`
     across its relists; the resync period gets up to 10% jitter so the watches of one process
@@ -242,6 +256,9 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
     if getattr(original, "_readiness_wrapped", False):
         raise RuntimeError("kopf watches are already tracked by another Readiness")
     stores: dict[str, informer.Store] = {}
+    by_resource: dict[tuple[str, str, str], list[Watch]] = {}
+    for watch in watches:
+        by_resource.setdefault((watch.group, watch.version, watch.plural), []).append(watch)
 
     async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
         key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
@@ -263,8 +280,8 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
                         listing.end()
                         readiness.watch_recovered(key)
                         failures = 0
-                    # kopf's watcher drops BOOKMARK events unprocessed: one counted would never
-                    # come back (none comes before LISTED today).
+                    # BOOKMARK events are dropped unhandled: one counted would never come back
+                    # (none comes before LISTED today).
                     if not listing.ended and isinstance(item, Mapping) and item.get("type") != "BOOKMARK":
                         yield listing.track(item)
                     else:
@@ -277,44 +294,136 @@ def track_watches(readiness: Readiness, resync_period: float | None = RESYNC_PER
                 logger.warning(f"watch of {key} failed ({exc!r}); listing again in {delay:.1f}s")
                 await asyncio.sleep(delay)
 
-    async def watcher(*, processor: Any, **kwargs: Any) -> None:
-        memories = _memories_of(processor)
+    async def watcher(
+        *,
+        processor: Any,
+        settings: Any,
+        resource: Any,
+        namespace: Any,
+        operator_paused: Any = None,
+        operator_indexed: Any = None,
+        resource_indexed: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        ours = by_resource.get((resource.group, resource.version, resource.plural))
+        if not ours:
+            await original_watcher(
+                processor=_reporting(processor),
+                settings=settings,
+                resource=resource,
+                namespace=namespace,
+                operator_paused=operator_paused,
+                operator_indexed=operator_indexed,
+                resource_indexed=resource_indexed,
+                **kwargs,
+            )
+            return
 
-        async def processing(*, raw_event: Any, **kw: Any) -> Any:
-            try:
-                return await processor(raw_event=raw_event, **kw)
-            finally:
-                if isinstance(raw_event, Listed):
-                    raw_event.handled()
-                body = raw_event.get("object") if isinstance(raw_event, Mapping) else None
-                if memories is not None and isinstance(body, Mapping) and "metadata" in body:
-                    # kopf keeps a record per object until its DELETED (memo, error throttler,
-                    # daemon and index state, about 1 KB): none of it is used by ``on.event``
-                    # handlers, so it goes once each event is processed.
-                    await memories.forget(body)
+        async def listed() -> None:
+            # kopf holds its readiness until every indexed resource has listed (no index is
+            # registered here, so there is no toggle; kept for kopf's contract).
+            if operator_indexed is not None and resource_indexed is not None:
+                await operator_indexed.drop_toggle(resource_indexed)
 
-        await original_watcher(processor=processing, **kwargs)
+        stream = watching.infinite_watch(
+            settings=settings, resource=resource, namespace=namespace, operator_paused=operator_paused
+        )
+        await _dispatch(stream, ours, f"{resource}@{namespace or '*'}", watching.Bookmark.LISTED, listed)
 
     continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]  # a marker: wrapped once
     watching.continuous_watch = continuous_watch
     queueing.watcher = watcher
+    undo_json = _decode_streams_with_orjson()
 
     def undo() -> None:
         watching.continuous_watch = original
         queueing.watcher = original_watcher
+        undo_json()
 
     return undo
 
 
-def _memories_of(processor: Any) -> Any:
-    """kopf's per-object records (``ResourceMemories``) that ``processor`` was bound to: kopf
-    builds it as ``functools.partial(process_resource_event, memories=..., ...)``, then binds
-    the resource in one more partial. None if its shape is not that."""
-    from kopf._core.reactor import inventory
+def _decode_streams_with_orjson() -> Callable[[], None]:
+    """kopf decodes each line of a watch stream with the standard ``json.loads`` (in
+    ``api.stream``, the module's one use of ``json``): the largest single cost left per event
+    once kopf's processing was gone (py-spy, docs/benchmarks.md). orjson parses the same text
+    to the same values several times faster, as the client does for our own requests. Returns
+    the undo."""
+    from kopf._cogs.clients import api
 
-    while isinstance(processor, functools.partial):
-        memories = processor.keywords.get("memories")
-        if isinstance(memories, inventory.ResourceMemories):
-            return memories
-        processor = processor.func
-    return None
+    # The module's global ``json`` (an import, not exported: hence through its namespace).
+    namespace = vars(api)
+    original = namespace["json"]
+    namespace["json"] = _FAST_JSON  # only its .loads is called
+
+    def undo() -> None:
+        namespace["json"] = original
+
+    return undo
+
+
+async def _dispatch(
+    stream: AsyncIterator[Any],
+    watches: list[Watch],
+    name: str,
+    listed_marker: object,
+    listed: Callable[[], Awaitable[None]],
+) -> None:
+    """Consume one resource's watch ``stream`` (kopf's ``infinite_watch`` through
+    :func:`track_watches`' wrapper): hand each event to every watch of ``watches`` whose labels
+    its object has, in the stream's order, and call ``listed`` at each end of a listing.
+
+    One event at a time: the order kopf's per-object workers kept (an object's events in
+    order) holds for the whole stream, and the handlers only file work (a coroutine handler
+    holds the stream until it returns). A handler's exception is logged and the stream goes
+    on, as kopf does for ``on.event`` handlers, and the event's other handlers still run.
+    Listed events are reported handled (:class:`~shared.controller.serving.Listed`) once all
+    their handlers have returned, so the listing is synced only then.
+    """
+    async for raw_event in stream:
+        if not isinstance(raw_event, Mapping):  # kopf's markers
+            if raw_event is listed_marker:
+                await listed()
+            continue
+        try:
+            event_type = raw_event.get("type")
+            body = raw_event.get("object")
+            if event_type == "BOOKMARK" or not isinstance(body, Mapping):
+                continue
+            for watch in watches:
+                if watch.labels and not _has_labels(body, watch.labels):
+                    continue
+                try:
+                    result = watch.handler(event_type, body)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    meta = body.get("metadata") or {}
+                    logger.exception(
+                        f"handler of {name} failed on {event_type or 'listed'} "
+                        f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; the watch goes on"
+                    )
+        finally:
+            if isinstance(raw_event, Listed):
+                raw_event.handled()
+
+
+def _has_labels(body: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether ``body`` carries every label of ``labels`` (the server-side selector should have
+    sent no other object; kopf's ``labels=`` filter checked the same on every event)."""
+    have = (body.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
+def _reporting(processor: Any) -> Any:
+    """kopf's ``processor``, reporting each listed event once kopf has processed it (handlers
+    included, whether they succeeded or not): for a resource :func:`_dispatch` does not serve."""
+
+    async def processing(*, raw_event: Any, **kw: Any) -> Any:
+        try:
+            return await processor(raw_event=raw_event, **kw)
+        finally:
+            if isinstance(raw_event, Listed):
+                raw_event.handled()
+
+    return processing

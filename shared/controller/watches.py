@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Called with the event's type (None for an object of a listing, else ADDED, MODIFIED,
-# DELETED) and the object. Runs on the event loop: it must not block (it files work); a
-# coroutine function is awaited (the object's next event waits for it).
+# DELETED) and the object. Runs on the event loop, one event of the watch at a time: it must
+# not block (it files work); a coroutine function is awaited (the watch's next event waits for
+# it). An exception is logged and the watch goes on (shared.controller.kopf_adapter).
 Handler = Callable[[str | None, Mapping[str, Any]], Awaitable[None] | None]
 
 

@@ -40,6 +40,20 @@ def test_the_kopf_whose_internals_the_adapter_wraps_is_installed():
     params = inspect.signature(watching.continuous_watch).parameters
     assert {"resource", "namespace", "settings"} <= set(params)
     assert inspect.signature(queueing.watcher).parameters["processor"].kind is inspect.Parameter.KEYWORD_ONLY
+    # The direct dispatch replaces kopf's watcher for our resources: it is spawned with these
+    # keywords, and its stream is infinite_watch(settings, resource, namespace, operator_paused).
+    assert {
+        "settings",
+        "resource",
+        "namespace",
+        "operator_paused",
+        "operator_indexed",
+        "resource_indexed",
+    } <= set(inspect.signature(queueing.watcher).parameters)
+    assert inspect.isasyncgenfunction(watching.infinite_watch)
+    assert {"settings", "resource", "namespace", "operator_paused"} <= set(
+        inspect.signature(watching.infinite_watch).parameters
+    )
 
 
 def test_settings_make_kopf_a_watcher_that_never_writes():
@@ -184,3 +198,24 @@ async def test_handlers_get_the_raw_body_not_kopfs_wrapper():
     raw = {"metadata": {"name": "p", "uid": "1"}}
     await handler.fn(type="ADDED", event={"type": "ADDED", "object": raw}, body=kopf.Body(raw))
     assert got == [raw] and got[0] is raw
+
+
+def test_watch_streams_are_decoded_with_orjson_while_tracked_and_the_standard_module_after():
+    """kopf's stream decoder calls its module's ``json.loads`` on each line: track_watches makes
+    that orjson's (same values), and its undo puts the standard module back."""
+    import json
+
+    from kopf._cogs.clients import api
+
+    from shared.controller.serving import Readiness
+
+    assert "json.loads(line.decode('utf-8'))" in inspect.getsource(api.stream)
+    assert vars(api)["json"] is json
+    undo = kopf_adapter.track_watches(Readiness())
+    try:
+        line = '{"type":"ADDED","object":{"metadata":{"name":"p","uid":"ü"},"spec":{"n":1,"f":0.5,"x":null}}}'
+        assert vars(api)["json"].loads(line) == json.loads(line)
+        assert vars(api)["json"] is not json
+    finally:
+        undo()
+    assert vars(api)["json"] is json

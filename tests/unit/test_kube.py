@@ -278,6 +278,25 @@ async def test_a_request_cancelled_while_waiting_for_a_token_uses_none():
     assert await bucket.wait("c") == 0  # and the next one is still there
 
 
+@pytest.mark.timeout(20, method="thread")  # the bug hangs the event loop: only a thread can stop it
+async def test_a_token_due_when_the_only_waiter_was_just_cancelled_does_not_spin_the_loop():
+    """The token falls due and the dealer runs before the cancelled waiter's task has taken
+    itself off the count: the dealer found no live waiter, gave the token back and went round
+    again without ever yielding, so the waiter never ran and the event loop spun forever (the
+    WebServer operator froze at 100 % CPU when passes were cut short during a namespace
+    deletion, tools/bench/scale.py)."""
+    time = ManualTime()
+    bucket = TokenBucket(10.0, 1, time.monotonic, time.sleep)
+    await bucket.wait("a")
+    gone = asyncio.create_task(bucket.wait("a"))
+    await until(lambda: bucket.waiting == 1, "one waiting")
+    time.advance(0.1)  # the dealer's sleep ends first ...
+    gone.cancel()  # ... then the waiter's cancellation is scheduled
+    await asyncio.gather(gone, return_exceptions=True)
+    assert bucket.waiting == 0
+    assert await bucket.wait("c") == 0  # the token was given back, not lost
+
+
 @pytest.mark.parametrize(
     ("path", "namespace"),
     [

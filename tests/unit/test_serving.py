@@ -21,6 +21,7 @@ from shared.controller import kopf_adapter, serving
 from shared.controller.kopf_adapter import track_watches
 from shared.controller.metrics import Metrics
 from shared.controller.serving import Endpoints, Readiness
+from shared.controller.watches import Watch
 
 PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True)
 
@@ -298,16 +299,32 @@ async def test_healthz_fails_once_a_watch_has_failed_for_too_long():
     assert (await endpoints._healthz(None)).status == 200
 
 
-async def test_kopf_keeps_no_record_per_object_and_handlers_see_stripped_bodies(monkeypatch):
-    """kopf's ResourceMemories would hold about 1 KB per object until its DELETED, unused by
-    ``on.event`` handlers: track_watches drops each once its event is processed. The bodies
-    reach the handlers without managedFields (informer.strip, where events enter)."""
-    registry = kopf.OperatorRegistry()
-    seen: list[dict[str, Any]] = []
+def run_direct_watcher(watches: list[Watch], r: Readiness) -> tuple[asyncio.Task[None], Callable[[], None]]:
+    """The watcher kopf's orchestrator spawns for pods in ``ns`` once ``track_watches`` knows
+    ``watches``: kopf's processor must never be called (kopf's per-event processing is skipped)."""
 
-    @kopf.on.event("v1", "pods", registry=registry)
-    async def handler(event: dict[str, Any], **_: Any) -> None:
-        seen.append(event["object"])
+    async def processor(**_: Any) -> None:
+        raise AssertionError("kopf's per-event processing was called")
+
+    undo = track_watches(r, watches=watches)
+    settings = kopf.OperatorSettings()
+    task = asyncio.create_task(
+        queueing.watcher(namespace="ns", settings=settings, resource=PODS, processor=processor)
+    )
+    return task, undo
+
+
+async def test_events_go_straight_to_the_handlers_in_order_stripped_and_kopf_keeps_nothing(monkeypatch):
+    """The watches' handlers get every event, in the stream's order, without kopf's
+    ``process_resource_event`` (so no per-object record, ``ResourceMemories``, is ever made),
+    and the bodies without managedFields (informer.strip, where events enter)."""
+    seen: list[tuple[str | None, str]] = []
+    bodies: list[Any] = []
+    labelled: list[str] = []
+
+    def handler(event_type: str | None, body: Any) -> None:
+        seen.append((event_type, body["metadata"]["name"]))
+        bodies.append(body)
 
     async def fake_continuous_watch(**kwargs):
         for name in "ab":
@@ -315,34 +332,67 @@ async def test_kopf_keeps_no_record_per_object_and_handlers_see_stripped_bodies(
             body["metadata"]["managedFields"] = [{"manager": "kubectl"}]
             yield {"type": None, "object": body}
         yield watching.Bookmark.LISTED
+        yield {"type": "MODIFIED", "object": pod("a")}
+        yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+        yield {"type": "DELETED", "object": pod("a")}
+        await asyncio.Event().wait()
+
+    def on_app(event_type: str | None, body: Any) -> None:
+        labelled.append(body["metadata"]["name"])
+
+    monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
+    r = Readiness()
+    watches = [Watch("", "v1", "pods", handler), Watch("", "v1", "pods", on_app, {"app": "x"})]
+    watcher, undo = run_direct_watcher(watches, r)
+    try:
+        await until(lambda: len(seen) == 4, "every event handled")
+        assert r.is_ready()
+        assert seen == [(None, "a"), (None, "b"), ("MODIFIED", "a"), ("DELETED", "a")]
+        assert all("managedFields" not in b["metadata"] for b in bodies)
+        assert labelled == []  # a watch's labels are checked on every object, as kopf's filter did
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        undo()
+
+
+async def test_direct_handling_is_ready_once_every_listed_object_is_handled_and_survives_errors(monkeypatch):
+    """#22.5 on the direct path: the listing is synced only once every listed event has left
+    its handlers (a coroutine handler is awaited), and a handler that raises neither stops the
+    stream nor keeps the watch from being ready."""
+    release = {name: asyncio.Event() for name in "abc"}
+    cache: dict[str, str | None] = {}
+    listed = asyncio.Event()
+
+    async def slow_handler(event_type: str | None, body: Any) -> None:
+        name = body["metadata"]["name"]
+        await release[name].wait()
+        cache[name] = event_type
+        if name == "b":
+            raise RuntimeError("a handler that fails")
+
+    async def fake_continuous_watch(**kwargs):
+        for name in "abc":
+            yield {"type": None, "object": pod(name)}
+        yield watching.Bookmark.LISTED
+        listed.set()
+        yield {"type": "DELETED", "object": pod("c")}
         await asyncio.Event().wait()
 
     monkeypatch.setattr(watching, "continuous_watch", fake_continuous_watch)
-    memories = inventory.ResourceMemories()
-    settings = kopf.OperatorSettings()
-    processor = functools.partial(
-        functools.partial(
-            processing.process_resource_event,
-            lifecycle=lifecycles.all_at_once,
-            registry=registry,
-            settings=settings,
-            indexers=indexing.OperatorIndexers(),
-            memories=memories,
-            memobase=kopf.Memo(),
-            event_queue=asyncio.Queue(),
-        ),
-        resource=PODS,
-    )
     r = Readiness()
-    undo = track_watches(r)
-    watcher = asyncio.create_task(
-        queueing.watcher(namespace="ns", settings=settings, resource=PODS, processor=processor)
-    )
+    watcher, undo = run_direct_watcher([Watch("", "v1", "pods", slow_handler)], r)
     try:
-        await until(r.is_ready, "both listed pods handled")
-        assert [b["metadata"]["name"] for b in seen] == ["a", "b"]
-        assert all("managedFields" not in b["metadata"] for b in seen)
-        assert list(memories.iter_all_memories()) == []
+        release["a"].set()
+        await until(lambda: "a" in cache, "pod a handled")
+        assert not r.is_ready() and r.pending() == ["pods.v1@ns"]
+        release["b"].set()
+        await until(lambda: "b" in cache, "pod b handled (its handler fails)")
+        assert not r.is_ready(), "ready with pod c not handled yet"
+        release["c"].set()
+        await until(r.is_ready, "ready once every listed pod was handled")
+        await until(lambda: cache.get("c") == "DELETED", "pod c's deletion handled after its listing")
+        assert listed.is_set() and cache == {"a": None, "b": None, "c": "DELETED"}
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)

@@ -421,7 +421,9 @@ def main() -> None:
         op = start("a")
         standby = start("b") if args.standby else None
         try:
-            asyncio.run(scenarios(Bench(cl, Api(cl), op, user, breakdown, standby), args, start))
+            asyncio.run(
+                scenarios(Bench(cl, Api(cl), op, user, breakdown=breakdown, standby=standby), args, start)
+            )
         finally:
             for proc in started:
                 proc.stop()
