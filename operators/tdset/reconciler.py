@@ -291,6 +291,17 @@ class TargetSweeps:
         self._event(obj, "GaveBackReplicas", f"{gave[0].upper()}{gave[1:]}: {why}")
 
 
+@dataclass(frozen=True)
+class KnownTarget:
+    """What the last pass of a TDSet found of its scale target, holding the claim: enough to
+    write a boundary's replicas with one request (:meth:`TDSetReconciler.flip_target`)."""
+
+    ref: scaletarget.Ref
+    plural: str
+    uid: str  # the target's UID: the precondition of the write
+    replicas: int  # its spec.replicas as that pass left it
+
+
 @dataclass
 class FoundTarget:
     """A scale target as a pass found it: its plural, the object, the claim, its Scale."""
@@ -374,6 +385,8 @@ class TDSetReconciler:
         self.autoscalers: Autoscalers = {}
         # What each TDSet points at now, from its latest body: uid -> (namespace, name, target).
         self.wanted: dict[str, tuple[str, str, TargetKey | None]] = {}
+        # What each TDSet's last pass found of its scale target (uid -> KnownTarget).
+        self.known_targets: dict[str, KnownTarget] = {}
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -478,6 +491,7 @@ class TDSetReconciler:
         self.expectations.forget(uid)
         self.stored_templates.forget(uid)
         self.wanted.pop(uid, None)
+        self.known_targets.pop(uid, None)
         self.floor_sweeps.request()
         self.target_sweeps.request()
 
@@ -707,8 +721,15 @@ class TDSetReconciler:
         """
         suspended = bool(spec.get("suspend"))
         out = Converged(deployment=None, target=replicas)
+        uid = body["metadata"]["uid"]
         try:
             async with asyncio.timeout(max(bound, 1.0)):
+                flipped = not suspended and hpa is None and await self.flip_target(body, ref, replicas, why)
+                # Known again only once this pass (or the next, after a flip) has read the target.
+                self.known_targets.pop(uid, None)
+                if flipped:
+                    out.scaled = True
+                    return out
                 await self.drop_own_children(body)
                 found = await self.claim_target(body, ref)
                 before = found.scale.replicas
@@ -734,6 +755,9 @@ class TDSetReconciler:
                     rolled_out=rolled_out,
                     uid=found.claim.uid,
                 )
+                self.known_targets[uid] = KnownTarget(
+                    ref, found.plural, found.claim.uid, found.scale.replicas
+                )
         except SupersededError:
             raise
         except ownership.ConflictError as exc:
@@ -758,6 +782,40 @@ class TDSetReconciler:
         except Exception as exc:
             out.failure = ("FailedUpdate", reason_of(exc))
         return out
+
+    async def flip_target(
+        self, body: Mapping[str, Any], ref: scaletarget.Ref, replicas: int, why: str
+    ) -> bool:
+        """A boundary's write in one request: when the TDSet's last pass held ``ref`` and left
+        it at other replicas than the schedule's now, ``/scale`` is patched at once with the
+        target's UID as the precondition (the API server refuses it if the object was replaced),
+        without reading the object and its Scale first; whether it was.
+
+        At a boundary shared by many TDSets the reads came first, three requests per flip
+        through the client's rate limit instead of one (docs/benchmarks.md, "TDSet
+        boundaries"). What they checked is checked by the pass that follows (the status comes
+        from a pass of its own anyway): the claim, a target scaled by hand meanwhile (the
+        schedule's replicas win either way, though the Event then names the replicas the last pass
+        left rather than the hand-set ones). On a refusal (404, 409) the pass reads the target as
+        usual."""
+        known = self.known_targets.get(body["metadata"]["uid"])
+        if known is None or known.ref != ref or known.replicas == replicas:
+            return False
+        try:
+            await self.api.targets.patch_scale(
+                body["metadata"]["namespace"],
+                known.plural,
+                ref.name,
+                ref.api_version,
+                replicas,
+                uid=known.uid,
+            )
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        self._event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
+        return True
 
     async def claim_target(self, body: Mapping[str, Any], ref: scaletarget.Ref) -> FoundTarget:
         """The target, resolved by discovery, read with its ``/scale`` and claimed for ``body``
@@ -902,6 +960,7 @@ class TDSetReconciler:
             if clamp:
                 warnings.append(clamp)
         if ref is None:
+            self.known_targets.pop(uid, None)
             done = await self.converge_children(
                 body, spec, target, hpa, previous=previous, why=why, bound=bound
             )
