@@ -210,6 +210,14 @@ def request_counts(metrics: str) -> dict[str, float]:
             counts[method] = counts.get(method, 0.0) + float(line.rsplit(" ", 1)[1])
         elif line.startswith("controller_runtime_reconcile_total{"):
             counts["passes"] = counts.get("passes", 0.0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith(
+            ("rest_client_request_duration_seconds_sum{", "rest_client_request_duration_seconds_count{")
+        ):
+            verb = line.split('verb="', 1)[1].split('"', 1)[0]
+            kind = "s" if "_sum{" in line else "n"
+            counts[f"{kind}:{verb}"] = counts.get(f"{kind}:{verb}", 0.0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith("controller_runtime_reconcile_time_seconds_sum{"):
+            counts["s:pass"] = counts.get("s:pass", 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
 
 
@@ -222,7 +230,15 @@ def report(
 ) -> str:
     """The lag over every flip, the pre-warm's readiness and the operator's requests per flip."""
     delta = {k: after[k] - before.get(k, 0.0) for k in sorted(after)}
-    requests = ", ".join(f"{k} {n:.0f} ({n / len(lags):.2f}/flip)" for k, n in delta.items())
+    requests = ", ".join(f"{k} {n:.0f} ({n / len(lags):.2f}/flip)" for k, n in delta.items() if ":" not in k)
+    # Mean latency of a request (rate-limiter wait excluded) by verb, and of a pass.
+    latency = ", ".join(
+        f"{k[2:]} {1000 * n / delta[f'n:{k[2:]}']:.0f} ms"
+        for k, n in delta.items()
+        if k.startswith("s:") and delta.get(f"n:{k[2:]}")
+    )
+    if delta.get("s:pass") and delta.get("passes"):
+        latency += f", pass {1000 * delta['s:pass'] / delta['passes']:.0f} ms"
     early = [lag for lag in lags if lag < 0]
     missed = sum(1 for lag in lags if lag == math.inf)
     kind = "scaleTargetRef to existing" if args.targets else "own"
@@ -238,7 +254,7 @@ def report(
         f"TDSets x {args.boundaries} boundaries): min {min(lags):.3f}s median {statistics.median(lags):.3f}s "
         f"p99 {percentile(lags, 99):.3f}s max {max(lags):.3f}s (inf: missed, not flipped before the next "
         f"boundary: {missed}); early flips: {len(early)}{prewarm}\n"
-        f"operator requests over the boundaries (its /metrics): {requests}"
+        f"operator requests over the boundaries (its /metrics): {requests}; mean latency: {latency}"
     )
 
 
