@@ -37,7 +37,7 @@ from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD
 from shared.api import conditions, ownership
 from shared.api.services import view as service_view
-from shared.api.validation import SchemaValidator, name_errors
+from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.kube import ApiError, SupersededError, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
@@ -387,6 +387,8 @@ class TDSetReconciler:
         self.wanted: dict[str, tuple[str, str, TargetKey | None]] = {}
         # What each TDSet's last pass found of its scale target (uid -> KnownTarget).
         self.known_targets: dict[str, KnownTarget] = {}
+        # The spec's errors by TDSet, for the generation checked (uid -> (generation, errors)).
+        self.checked_specs: dict[str, tuple[int, list[FieldError]]] = {}
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -492,6 +494,7 @@ class TDSetReconciler:
         self.stored_templates.forget(uid)
         self.wanted.pop(uid, None)
         self.known_targets.pop(uid, None)
+        self.checked_specs.pop(uid, None)
         self.floor_sweeps.request()
         self.target_sweeps.request()
 
@@ -921,6 +924,19 @@ class TDSetReconciler:
                 "FailedStatusUpdate", f"writing the status: {reason_of(exc) or 'no answer'}", bound
             ) from exc
 
+    def spec_errors(self, uid: str, generation: int, name: str, spec: Mapping[str, Any]) -> list[FieldError]:
+        """What is wrong with the spec: a function of the name and the spec alone, so checked
+        once per generation (the schema validation was 15 % of the operator's CPU at a boundary
+        shared by 1000 TDSets, every pass checking a spec that had not changed)."""
+        checked = self.checked_specs.get(uid)
+        if generation and checked is not None and checked[0] == generation:
+            return checked[1]
+        errors = (
+            VALIDATOR.errors(spec) or scaletarget.spec_errors(spec) or schedule.check(spec)
+        ) + name_errors(name, service=bool(spec.get("service")))
+        self.checked_specs[uid] = (generation, errors)
+        return errors
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -928,9 +944,7 @@ class TDSetReconciler:
         now = self.clock.now()
         current = previous = self.api.status.current(body)
 
-        errors = (
-            VALIDATOR.errors(spec) or scaletarget.spec_errors(spec) or schedule.check(spec)
-        ) + name_errors(name, service=bool(spec.get("service")))
+        errors = self.spec_errors(uid, generation, name, spec)
         if errors:
             self.degraded_gauge.labels(namespace, name).set(1)
             if await self.api.status.write(
