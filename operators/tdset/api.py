@@ -162,8 +162,10 @@ class ScaleTargets:
         self, namespace: str, plural: str, name: str, api_version: str, replicas: int, *, uid: str = ""
     ) -> dict[str, Any]:
         """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes);
-        ``uid`` (when set) is a precondition: the scale subresources of the built-in workloads
-        and of custom resources refuse the write with 409 when the object's UID differs."""
+        ``uid`` (when set) is a precondition: the scale subresources of Deployments,
+        StatefulSets and ReplicaSets refuse the write with 409 when the object's UID differs
+        (their registries check the Scale's UID; whether a custom resource's does was not
+        checked here: there, a replaced object is written, and claimed by the pass that follows)."""
         patch: dict[str, Any] = {"spec": {"replicas": replicas}}
         if uid:
             patch["metadata"] = {"uid": uid}

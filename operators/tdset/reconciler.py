@@ -791,7 +791,8 @@ class TDSetReconciler:
     ) -> bool:
         """A boundary's write in one request: when the TDSet's last pass held ``ref`` and left
         it at other replicas than the schedule's now, ``/scale`` is patched at once with the
-        target's UID as the precondition (the API server refuses it if the object was replaced),
+        target's UID as the precondition (the API server refuses it if a Deployment, StatefulSet
+        or ReplicaSet was replaced: :meth:`.api.ScaleTargets.patch_scale`),
         without reading the object and its Scale first; whether it was.
 
         At a boundary shared by many TDSets the reads came first, three requests per flip
