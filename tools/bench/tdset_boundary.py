@@ -24,7 +24,7 @@ replicas), and each TDSet names one with ``spec.scaleTargetRef`` (read and writt
 its window opens (the flip's lag is measured from then; a scale-down stays at the boundary),
 and the same watch records when each Deployment reports ``readyReplicas`` at the window's
 replicas (kwok pods turn Ready once scheduled): reported as seconds relative to the window
-start (negative: ready before it opened, the goal).
+start (negative: ready before it opened, the goal; infinite: not within the window).
 
 Between the first and the last boundary the operator's own ``/metrics`` give its requests by
 method (``rest_client_requests_total``) and its passes (``controller_runtime_reconcile_total``),
@@ -196,8 +196,12 @@ async def boundaries(
             f"boundary): {missed}; {load()}"
         )
         if up and lead:
-            ready_at.extend(readies)
-            say(f"  every pod Ready, relative to the window start: {summary(readies)}")
+            # A Deployment not Ready by the end of the window never was for it (infinite).
+            ready_at.extend(readies + [math.inf] * (args.tdsets - len(readies)))
+            say(
+                f"  every pod Ready, relative to the window start: {summary(readies or [math.inf])}; "
+                f"not within the window: {args.tdsets - len(readies)}"
+            )
     return lags, ready_at
 
 
@@ -245,7 +249,8 @@ def report(
     late = sum(1 for r in ready_at if r > 0)
     prewarm = (
         f"\nwith leadTime {args.lead_time}s, every pod Ready relative to the window start: "
-        f"{summary(ready_at)}; after the start: {late}"
+        f"{summary(ready_at)}; {len(ready_at) - late} of {len(ready_at)} Ready at or before the start "
+        f"(inf: not within the window)"
         if ready_at
         else ""
     )
