@@ -162,10 +162,9 @@ class ScaleTargets:
         self, namespace: str, plural: str, name: str, api_version: str, replicas: int, *, uid: str = ""
     ) -> dict[str, Any]:
         """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes);
-        ``uid`` (when set) is a precondition: the scale subresources of Deployments,
-        StatefulSets and ReplicaSets refuse the write with 409 when the object's UID differs
-        (their registries check the Scale's UID; whether a custom resource's does was not
-        checked here: there, a replaced object is written, and claimed by the pass that follows)."""
+        ``uid`` (when set) is a precondition for Deployments, StatefulSets and ReplicaSets: their
+        ``/scale`` refuses the write with 409 when the object's UID differs. A custom resource's
+        ``/scale`` ignores it (kube-apiserver 1.34)."""
         patch: dict[str, Any] = {"spec": {"replicas": replicas}}
         if uid:
             patch["metadata"] = {"uid": uid}

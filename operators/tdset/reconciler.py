@@ -291,6 +291,12 @@ class TargetSweeps:
         self._event(obj, "GaveBackReplicas", f"{gave[0].upper()}{gave[1:]}: {why}")
 
 
+# The kinds whose /scale refuses a Scale carrying another object's UID (409): the apps registry
+# checks it; a custom resource's /scale does not (kube-apiserver 1.34: a WebServer's took a
+# wrong UID), so a replaced one would be written unclaimed. (group, kind)
+UID_CHECKED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
+
+
 @dataclass(frozen=True)
 class KnownTarget:
     """What the last pass of a TDSet found of its scale target, holding the claim: enough to
@@ -792,7 +798,8 @@ class TDSetReconciler:
         """A boundary's write in one request: when the TDSet's last pass held ``ref`` and left
         it at other replicas than the schedule's now, ``/scale`` is patched at once with the
         target's UID as the precondition (the API server refuses it if a Deployment, StatefulSet
-        or ReplicaSet was replaced: :meth:`.api.ScaleTargets.patch_scale`),
+        or ReplicaSet was replaced; a custom resource's ``/scale`` ignores it, so those are
+        read first as before: :data:`UID_CHECKED`),
         without reading the object and its Scale first; whether it was.
 
         At a boundary shared by many TDSets the reads came first, three requests per flip
@@ -803,7 +810,7 @@ class TDSetReconciler:
         left rather than the hand-set ones). On a refusal (404, 409) the pass reads the target as
         usual."""
         known = self.known_targets.get(body["metadata"]["uid"])
-        if known is None or known.ref != ref or known.replicas == replicas:
+        if known is None or known.ref != ref or known.replicas == replicas or ref.key[:2] not in UID_CHECKED:
             return False
         try:
             await self.api.targets.patch_scale(

@@ -238,6 +238,30 @@ def test_a_flip_of_a_held_target_is_one_request_and_the_next_pass_reads_it():
     assert kube.object(TDS_PATH)["status"]["desiredReplicas"] == 7
 
 
+def test_a_flip_of_a_custom_resource_reads_it_first():
+    # Its /scale would ignore the UID: a replaced object must not be written unclaimed.
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"size": 2},
+    }
+    kube = FakeKube(tdset(ref("Widget", api_version="example.com/v1")), widget, resources=[WIDGETS])
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    p.run()
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"schedulingConfig": [
+        {"startTime": 10, "endTime": 11, "replica": 7}]}}))  # fmt: skip
+
+    assert p.run() == 0.0
+    assert kube.keys(reads=True) == [
+        ("get", "widgets", NS, "web", ""),
+        ("get", "widgets", NS, "web", "scale"),
+        ("patch", "widgets", NS, "web", "scale"),
+    ]
+
+
 def test_a_flip_of_a_target_replaced_meanwhile_is_refused_and_the_pass_claims_the_new_one():
     kube = FakeKube(tdset(ref()), workload())
     p = Pass(kube)
