@@ -159,12 +159,16 @@ class ScaleTargets:
         return await self.kube.get(self.path(namespace, plural, name, api_version, "scale"))
 
     async def patch_scale(
-        self, namespace: str, plural: str, name: str, api_version: str, replicas: int
+        self, namespace: str, plural: str, name: str, api_version: str, replicas: int, *, uid: str = ""
     ) -> dict[str, Any]:
-        """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes)."""
-        return await self.kube.merge_patch(
-            self.path(namespace, plural, name, api_version, "scale"), {"spec": {"replicas": replicas}}
-        )
+        """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes);
+        ``uid`` (when set) is a precondition for Deployments, StatefulSets and ReplicaSets: their
+        ``/scale`` refuses the write with 409 when the object's UID differs. A custom resource's
+        ``/scale`` ignores it (kube-apiserver 1.34)."""
+        patch: dict[str, Any] = {"spec": {"replicas": replicas}}
+        if uid:
+            patch["metadata"] = {"uid": uid}
+        return await self.kube.merge_patch(self.path(namespace, plural, name, api_version, "scale"), patch)
 
     async def patch(
         self, namespace: str, plural: str, name: str, api_version: str, patch: Mapping[str, Any]

@@ -939,6 +939,15 @@ class FakeKube(KubeClient):
         return spec_path, status_path, selector_path
 
     def _write_scale(self, target: _Target, current: dict[str, Any], scale: dict[str, Any]) -> dict[str, Any]:
+        sent_uid = scale["metadata"].get("uid")
+        if sent_uid and sent_uid != current["metadata"]["uid"] and not target.resource.custom:
+            # The apps registry checks a UID sent in the Scale; a custom resource's /scale does not.
+            raise self._conflict(
+                target,
+                f"Precondition failed: UID in precondition: {sent_uid}, UID in object meta: "
+                f"{current['metadata']['uid']}",
+                qualified=f"{target.resource.plural}/scale.{target.resource.group}",
+            )
         sent_version = scale["metadata"].get("resourceVersion")
         if sent_version and str(sent_version) != current["metadata"]["resourceVersion"]:
             raise self._conflict(

@@ -387,6 +387,16 @@ async def deployment_scale(kube: KubeClient, ns: str, log: list[Any]) -> None:
     await step(
         log, kube.get(namespaced(ns, "deployments", "d", "apps/v1")), "spec.replicas", "metadata.generation"
     )
+    # A UID in the Scale is a precondition here (TDSet's one-request flip relies on it), not on a
+    # custom resource's /scale.
+    other = {"uid": "00000000-0000-4000-8000-000000000000"}
+    await step(log, kube.merge_patch(path, {"metadata": other, "spec": {"replicas": 3}}), "spec")
+    await kube.create(ws_path(ns), webserver("w"))
+    await step(
+        log,
+        kube.merge_patch(ws_path(ns, "w") + "/scale", {"metadata": other, "spec": {"replicas": 3}}),
+        "spec",
+    )
 
 
 async def discovery(kube: KubeClient, ns: str, log: list[Any]) -> None:

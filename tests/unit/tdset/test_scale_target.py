@@ -211,6 +211,78 @@ def test_a_target_scaled_by_hand_is_scaled_back_at_the_next_pass():
     assert claim(kube, path()).original == 2  # what it had before any TDSet, still
 
 
+def test_a_flip_of_a_held_target_is_one_request_and_the_next_pass_reads_it():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    p.run()
+    target_uid = kube.object(path())["metadata"]["uid"]
+    # The schedule now says 7 (as at a boundary): the write goes out alone, UID as precondition.
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"schedulingConfig": [
+        {"startTime": 10, "endTime": 11, "replica": 7}]}}))  # fmt: skip
+
+    assert p.run() == 0.0
+    assert kube.keys(reads=True) == [("patch", "deployments", NS, "web", "scale")]
+    assert kube.actions[0].body == {"spec": {"replicas": 7}, "metadata": {"uid": target_uid}}
+    assert kube.object(path())["spec"]["replicas"] == 7
+    assert [(reason, message.split(":")[0]) for _, reason, message in p.events] == [
+        ("ScaledTarget", "Scaled Deployment web (apps/v1) from 5 to 7")
+    ]
+    p.run()  # the pass that follows reads the target and writes the status
+    assert kube.keys(reads=True) == [
+        ("get", "deployments", NS, "web", ""),
+        ("get", "deployments", NS, "web", "scale"),
+        ("patch", "tdsets", NS, "shop", "status"),
+    ]
+    assert kube.object(TDS_PATH)["status"]["desiredReplicas"] == 7
+
+
+def test_a_flip_of_a_custom_resource_reads_it_first():
+    # Its /scale would ignore the UID: a replaced object must not be written unclaimed.
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"size": 2},
+    }
+    kube = FakeKube(tdset(ref("Widget", api_version="example.com/v1")), widget, resources=[WIDGETS])
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    p.run()
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"schedulingConfig": [
+        {"startTime": 10, "endTime": 11, "replica": 7}]}}))  # fmt: skip
+
+    assert p.run() == 0.0
+    assert kube.keys(reads=True) == [
+        ("get", "widgets", NS, "web", ""),
+        ("get", "widgets", NS, "web", "scale"),
+        ("patch", "widgets", NS, "web", "scale"),
+    ]
+
+
+def test_a_flip_of_a_target_replaced_meanwhile_is_refused_and_the_pass_claims_the_new_one():
+    kube = FakeKube(tdset(ref()), workload())
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.run()
+    p.run()
+    asyncio.run(kube.client().delete(path()))
+    kube.add(workload(replicas=3))  # another object under the name
+    asyncio.run(kube.client().merge_patch(TDS_PATH, {"spec": {"schedulingConfig": [
+        {"startTime": 10, "endTime": 11, "replica": 7}]}}))  # fmt: skip
+
+    assert p.run() == 0.0
+    assert kube.keys() == [
+        ("patch", "deployments", NS, "web", "scale"),  # refused: UID precondition
+        ("patch", "deployments", NS, "web", ""),  # the claim on the new object
+        ("patch", "deployments", NS, "web", "scale"),
+    ]
+    assert kube.object(path())["spec"]["replicas"] == 7
+    assert claim(kube, path()).original == 3
+
+
 @pytest.mark.parametrize(
     ("obj", "reference", "reason", "fragment"),
     [
