@@ -46,6 +46,12 @@ spec: {replicas: 3, image: nginxdemos/hello}
     metrics=(
         MetricSpec("webserver_desired_replicas", "gauge", "spec.replicas of a WebServer", NAMESPACED),
         MetricSpec("webserver_ready_replicas", "gauge", "Ready pods of a WebServer", NAMESPACED),
+        MetricSpec(
+            "webserver_rollbacks_total",
+            "counter",
+            "Automatic rollbacks of a WebServer (a rollout past progressDeadlineSeconds)",
+            NAMESPACED,
+        ),
     ),
     panels=(
         Panel(

@@ -211,9 +211,14 @@ def template(spec: Mapping[str, Any], config_hash: str = "") -> dict[str, Any]:
     return tpl
 
 
-def template_hash(spec: Mapping[str, Any], config_hash: str = "") -> str:
-    canonical = json.dumps(template(spec, config_hash), sort_keys=True, separators=(",", ":"))
+def hash_of(tpl: Mapping[str, Any]) -> str:
+    """The hash of a template (a pod label: 10 hex digits)."""
+    canonical = json.dumps(tpl, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+def template_hash(spec: Mapping[str, Any], config_hash: str = "") -> str:
+    return hash_of(template(spec, config_hash))
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -280,10 +285,17 @@ def _http_probe(path: str, period: int, failures: int, delay: int = 0) -> dict[s
 
 
 def pod_manifest(
-    owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int, config_hash: str = ""
+    owner: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    slot: int,
+    config_hash: str = "",
+    tpl: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full pod for ``slot`` of the current template."""
-    tpl, thash = template(spec, config_hash), template_hash(spec, config_hash)
+    """The full pod for ``slot`` of the current template (``tpl``: a revision's stored template,
+    during an automatic rollback; by default the spec's)."""
+    if tpl is None:
+        tpl = template(spec, config_hash)
+    thash = hash_of(tpl)
     name = owner["metadata"]["name"]
     container: dict[str, Any] = {
         "name": CONTAINER,
@@ -423,11 +435,17 @@ def plan(
     pods: Sequence[PodView],
     config_hash: str = "",
     now: datetime.datetime | None = None,
+    *,
+    thash: str | None = None,
+    paused: bool = False,
 ) -> Plan:
     """What to create and delete now, from the pods the WebServer controls (``now``: for
-    minReadySeconds; without it a ready pod counts as available)."""
+    minReadySeconds; without it a ready pod counts as available; ``thash``: the template to
+    run, the spec's by default; ``paused``: while pods of another template run, nothing moves,
+    as for a paused Deployment)."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec, config_hash)
+    if thash is None:
+        thash = template_hash(spec, config_hash)
     min_ready = min_ready_seconds(spec)
     active = [p for p in pods if p.active]
     new = [p for p in active if p.template_hash == thash]
@@ -440,6 +458,8 @@ def plan(
         return Plan(delete=surplus + [p.name for p in old if not p.ready])
     if not old:
         return Plan(create_slots=free_slots(taken, owner_name, thash, replicas - len(new)))
+    if paused:
+        return Plan()
 
     limits = rollout_limits(spec)
     # Counted over old and new pods alike: a ready new pod is what lets an old one go.

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import desired, status
+from operators.webserver import desired, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CONFIG_LABEL, CRD, rule_errors
@@ -113,6 +113,7 @@ class WebServerReconciler:
         self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
+        self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
 
     def watches(self) -> Sequence[Watch]:
         return [
@@ -213,7 +214,12 @@ class WebServerReconciler:
         return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
 
     async def create_pods(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int], config_hash: str = ""
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        create_slots: list[int],
+        config_hash: str = "",
+        tpl: Mapping[str, Any] | None = None,
     ) -> tuple[str, str] | None:
         """Create the pods in slow-start batches; returns the failure, if any."""
         namespace = body["metadata"]["namespace"]
@@ -222,7 +228,7 @@ class WebServerReconciler:
         failure: tuple[str, str] | None = None
         for size in desired.slow_start_batches(len(slots)):
             batch, slots = slots[:size], slots[size:]
-            manifests = [desired.pod_manifest(body, spec, s, config_hash) for s in batch]
+            manifests = [desired.pod_manifest(body, spec, s, config_hash, tpl) for s in batch]
             results = await asyncio.gather(
                 *(self.api.create_pod(namespace, m) for m in manifests), return_exceptions=True
             )
@@ -272,7 +278,12 @@ class WebServerReconciler:
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = self.configmaps.lookup(namespace, name, desired.config_refs(spec))
-        plan = desired.plan(name, spec, observed, config_hash, now)
+        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
+        if track.rolled_back is not None:
+            # Said once: the status written below records the rollback, the next pass finds it there.
+            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
+            self.rollbacks.labels(namespace, name).inc()
+        plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
@@ -301,7 +312,7 @@ class WebServerReconciler:
                 failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
         if plan.create_slots and failure is None:
-            failure = await self.create_pods(body, spec, plan.create_slots, config_hash)
+            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
@@ -322,6 +333,7 @@ class WebServerReconciler:
             current=current,
             now=now,
             config_hash=config_hash,
+            rollout=track,
         )
         await self.api.status.write(body, new_status)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
@@ -329,5 +341,7 @@ class WebServerReconciler:
         if failure is not None:
             self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
             raise ReconcileError(*failure)
-        # minReadySeconds: look again when the next ready pod becomes available.
-        return desired.next_available_in(spec, observed, now)
+        # minReadySeconds: look again when the next ready pod becomes available; a rollout in
+        # progress: when its deadline passes (no pod event may come: a pod that never starts).
+        waits = [desired.next_available_in(spec, observed, now), rollout.deadline_in(track, spec, now)]
+        return min((w for w in waits if w is not None), default=None)

@@ -39,6 +39,7 @@ from operators.webserver.desired import (
     selector_string,
     template_hash,
 )
+from operators.webserver.rollout import DEADLINE_EXCEEDED, Rollout, progress_deadline
 from shared.api import conditions
 from shared.api.validation import FieldError, degraded
 
@@ -61,10 +62,13 @@ def compute(
     current: Mapping[str, Any] | None,
     now: datetime.datetime,
     config_hash: str = "",
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
-    """The complete status to write for one pass (compare with the current one before writing)."""
+    """The complete status to write for one pass (compare with the current one before writing).
+
+    ``rollout``: the revisions and deadline (:mod:`.rollout`); its template is the current one."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec, config_hash)
+    thash = rollout.hash if rollout is not None else template_hash(spec, config_hash)
     active = [p for p in pods if p.active]
     ready = sum(p.ready for p in active)
     min_ready = min_ready_seconds(spec)
@@ -102,6 +106,10 @@ def compute(
     else:
         progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
 
+    stalled: tuple[str, str] | None = None
+    if rollout is not None:
+        progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
+
     need = min_available(spec)
     available = cond(
         conditions.AVAILABLE,
@@ -116,14 +124,16 @@ def compute(
 
     pending = (progressing["reason"], progressing["message"]) if progressing["status"] == "True" else None
     readiness = conditions.readiness(
-        stalled=failure if failure and conditions.needs_a_human(failure[0]) else None,
+        stalled=failure if failure and conditions.needs_a_human(failure[0]) else stalled,
         reconciling=failure or pending,
         ready=(progressing["reason"], progressing["message"]),
         generation=generation,
         now=now,
     )
     previous = (current or {}).get("conditions")
+    fields = rollout.status_fields() if rollout is not None else {}
     return {
+        **fields,
         "replicas": len(active),
         "count": len(active),
         "readyReplicas": ready,
@@ -140,6 +150,31 @@ def compute(
             *readiness,
         ),
     }
+
+
+def _rollout_progress(
+    rollout: Rollout, spec: Mapping[str, Any], progressing: conditions.Condition, cond: Any
+) -> tuple[conditions.Condition, tuple[str, str] | None]:
+    """``Progressing`` as the rollout stands, and what stalls the WebServer (a human must act)."""
+    revision = f"revision {rollout.revision} ({rollout.hash})"
+    if rollout.outcome == DEADLINE_EXCEEDED:
+        message = f"{revision} made no progress for {progress_deadline(spec)}s"
+        if rollout.no_target:
+            message += f"; not rolled back: {rollout.no_target}"
+        elif rollout.rollback is not None:
+            message += "; it was itself a rollback, so it is not rolled back again"
+        return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
+    if rollout.rollback is not None:
+        given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
+        if progressing["status"] == "True":
+            message = f"{given_up}: rolling back to {revision}; {progressing['message']}"
+            return cond(conditions.PROGRESSING, True, "RollingBack", message), None
+        message = f"{given_up} and was rolled back to {revision}; change the spec to roll forward"
+        return cond(conditions.PROGRESSING, False, "RolledBack", message), ("RolledBack", message)
+    if rollout.paused and progressing["reason"] == "RollingUpdate":
+        message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
+        return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None
+    return progressing, None
 
 
 def invalid(

@@ -8,6 +8,7 @@ the fake client and a fixed clock injected.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 import pytest
@@ -39,8 +40,8 @@ def webserver(replicas: int) -> dict[str, Any]:
 class Pass(OnePass):
     """The WebServer operator on one FakeKube, one pass at a time."""
 
-    def __init__(self, kube: FakeKube) -> None:
-        super().__init__(DESCRIPTION, WebServerReconciler, kube, WS_PATH)
+    def __init__(self, kube: FakeKube, clock: Any = None) -> None:
+        super().__init__(DESCRIPTION, WebServerReconciler, kube, WS_PATH, clock)
         assert isinstance(self.reconciler, WebServerReconciler)
         self.ws = self.reconciler
 
@@ -205,3 +206,98 @@ def test_a_reserved_pod_label_is_degraded_and_touches_no_pod():
     degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
     assert "spec.podMetadata.labels" in degraded["message"]
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def now(self) -> datetime.datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += datetime.timedelta(seconds=seconds)
+
+
+def make_ready(kube: FakeKube, since: str = "2026-01-01T00:00:00Z") -> None:
+    """What the kubelet would do: every pod scheduled, running and Ready."""
+    for pod in kube.objects("pods", NS):
+        pod["spec"]["nodeName"] = "node"
+        pod["status"] = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": since}],
+        }
+        kube.add(pod)  # stored as it is: the same UID
+
+
+def test_a_rollout_past_its_deadline_goes_back_to_the_last_available_pods_and_says_so():
+    ws = webserver(2)
+    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
+    kube = FakeKube(ws)
+    clock = Clock()
+    p = Pass(kube, clock)
+    p.run()
+    make_ready(kube)
+    p.watch()
+    p.run()
+    good = set(pod_names(kube))
+    st = kube.object(WS_PATH)["status"]
+    assert (st["revision"], st["lastRolloutOutcome"]) == (1, "Available")
+
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
+    clock.advance(10)
+    p.run()  # surge one pod of the new template; no old pod goes until it is available
+    bad = set(pod_names(kube)) - good
+    assert len(bad) == 1
+    p.watch()
+    clock.advance(30)
+    assert p.run() == 31.0  # the pass at the deadline: no pod event will come
+    assert kube.object(WS_PATH)["status"]["lastRolloutOutcome"] == "Progressing"
+
+    clock.advance(31)
+    p.run()
+    st = kube.object(WS_PATH)["status"]
+    assert set(pod_names(kube)) == good  # the new pod deleted, the old ones untouched
+    assert st["rollback"] == {"fromHash": next(iter(bad)).split("-")[1], "toRevision": 1}
+    assert [(e["revision"], e["outcome"]) for e in st["history"]] == [
+        (1, "Available"),
+        (2, "RolledBack"),
+        (3, "Progressing"),
+    ]
+    assert ("Warning", "RolledBack") in [(t, r) for t, r, _ in p.events]
+    sample = p.ws.ctx.metrics.registry.get_sample_value(
+        "webserver_rollbacks_total", {"namespace": NS, "name": "web"}
+    )
+    assert sample == 1.0
+
+    p.watch()
+    clock.advance(1)
+    p.run()
+    st = kube.object(WS_PATH)["status"]
+    progressing = conditions.get(st["conditions"], "Progressing")
+    assert progressing is not None and (progressing["status"], progressing["reason"]) == (
+        "False",
+        "RolledBack",
+    )
+    stalled = conditions.get(st["conditions"], "Stalled")
+    assert stalled is not None and stalled["status"] == "True"
+    assert st["lastRolloutOutcome"] == "Available" and not p.events
+
+    # A restarted operator (nothing in memory) reads the same from the status: nothing moves.
+    p2 = Pass(kube, clock)
+    p2.watch()
+    p2.run()
+    assert set(pod_names(kube)) == good and not [a for a in kube.writes() if a.resource == "pods"]
+
+
+def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
+    ws = webserver(1)
+    ws["spec"].update(progressDeadlineSeconds=30, minReadySeconds=30)
+    kube = FakeKube(ws)
+    Pass(kube).run()
+    degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "InvalidSpec"
+    assert "spec.progressDeadlineSeconds: progressDeadlineSeconds must be greater" in degraded["message"]
+    assert not pod_names(kube)
