@@ -112,9 +112,9 @@ class Rollout:
             "lastRolloutOutcome": self.outcome,
             "history": self.history,
             "progress": self.progress,
+            # None removes it (the status writer drops nulls from the status it writes whole).
+            "rollback": self.rollback,
         }
-        if self.rollback is not None:
-            out["rollback"] = self.rollback
         return out
 
 

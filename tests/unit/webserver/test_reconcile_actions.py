@@ -301,3 +301,28 @@ def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
     assert degraded is not None and degraded["reason"] == "InvalidSpec"
     assert "spec.progressDeadlineSeconds: progressDeadlineSeconds must be greater" in degraded["message"]
     assert not pod_names(kube)
+
+
+def test_reverting_the_spec_by_hand_after_a_rollback_clears_it_from_the_stored_status():
+    ws = webserver(1)
+    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
+    kube = FakeKube(ws)
+    clock = Clock()
+    p = Pass(kube, clock)
+    p.run()
+    make_ready(kube)
+    p.watch()
+    p.run()
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
+    p.run()
+    p.watch()
+    clock.advance(61)
+    p.run()
+    assert kube.object(WS_PATH)["status"]["rollback"]["toRevision"] == 1
+
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginxdemos/hello"}}))
+    p.watch()
+    p.run()
+    assert "rollback" not in kube.object(WS_PATH)["status"]
+    p.run()  # and nothing more to write
+    assert not kube.writes()

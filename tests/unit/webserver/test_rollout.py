@@ -107,7 +107,7 @@ def test_a_fix_during_the_wait_or_the_rollback_is_a_new_revision_and_ends_the_ro
     _, st = track(BAD, st, pods(good, 2), 101)  # rolled back to revision 1 (as revision 5)
     assert st["rollback"] == {"fromHash": desired.template_hash(BAD), "toRevision": 1}
     state, st = track(fixed, st, pods(good, 2), 110)
-    assert "rollback" not in st and state.hash == desired.template_hash(fixed) and state.revision == 6
+    assert st["rollback"] is None and state.hash == desired.template_hash(fixed) and state.revision == 6
 
 
 def test_reverting_by_hand_to_the_rollback_target_moves_nothing():
@@ -116,7 +116,7 @@ def test_reverting_by_hand_to_the_rollback_target_moves_nothing():
     _, st = track(BAD, st, pods(good, 2), 10)
     _, st = track(BAD, st, pods(good, 2), 71)
     state, st2 = track(GOOD, st, pods(good, 2), 80)
-    assert "rollback" not in st2 and state.hash == good and state.revision == 3  # no new revision
+    assert st2["rollback"] is None and state.hash == good and state.revision == 3  # no new revision
     assert state.outcome == "Available"
 
 
