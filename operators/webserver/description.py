@@ -24,6 +24,14 @@ DESCRIPTION = OperatorDescription(
         # ConfigMaps a spec references: labelled ones only, watched (a digest of each kept, never
         # its data), never written. No Secrets: spec.restartedAt rolls pods for a changed one.
         Resource("ConfigMap", "v1", "configmaps", child=False),
+        # shared.client.budgets.converge: the budget over the pods while replicas >= 2.
+        Resource(
+            "PodDisruptionBudget",
+            "v1",
+            "poddisruptionbudgets",
+            group="policy",
+            verbs=("create", "delete", "get", "patch"),
+        ),
     ),
     display="WebServer",
     summary="N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",

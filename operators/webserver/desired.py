@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT, RESTARTED_AT
-from shared.api import ownership, podsecurity, services
+from shared.api import budgets, ownership, podsecurity, services
 
 CONTAINER = "web"
 # A pod being deleted leaves the Service's endpoints at once, but kube-proxy on every node needs
@@ -67,6 +67,8 @@ CONTAINER = "web"
 GRACEFUL_STOP = {"preStop": {"sleep": {"seconds": 5}}}
 HASH_LABEL = "demo.k8s.io/template-hash"
 SLOT_LABEL = "demo.k8s.io/slot"
+# Soft spread (the scheduler prefers, never refuses) over nodes, then zones.
+SPREAD_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,11 @@ def template(spec: Mapping[str, Any], config_hash: str = "") -> dict[str, Any]:
             tpl[key] = spec[key]
     if config_hash:
         tpl["configHash"] = config_hash
+    # The spread is on unless switched off, and only "off" is in the template: the release that
+    # added it rolled no pod (a running pod is never rescheduled, so a pod created without the
+    # hint behaves exactly as one with it); switching it off or on again rolls the pods.
+    if (spec.get("topologySpread") or {}).get("enabled") is False:
+        tpl["topologySpread"] = False
     return tpl
 
 
@@ -338,9 +345,13 @@ def pod_manifest(
         "containers": [container],
         "restartPolicy": "Always",
         "automountServiceAccountToken": tpl["automountServiceAccountToken"],
+        **({"volumes": volumes} if volumes else {}),
+        **(
+            {"topologySpreadConstraints": spread_constraints(name)}
+            if tpl.get("topologySpread") is not False
+            else {}
+        ),
     }
-    if volumes:
-        pod_spec["volumes"] = volumes
     if "runAsUser" in tpl:
         # The restricted Pod Security Standard: admitted in namespaces that enforce it.
         pod_spec["securityContext"] = podsecurity.restricted_pod(tpl["runAsUser"])
@@ -358,6 +369,21 @@ def pod_manifest(
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
     # adopt() writes the app.kubernetes.io/* labels last: a user label of those keys never wins.
     return ownership.adopt(pod, owner, APP, "web-server")
+
+
+def spread_constraints(name: str) -> list[dict[str, Any]]:
+    """Soft topology spread of one template's pods over nodes and zones (``matchLabelKeys``:
+    during a rollout the new pods spread among themselves, not around the old ones)."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector_labels(name)},
+            "matchLabelKeys": [HASH_LABEL],
+        }
+        for key in SPREAD_KEYS
+    ]
 
 
 def deletion_rank(pod: PodView) -> tuple[int, int, int, str]:
@@ -500,5 +526,16 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
     )
 
 
+def budget_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PodDisruptionBudget (``maxUnavailable: 1``) over the pods, or None: switched off
+    (``spec.disruptionBudget.enabled: false``), or fewer than 2 replicas, where a budget of one
+    unavailable pod would be all of them and the only safe one (0) blocks every node drain
+    (kubernetes #66811)."""
+    if (spec.get("disruptionBudget") or {}).get("enabled") is False or int(spec.get("replicas", 0)) < 2:
+        return None
+    return budgets.manifest(owner, APP, selector=selector_labels(owner["metadata"]["name"]))
+
+
+budget_view = budgets.view
 service_view = services.view
 service_differs = services.differs

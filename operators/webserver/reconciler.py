@@ -29,6 +29,7 @@ from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CONFIG_LABEL, CRD, rule_errors
 from shared.api import ownership
 from shared.api.validation import FieldError, SchemaValidator, name_errors
+from shared.client.budgets import converge as converge_budget
 from shared.client.kube import ApiError, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
@@ -36,7 +37,7 @@ from shared.controller.builder import Context
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
-POD, SERVICE, CONFIGMAP = DESCRIPTION.resources
+POD, SERVICE, CONFIGMAP, BUDGET = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 
 
@@ -108,6 +109,7 @@ class WebServerReconciler:
         self.expectations = DeleteExpectations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
+        self.budgets = caches.OwnerCache(desired.budget_view)
         self.configmaps = ConfigMaps(ctx.controller.kick)
         # UID -> (generation, the schema's errors of its spec at that generation).
         self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
@@ -119,6 +121,7 @@ class WebServerReconciler:
         return [
             self.ctx.owns(POD, self.pods),
             self.ctx.owns(SERVICE, self.services),
+            self.ctx.owns(BUDGET, self.budgets),
             # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
             Watch(
                 CONFIGMAP.group,
@@ -171,6 +174,28 @@ class WebServerReconciler:
             return (exc.reason, str(exc))
         except Exception as exc:
             return ("FailedService", reason_of(exc))
+        for reason, message in done:
+            self.ctx.events.record(body, type="Normal", reason=reason, message=message)
+        return None
+
+    async def reconcile_budget(
+        self, body: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        """Converge the PodDisruptionBudget; returns the failure (reason, message) if there is one."""
+        meta = body["metadata"]
+        try:
+            done = await converge_budget(
+                self.api.kube,
+                meta["namespace"],
+                self.budgets.children(meta["namespace"], meta["uid"]),
+                desired.budget_manifest(body, spec),
+                owner=body,
+                seen=lambda answer: self.budgets.observe("MODIFIED", answer),
+            )
+        except ownership.ConflictError as exc:
+            return (exc.reason, str(exc))
+        except Exception as exc:
+            return ("FailedPodDisruptionBudget", reason_of(exc))
         for reason, message in done:
             self.ctx.events.record(body, type="Normal", reason=reason, message=message)
         return None
@@ -316,12 +341,15 @@ class WebServerReconciler:
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
-        service_failure = await self.reconcile_service(body, spec)
-        if service_failure is not None and failure is not None:
-            self.ctx.events.record(
-                body, type="Warning", reason=service_failure[0], message=service_failure[1]
-            )
-        failure = failure or service_failure
+        for child_failure in (
+            await self.reconcile_service(body, spec),
+            await self.reconcile_budget(body, spec),
+        ):
+            if child_failure is not None and failure is not None:
+                self.ctx.events.record(
+                    body, type="Warning", reason=child_failure[0], message=child_failure[1]
+                )
+            failure = failure or child_failure
 
         new_status = status.compute(
             name=name,

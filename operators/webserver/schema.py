@@ -458,6 +458,27 @@ SPEC_SCHEMA: dict[str, Any] = {
                 }
             ],
         },
+        "disruptionBudget": {
+            "type": "object",
+            "default": {},
+            "description": (
+                "A PodDisruptionBudget named like the WebServer over its pods, maxUnavailable 1 "
+                "(not-ready pods always evictable), kept only while replicas is at least 2: a single "
+                "replica never blocks a node drain. Never touches a budget of that name it does not "
+                "control (condition ReplicaFailure, PodDisruptionBudgetConflict)."
+            ),
+            "properties": {"enabled": {"type": "boolean", "default": True}},
+        },
+        "topologySpread": {
+            "type": "object",
+            "default": {},
+            "description": (
+                "Soft topology spread of the pods over nodes (kubernetes.io/hostname) and zones "
+                "(topology.kubernetes.io/zone): the scheduler prefers, never refuses "
+                "(whenUnsatisfiable ScheduleAnyway). Switching it off or on rolls the pods."
+            ),
+            "properties": {"enabled": {"type": "boolean", "default": True}},
+        },
         "service": {
             "type": "object",
             "description": "A Service selecting the pods, created when enabled.",
