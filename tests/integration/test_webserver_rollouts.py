@@ -180,3 +180,94 @@ def test_wide_output_shows_revision_and_rollout_outcome(cluster, namespace, oper
     assert out[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "ROLLOUT"]
     row = out[1].split()
     assert row[0] == "web" and row[-2:] == ["1", "Available"]
+
+
+def budget(cluster: Cluster, namespace: str, name: str = "web"):
+    try:
+        return client.PolicyV1Api(cluster.api).read_namespaced_pod_disruption_budget(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_a_budget_only_while_two_replicas_or_more(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    assert budget(cluster, namespace) is None  # one replica: a drain is never blocked
+
+    patch_spec(cluster, namespace, "web", {"replicas": 2})
+    pdb = wait_for(lambda: budget(cluster, namespace), 60, "the PodDisruptionBudget at 2 replicas")
+    ws = get(cluster, namespace, "web")
+    assert pdb.spec.max_unavailable == 1 and pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
+    assert pdb.spec.selector.match_labels == desired.selector_labels("web")
+    assert pdb.metadata.owner_references[0].uid == ws["metadata"]["uid"]
+    converged(cluster, namespace, "web", 2)
+
+    patch_spec(cluster, namespace, "web", {"replicas": 1})
+    wait_for(lambda: budget(cluster, namespace) is None or None, 60, "no PodDisruptionBudget at 1 replica")
+
+    patch_spec(cluster, namespace, "web", {"replicas": 3, "disruptionBudget": {"enabled": False}})
+    converged(cluster, namespace, "web", 3)
+    assert budget(cluster, namespace) is None
+
+
+def test_a_budget_of_that_name_not_ours_is_a_conflict_and_left_alone(cluster, namespace, operator):
+    client.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget(
+        namespace,
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"x": "y"}}}},
+    )
+    create(cluster, namespace, "web", {"replicas": 2})
+
+    def conflict() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        failure = conditions(ws).get("ReplicaFailure") if ws.get("status") else None
+        return ws if failure and failure["reason"] == "PodDisruptionBudgetConflict" else None
+
+    ws = wait_for(conflict, 60, "web: ReplicaFailure PodDisruptionBudgetConflict")
+    assert conditions(ws)["Stalled"]["status"] == "True"
+    pdb = budget(cluster, namespace)
+    assert pdb.spec.min_available == 1 and not pdb.metadata.owner_references  # untouched
+    assert len(active_pods(cluster, namespace, "web")) == 2  # the pods are kept all the same
+
+
+def test_pods_are_spread_softly_over_nodes_and_zones(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    pod = active_pods(cluster, namespace, "web")[0]
+    spread = [(c.topology_key, c.when_unsatisfiable) for c in pod.spec.topology_spread_constraints]
+    assert spread == [
+        ("kubernetes.io/hostname", "ScheduleAnyway"),
+        ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+    ]
+    patch_spec(cluster, namespace, "web", {"topologySpread": {"enabled": False}})  # a rollout
+    converged(cluster, namespace, "web", 1)
+    (pod,) = active_pods(cluster, namespace, "web")
+    assert not pod.spec.topology_spread_constraints
+
+
+def test_a_node_drain_evicts_through_the_budget(cluster, namespace, operator):
+    # A name of its own: kubectl drain selects pods by label in every namespace.
+    name = f"drained-{namespace[-6:]}"
+    create(cluster, namespace, name, {"replicas": 3})
+    converged(cluster, namespace, name, 3)
+    wait_for(lambda: budget(cluster, namespace, name), 60, "the PodDisruptionBudget")
+    node = active_pods(cluster, namespace, name)[0].spec.node_name
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is needed for this test"
+    base = [kubectl, "--kubeconfig", str(cluster.kubeconfig)]
+    try:
+        # Evictions (policy/v1 Eviction), refused with 429 while the budget allows none; kubectl
+        # retries them until the replacement pods are ready elsewhere.
+        drain = subprocess.run(
+            [*base, "drain", node, "--ignore-daemonsets", f"--pod-selector=app={name}", "--timeout=180s"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert drain.returncode == 0, drain.stderr
+        assert "evicted" in drain.stdout
+        pods = converged(cluster, namespace, name, 3) and active_pods(cluster, namespace, name)
+        assert all(p.spec.node_name != node for p in pods)
+    finally:
+        subprocess.run([*base, "uncordon", node], capture_output=True, check=False)
