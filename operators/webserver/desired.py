@@ -40,6 +40,12 @@ one digest (``config_hash``, computed by the reconciler from the labelled Config
 watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
 access to them); ``restartedAt`` rolls the pods when one changed.
 
+**Revisions, rollback, pause** are :mod:`.rollout`'s: :func:`plan` runs the template hash it
+is given (an automatic rollback's, kept in the status) and moves nothing while paused with old
+pods. **Spread and budget**: a soft topology spread is in every pod unless switched off (only
+"off" enters the template, so its arrival rolled no pod), and :func:`budget_manifest` is the
+PodDisruptionBudget kept while replicas >= 2.
+
 **minReadySeconds.** A ready pod counts as available only once it has been ready that long
 (the Ready condition's ``lastTransitionTime``), for ``status.availableReplicas`` and for the
 rollout: an old ready pod is deleted only if enough *available* pods remain, as a Deployment's

@@ -7,14 +7,18 @@ Conditions:
   once it has been ready for ``minReadySeconds`` (``status.availableReplicas``).
 - ``Progressing``: True while pods are being created, deleted, replaced or waited for
   (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
-  ``ReplicasReady`` once every desired pod runs the current template and is available.
+  ``ReplicasReady`` once every desired pod runs the current template and is available. From
+  :mod:`.rollout`: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
+  True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
+  rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
   else (left untouched, see :mod:`shared.client.services`); ``ConfigMapNotFound`` when a
   referenced ConfigMap (labelled, see :data:`.schema.CONFIG_LABEL`) or one of its keys is
   missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
-  with the kubelet's message when a pod cannot start for its configuration (a missing Secret).
+  with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
+  ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
   CRD schema (:mod:`shared.api.validation`); then nothing else is touched.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
@@ -156,9 +160,9 @@ def _rollout_progress(
     rollout: Rollout, spec: Mapping[str, Any], progressing: conditions.Condition, cond: Any
 ) -> tuple[conditions.Condition, tuple[str, str] | None]:
     """``Progressing`` as the rollout stands, and what stalls the WebServer (a human must act)."""
-    revision = f"revision {rollout.revision} ({rollout.hash})"
+    revision = f"revision {rollout.revision}"
     if rollout.outcome == DEADLINE_EXCEEDED:
-        message = f"{revision} made no progress for {progress_deadline(spec)}s"
+        message = f"{revision} ({rollout.hash}) made no progress for {progress_deadline(spec)}s"
         if rollout.no_target:
             message += f"; not rolled back: {rollout.no_target}"
         elif rollout.rollback is not None:
@@ -166,10 +170,11 @@ def _rollout_progress(
         return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
+        target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
         if progressing["status"] == "True":
-            message = f"{given_up}: rolling back to {revision}; {progressing['message']}"
+            message = f"{given_up}: rolling back to {target}; {progressing['message']}"
             return cond(conditions.PROGRESSING, True, "RollingBack", message), None
-        message = f"{given_up} and was rolled back to {revision}; change the spec to roll forward"
+        message = f"{given_up} and was rolled back to {target}; change the spec to roll forward"
         return cond(conditions.PROGRESSING, False, "RolledBack", message), ("RolledBack", message)
     if rollout.paused and progressing["reason"] == "RollingUpdate":
         message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
