@@ -41,7 +41,10 @@ DESCRIPTION = OperatorDescription(
 ## WebServer
 N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling
 updates), configured with environment, ConfigMap and Secret files and HTTP health checks
-(a ConfigMap edit rolls the pods), optionally behind a Service.
+(a ConfigMap edit rolls the pods), optionally behind a Service. Rollouts have a progress
+deadline, a revision history, pause, and an optional automatic rollback to the last revision
+that became available; a PodDisruptionBudget (from 2 replicas) and a soft spread over nodes
+and zones come by default.
 
 ```yaml
 apiVersion: demo.k8s.io/v1alpha1
