@@ -18,7 +18,7 @@ deadline and the operator went back), ``Superseded`` (the spec changed before it
 
 **Progress deadline**, as a Deployment's: a rollout of a new template (or the first creation)
 that makes no progress -- one more available pod of the new template or one fewer old pod --
-for ``spec.progressDeadlineSeconds`` (default 600) is marked ``ProgressDeadlineExceeded``
+for ``spec.progressDeadlineSeconds`` (unset: 600 plus minReadySeconds) is marked ``ProgressDeadlineExceeded``
 (``Progressing=False``); progress after that makes it ``Progressing`` again. Scaling a
 revision that is already ``Available`` is not under the deadline. The time of the last progress
 is ``status.progress.at``; while ``spec.rollout.paused`` it is not counted, and resuming starts
@@ -80,8 +80,11 @@ def changed_fields(before: Mapping[str, Any] | None, after: Mapping[str, Any], f
 
 
 def progress_deadline(spec: Mapping[str, Any]) -> int:
+    """``spec.progressDeadlineSeconds``; unset, 600 plus minReadySeconds: a new pod is progress
+    only once available, so a fixed 600 would call any rollout with minReadySeconds >= 600 stuck
+    (a Deployment refuses that spec; here an unset deadline is always safe)."""
     value = spec.get("progressDeadlineSeconds")
-    return DEFAULT_PROGRESS_DEADLINE if value is None else int(value)
+    return DEFAULT_PROGRESS_DEADLINE + min_ready_seconds(spec) if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -322,12 +322,12 @@ HEALTH_SCHEMA: dict[str, Any] = {
         "type": "integer",
         "minimum": 1,
         "maximum": MAX_PROGRESS_DEADLINE_SECONDS,
-        "default": 600,
         "description": (
             "A rollout that makes no progress (no more available new pods, no fewer old ones) for "
             "this long is reported as Progressing=False, ProgressDeadlineExceeded, as for a "
             "Deployment; with rollout.autoRollback the pods then go back to the last revision that "
-            "became available. Must be greater than minReadySeconds. Does not roll the pods."
+            "became available. Unset: 600 plus minReadySeconds (a new pod counts as progress only "
+            "once available). When set, must be greater than minReadySeconds. Does not roll the pods."
         ),
     },
 }

@@ -186,3 +186,12 @@ def test_plan_creates_nothing_of_a_new_template_while_paused():
     old = pods("old", 2)
     assert desired.plan("web", {"replicas": 2}, old, paused=True).empty
     assert not desired.plan("web", {"replicas": 2}, old).empty
+
+
+def test_an_unset_deadline_leaves_room_for_min_ready_seconds():
+    assert rollout.progress_deadline({"replicas": 1}) == 600
+    assert rollout.progress_deadline({"replicas": 1, "minReadySeconds": 900}) == 1500
+    assert (
+        rollout.progress_deadline({"replicas": 1, "minReadySeconds": 900, "progressDeadlineSeconds": 901})
+        == 901
+    )
