@@ -1,11 +1,15 @@
-"""The WebServer reconciler: one level-based pass that keeps a WebServer's pods and Service.
+"""The WebServer reconciler: one level-based pass that keeps a WebServer's pods, its Service and
+its PodDisruptionBudget.
 
 Every WebServer gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
 :class:`shared.controller.builder.Operator`). It is woken by changes of the WebServer itself and by
 events of the pods it controls (watched through a server-side label selector, indexed by owner),
 so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
-WebServer and its pods from the watch caches, plans with :mod:`.desired`, acts through
-:mod:`.api` and writes the status from :mod:`.status` only when it differs from what is there.
+WebServer and its pods from the watch caches, finds where its rollout stands with
+:mod:`.rollout` (from the status alone: revisions, the deadline, an automatic rollback, which
+it announces once with a Warning Event and ``webserver_rollbacks_total``), plans with
+:mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
+it differs from what is there.
 
 ConfigMaps the specs reference are watched only when labelled :data:`.schema.CONFIG_LABEL`
 (server-side selector): the operator keeps a digest and the key names of each, never their
