@@ -24,6 +24,14 @@ DESCRIPTION = OperatorDescription(
         # ConfigMaps a spec references: labelled ones only, watched (a digest of each kept, never
         # its data), never written. No Secrets: spec.restartedAt rolls pods for a changed one.
         Resource("ConfigMap", "v1", "configmaps", child=False),
+        # shared.client.budgets.converge: the budget over the pods while replicas >= 2.
+        Resource(
+            "PodDisruptionBudget",
+            "v1",
+            "poddisruptionbudgets",
+            group="policy",
+            verbs=("create", "delete", "get", "patch"),
+        ),
     ),
     display="WebServer",
     summary="N identical web-server pods, kept like a ReplicaSet would, optionally behind a Service.",
@@ -33,7 +41,10 @@ DESCRIPTION = OperatorDescription(
 ## WebServer
 N identical web-server pods kept like a ReplicaSet would (scale subresource, rolling
 updates), configured with environment, ConfigMap and Secret files and HTTP health checks
-(a ConfigMap edit rolls the pods), optionally behind a Service.
+(a ConfigMap edit rolls the pods), optionally behind a Service. Rollouts have a progress
+deadline, a revision history, pause, and an optional automatic rollback to the last revision
+that became available; a PodDisruptionBudget (from 2 replicas) and a soft spread over nodes
+and zones come by default.
 
 ```yaml
 apiVersion: demo.k8s.io/v1alpha1
@@ -46,6 +57,12 @@ spec: {replicas: 3, image: nginxdemos/hello}
     metrics=(
         MetricSpec("webserver_desired_replicas", "gauge", "spec.replicas of a WebServer", NAMESPACED),
         MetricSpec("webserver_ready_replicas", "gauge", "Ready pods of a WebServer", NAMESPACED),
+        MetricSpec(
+            "webserver_rollbacks_total",
+            "counter",
+            "Automatic rollbacks of a WebServer (a rollout past progressDeadlineSeconds)",
+            NAMESPACED,
+        ),
     ),
     panels=(
         Panel(

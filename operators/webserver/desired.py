@@ -40,6 +40,12 @@ one digest (``config_hash``, computed by the reconciler from the labelled Config
 watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
 access to them); ``restartedAt`` rolls the pods when one changed.
 
+**Revisions, rollback, pause** are :mod:`.rollout`'s: :func:`plan` runs the template hash it
+is given (an automatic rollback's, kept in the status) and moves nothing while paused with old
+pods. **Spread and budget**: a soft topology spread is in every pod unless switched off (only
+"off" enters the template, so its arrival rolled no pod), and :func:`budget_manifest` is the
+PodDisruptionBudget kept while replicas >= 2.
+
 **minReadySeconds.** A ready pod counts as available only once it has been ready that long
 (the Ready condition's ``lastTransitionTime``), for ``status.availableReplicas`` and for the
 rollout: an old ready pod is deleted only if enough *available* pods remain, as a Deployment's
@@ -57,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.webserver.schema import APP, DEFAULT_IMAGE, DEFAULT_PORT, RESTARTED_AT
-from shared.api import ownership, podsecurity, services
+from shared.api import budgets, ownership, podsecurity, services
 
 CONTAINER = "web"
 # A pod being deleted leaves the Service's endpoints at once, but kube-proxy on every node needs
@@ -67,6 +73,8 @@ CONTAINER = "web"
 GRACEFUL_STOP = {"preStop": {"sleep": {"seconds": 5}}}
 HASH_LABEL = "demo.k8s.io/template-hash"
 SLOT_LABEL = "demo.k8s.io/slot"
+# Soft spread (the scheduler prefers, never refuses) over nodes, then zones.
+SPREAD_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
 
 
 @dataclass(frozen=True)
@@ -208,12 +216,22 @@ def template(spec: Mapping[str, Any], config_hash: str = "") -> dict[str, Any]:
             tpl[key] = spec[key]
     if config_hash:
         tpl["configHash"] = config_hash
+    # The spread is on unless switched off, and only "off" is in the template: the release that
+    # added it rolled no pod (a running pod is never rescheduled, so a pod created without the
+    # hint behaves exactly as one with it); switching it off or on again rolls the pods.
+    if (spec.get("topologySpread") or {}).get("enabled") is False:
+        tpl["topologySpread"] = False
     return tpl
 
 
-def template_hash(spec: Mapping[str, Any], config_hash: str = "") -> str:
-    canonical = json.dumps(template(spec, config_hash), sort_keys=True, separators=(",", ":"))
+def hash_of(tpl: Mapping[str, Any]) -> str:
+    """The hash of a template (a pod label: 10 hex digits)."""
+    canonical = json.dumps(tpl, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+def template_hash(spec: Mapping[str, Any], config_hash: str = "") -> str:
+    return hash_of(template(spec, config_hash))
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -280,10 +298,17 @@ def _http_probe(path: str, period: int, failures: int, delay: int = 0) -> dict[s
 
 
 def pod_manifest(
-    owner: Mapping[str, Any], spec: Mapping[str, Any], slot: int, config_hash: str = ""
+    owner: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    slot: int,
+    config_hash: str = "",
+    tpl: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full pod for ``slot`` of the current template."""
-    tpl, thash = template(spec, config_hash), template_hash(spec, config_hash)
+    """The full pod for ``slot`` of the current template (``tpl``: a revision's stored template,
+    during an automatic rollback; by default the spec's)."""
+    if tpl is None:
+        tpl = template(spec, config_hash)
+    thash = hash_of(tpl)
     name = owner["metadata"]["name"]
     container: dict[str, Any] = {
         "name": CONTAINER,
@@ -326,9 +351,13 @@ def pod_manifest(
         "containers": [container],
         "restartPolicy": "Always",
         "automountServiceAccountToken": tpl["automountServiceAccountToken"],
+        **({"volumes": volumes} if volumes else {}),
+        **(
+            {"topologySpreadConstraints": spread_constraints(name)}
+            if tpl.get("topologySpread") is not False
+            else {}
+        ),
     }
-    if volumes:
-        pod_spec["volumes"] = volumes
     if "runAsUser" in tpl:
         # The restricted Pod Security Standard: admitted in namespaces that enforce it.
         pod_spec["securityContext"] = podsecurity.restricted_pod(tpl["runAsUser"])
@@ -346,6 +375,21 @@ def pod_manifest(
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
     # adopt() writes the app.kubernetes.io/* labels last: a user label of those keys never wins.
     return ownership.adopt(pod, owner, APP, "web-server")
+
+
+def spread_constraints(name: str) -> list[dict[str, Any]]:
+    """Soft topology spread of one template's pods over nodes and zones (``matchLabelKeys``:
+    during a rollout the new pods spread among themselves, not around the old ones)."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector_labels(name)},
+            "matchLabelKeys": [HASH_LABEL],
+        }
+        for key in SPREAD_KEYS
+    ]
 
 
 def deletion_rank(pod: PodView) -> tuple[int, int, int, str]:
@@ -423,11 +467,17 @@ def plan(
     pods: Sequence[PodView],
     config_hash: str = "",
     now: datetime.datetime | None = None,
+    *,
+    thash: str | None = None,
+    paused: bool = False,
 ) -> Plan:
     """What to create and delete now, from the pods the WebServer controls (``now``: for
-    minReadySeconds; without it a ready pod counts as available)."""
+    minReadySeconds; without it a ready pod counts as available; ``thash``: the template to
+    run, the spec's by default; ``paused``: while pods of another template run, nothing moves,
+    as for a paused Deployment)."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec, config_hash)
+    if thash is None:
+        thash = template_hash(spec, config_hash)
     min_ready = min_ready_seconds(spec)
     active = [p for p in pods if p.active]
     new = [p for p in active if p.template_hash == thash]
@@ -440,6 +490,8 @@ def plan(
         return Plan(delete=surplus + [p.name for p in old if not p.ready])
     if not old:
         return Plan(create_slots=free_slots(taken, owner_name, thash, replicas - len(new)))
+    if paused:
+        return Plan()
 
     limits = rollout_limits(spec)
     # Counted over old and new pods alike: a ready new pod is what lets an old one go.
@@ -480,5 +532,16 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
     )
 
 
+def budget_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PodDisruptionBudget (``maxUnavailable: 1``) over the pods, or None: switched off
+    (``spec.disruptionBudget.enabled: false``), or fewer than 2 replicas, where a budget of one
+    unavailable pod would be all of them and the only safe one (0) blocks every node drain
+    (kubernetes #66811)."""
+    if (spec.get("disruptionBudget") or {}).get("enabled") is False or int(spec.get("replicas", 0)) < 2:
+        return None
+    return budgets.manifest(owner, APP, selector=selector_labels(owner["metadata"]["name"]))
+
+
+budget_view = budgets.view
 service_view = services.view
 service_differs = services.differs

@@ -1,11 +1,15 @@
-"""The WebServer reconciler: one level-based pass that keeps a WebServer's pods and Service.
+"""The WebServer reconciler: one level-based pass that keeps a WebServer's pods, its Service and
+its PodDisruptionBudget.
 
 Every WebServer gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
 :class:`shared.controller.builder.Operator`). It is woken by changes of the WebServer itself and by
 events of the pods it controls (watched through a server-side label selector, indexed by owner),
 so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
-WebServer and its pods from the watch caches, plans with :mod:`.desired`, acts through
-:mod:`.api` and writes the status from :mod:`.status` only when it differs from what is there.
+WebServer and its pods from the watch caches, finds where its rollout stands with
+:mod:`.rollout` (from the status alone: revisions, the deadline, an automatic rollback, which
+it announces once with a Warning Event and ``webserver_rollbacks_total``), plans with
+:mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
+it differs from what is there.
 
 ConfigMaps the specs reference are watched only when labelled :data:`.schema.CONFIG_LABEL`
 (server-side selector): the operator keeps a digest and the key names of each, never their
@@ -23,12 +27,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import desired, status
+from operators.webserver import desired, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CONFIG_LABEL, CRD, rule_errors
 from shared.api import ownership
 from shared.api.validation import FieldError, SchemaValidator, name_errors
+from shared.client.budgets import converge as converge_budget
 from shared.client.kube import ApiError, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
@@ -36,7 +41,7 @@ from shared.controller.builder import Context
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
-POD, SERVICE, CONFIGMAP = DESCRIPTION.resources
+POD, SERVICE, CONFIGMAP, BUDGET = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 
 
@@ -108,16 +113,19 @@ class WebServerReconciler:
         self.expectations = DeleteExpectations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
+        self.budgets = caches.OwnerCache(desired.budget_view)
         self.configmaps = ConfigMaps(ctx.controller.kick)
         # UID -> (generation, the schema's errors of its spec at that generation).
         self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
+        self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
 
     def watches(self) -> Sequence[Watch]:
         return [
             self.ctx.owns(POD, self.pods),
             self.ctx.owns(SERVICE, self.services),
+            self.ctx.owns(BUDGET, self.budgets),
             # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
             Watch(
                 CONFIGMAP.group,
@@ -174,6 +182,28 @@ class WebServerReconciler:
             self.ctx.events.record(body, type="Normal", reason=reason, message=message)
         return None
 
+    async def reconcile_budget(
+        self, body: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        """Converge the PodDisruptionBudget; returns the failure (reason, message) if there is one."""
+        meta = body["metadata"]
+        try:
+            done = await converge_budget(
+                self.api.kube,
+                meta["namespace"],
+                self.budgets.children(meta["namespace"], meta["uid"]),
+                desired.budget_manifest(body, spec),
+                owner=body,
+                seen=lambda answer: self.budgets.observe("MODIFIED", answer),
+            )
+        except ownership.ConflictError as exc:
+            return (exc.reason, str(exc))
+        except Exception as exc:
+            return ("FailedPodDisruptionBudget", reason_of(exc))
+        for reason, message in done:
+            self.ctx.events.record(body, type="Normal", reason=reason, message=message)
+        return None
+
     async def adopt_orphans(self, body: Mapping[str, Any]) -> tuple[str, str] | None:
         """Take over the pods a deleted WebServer of this name left without a controller."""
         meta = body["metadata"]
@@ -213,7 +243,12 @@ class WebServerReconciler:
         return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
 
     async def create_pods(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any], create_slots: list[int], config_hash: str = ""
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        create_slots: list[int],
+        config_hash: str = "",
+        tpl: Mapping[str, Any] | None = None,
     ) -> tuple[str, str] | None:
         """Create the pods in slow-start batches; returns the failure, if any."""
         namespace = body["metadata"]["namespace"]
@@ -222,7 +257,7 @@ class WebServerReconciler:
         failure: tuple[str, str] | None = None
         for size in desired.slow_start_batches(len(slots)):
             batch, slots = slots[:size], slots[size:]
-            manifests = [desired.pod_manifest(body, spec, s, config_hash) for s in batch]
+            manifests = [desired.pod_manifest(body, spec, s, config_hash, tpl) for s in batch]
             results = await asyncio.gather(
                 *(self.api.create_pod(namespace, m) for m in manifests), return_exceptions=True
             )
@@ -272,7 +307,12 @@ class WebServerReconciler:
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = self.configmaps.lookup(namespace, name, desired.config_refs(spec))
-        plan = desired.plan(name, spec, observed, config_hash, now)
+        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
+        if track.rolled_back is not None:
+            # Said once: the status written below records the rollback, the next pass finds it there.
+            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
+            self.rollbacks.labels(namespace, name).inc()
+        plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
@@ -301,16 +341,19 @@ class WebServerReconciler:
                 failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
         if plan.create_slots and failure is None:
-            failure = await self.create_pods(body, spec, plan.create_slots, config_hash)
+            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
-        service_failure = await self.reconcile_service(body, spec)
-        if service_failure is not None and failure is not None:
-            self.ctx.events.record(
-                body, type="Warning", reason=service_failure[0], message=service_failure[1]
-            )
-        failure = failure or service_failure
+        for child_failure in (
+            await self.reconcile_service(body, spec),
+            await self.reconcile_budget(body, spec),
+        ):
+            if child_failure is not None and failure is not None:
+                self.ctx.events.record(
+                    body, type="Warning", reason=child_failure[0], message=child_failure[1]
+                )
+            failure = failure or child_failure
 
         new_status = status.compute(
             name=name,
@@ -322,6 +365,7 @@ class WebServerReconciler:
             current=current,
             now=now,
             config_hash=config_hash,
+            rollout=track,
         )
         await self.api.status.write(body, new_status)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
@@ -329,5 +373,7 @@ class WebServerReconciler:
         if failure is not None:
             self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
             raise ReconcileError(*failure)
-        # minReadySeconds: look again when the next ready pod becomes available.
-        return desired.next_available_in(spec, observed, now)
+        # minReadySeconds: look again when the next ready pod becomes available; a rollout in
+        # progress: when its deadline passes (no pod event may come: a pod that never starts).
+        waits = [desired.next_available_in(spec, observed, now), rollout.deadline_in(track, spec, now)]
+        return min((w for w in waits if w is not None), default=None)

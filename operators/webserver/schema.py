@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec
+from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import (
     IMAGE,
     QUANTITIES,
@@ -59,6 +59,8 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 # carrying this label are watched (server-side selector), the operator never holds other data.
 CONFIG_LABEL = "webserver.k8s-operators-py.dev/config"
 MAX_MIN_READY_SECONDS = 3600
+MAX_PROGRESS_DEADLINE_SECONDS = 86400
+DEADLINE_AFTER_MIN_READY = "progressDeadlineSeconds must be greater than minReadySeconds"
 
 # A C identifier with '-' and '.': the environment variable names every supported API server
 # accepts (1.34 relaxed them to any printable character but '='; older ones refuse the rest).
@@ -316,12 +318,34 @@ HEALTH_SCHEMA: dict[str, Any] = {
             "Deployment. Does not roll the pods."
         ),
     },
+    "progressDeadlineSeconds": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_PROGRESS_DEADLINE_SECONDS,
+        "description": (
+            "A rollout that makes no progress (no more available new pods, no fewer old ones) for "
+            "this long is reported as Progressing=False, ProgressDeadlineExceeded, as for a "
+            "Deployment; with rollout.autoRollback the pods then go back to the last revision that "
+            "became available. Unset: 600 plus minReadySeconds (a new pod counts as progress only "
+            "once available). When set, must be greater than minReadySeconds. Does not roll the pods."
+        ),
+    },
 }
 
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Desired state of a group of identical web-server pods.",
     "required": ["replicas"],
+    # Ratcheting (a spec stored before the rule stays writable while unchanged): the rule is new
+    # on an existing object (tools.check.crd_compat).
+    "x-kubernetes-validations": [
+        ratcheting_rule(
+            "!has(self.progressDeadlineSeconds) || "
+            "self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",
+            DEADLINE_AFTER_MIN_READY,
+            fieldPath=".progressDeadlineSeconds",
+        )
+    ],
     "properties": {
         "replicas": {
             "type": "integer",
@@ -382,11 +406,30 @@ SPEC_SCHEMA: dict[str, Any] = {
             "description": (
                 "How a template change (image, port, resources, runAsUser, "
                 "automountServiceAccountToken, configuration, health checks, restartedAt) "
-                "replaces the pods, "
+                "replaces the pods, whether it may roll back by itself, and pausing it; "
                 "like a Deployment's RollingUpdate. Unset fields default to 25% of replicas: "
                 "maxSurge rounded up, maxUnavailable rounded down."
             ),
             "properties": {
+                "paused": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "While true, a template change creates no pod of the new template and "
+                        "deletes no old pod (kubectl rollout pause); scaling waits too while old "
+                        "pods run. Setting it back to false resumes and restarts the deadline."
+                    ),
+                },
+                "autoRollback": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "When a rollout exceeds progressDeadlineSeconds, go back to exactly the pod "
+                        "template of the last revision in status.history that became Available "
+                        "(condition Progressing reason RolledBack, a Warning Event). Once per spec "
+                        "change: a rollback that misses the deadline is left for a human."
+                    ),
+                },
                 "maxSurge": {
                     "type": "integer",
                     "minimum": 0,
@@ -415,6 +458,27 @@ SPEC_SCHEMA: dict[str, Any] = {
                 }
             ],
         },
+        "disruptionBudget": {
+            "type": "object",
+            "default": {},
+            "description": (
+                "A PodDisruptionBudget named like the WebServer over its pods, maxUnavailable 1 "
+                "(not-ready pods always evictable), kept only while replicas is at least 2: a single "
+                "replica never blocks a node drain. Never touches a budget of that name it does not "
+                "control (condition ReplicaFailure, PodDisruptionBudgetConflict)."
+            ),
+            "properties": {"enabled": {"type": "boolean", "default": True}},
+        },
+        "topologySpread": {
+            "type": "object",
+            "default": {},
+            "description": (
+                "Soft topology spread of the pods over nodes (kubernetes.io/hostname) and zones "
+                "(topology.kubernetes.io/zone): the scheduler prefers, never refuses "
+                "(whenUnsatisfiable ScheduleAnyway). Switching it off or on rolls the pods."
+            ),
+            "properties": {"enabled": {"type": "boolean", "default": True}},
+        },
         "service": {
             "type": "object",
             "description": "A Service selecting the pods, created when enabled.",
@@ -439,6 +503,9 @@ SPEC_SCHEMA: dict[str, Any] = {
     },
 }
 
+# status.history[].outcome (operators.webserver.rollout keeps them).
+ROLLOUT_OUTCOMES = ("Progressing", "Available", "ProgressDeadlineExceeded", "RolledBack", "Superseded")
+
 STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -453,6 +520,72 @@ STATUS_SCHEMA: dict[str, Any] = {
             "description": "Label selector of the pods, for the scale subresource.",
         },
         "conditions": CONDITIONS_SCHEMA,
+        "revision": {
+            "type": "integer",
+            "description": "Revision number of the template the pods are being moved to (or run).",
+        },
+        "lastRolloutOutcome": {
+            "type": "string",
+            "description": "Outcome of the current revision: " + ", ".join(ROLLOUT_OUTCOMES) + ".",
+        },
+        "history": {
+            "type": "array",
+            "maxItems": 10,
+            "description": (
+                "The last 10 revisions, oldest first (the last is the current one): template hash, "
+                "the template fields that changed, when, the outcome, and the template's spec fields "
+                "when at most 4 KiB (copy them back into spec to roll back by hand)."
+            ),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "revision": {"type": "integer"},
+                    "templateHash": {"type": "string"},
+                    "changed": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Template fields that differ from the revision before.",
+                    },
+                    "startedAt": {"type": "string", "format": "date-time"},
+                    "finishedAt": {"type": "string", "format": "date-time"},
+                    "outcome": {"type": "string", "enum": list(ROLLOUT_OUTCOMES)},
+                    "rollbackOf": {
+                        "type": "integer",
+                        "description": "Set on an automatic rollback: the revision whose template it runs.",
+                    },
+                    "template": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "description": (
+                            "The spec fields of this revision's pod template (configHash: the "
+                            "referenced ConfigMaps' content)."
+                        ),
+                    },
+                },
+            },
+        },
+        "progress": {
+            "type": "object",
+            "description": "The current rollout's last progress (the deadline counts from at).",
+            "properties": {
+                "templateHash": {"type": "string"},
+                "at": {"type": "string", "format": "date-time"},
+                "available": {"type": "integer"},
+                "old": {"type": "integer"},
+                "paused": {"type": "boolean"},
+            },
+        },
+        "rollback": {
+            "type": "object",
+            "description": (
+                "Set while an automatic rollback is in effect: the spec's template (fromHash) was "
+                "given up for revision toRevision; cleared when the spec's template changes."
+            ),
+            "properties": {
+                "fromHash": {"type": "string"},
+                "toRevision": {"type": "integer"},
+            },
+        },
     },
 }
 
@@ -470,6 +603,8 @@ CRD = CRDSpec(
         {"name": "Current", "type": "integer", "jsonPath": ".status.replicas"},
         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Revision", "type": "integer", "jsonPath": ".status.revision", "priority": 1},
+        {"name": "Rollout", "type": "string", "jsonPath": ".status.lastRolloutOutcome", "priority": 1},
     ),
     scale={
         "specReplicasPath": ".spec.replicas",
@@ -482,6 +617,13 @@ CRD = CRDSpec(
         "has(self.spec.service) && has(self.spec.service.enabled) && self.spec.service.enabled"
     ),
 )
+
+
+def _deadline_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    deadline = spec.get("progressDeadlineSeconds")
+    if deadline is not None and int(deadline) <= int(spec.get("minReadySeconds") or 0):
+        return [FieldError("spec.progressDeadlineSeconds", DEADLINE_AFTER_MIN_READY)]
+    return []
 
 
 def _qualified(key: str) -> bool:
@@ -520,7 +662,7 @@ def rule_errors(spec: Mapping[str, Any]) -> list[FieldError]:
                     f"spec.envFrom[{i}]", "envFrom entries need exactly one of configMapRef and secretRef"
                 )
             )
-    return errors + _volume_errors(spec) + _pod_metadata_errors(spec)
+    return errors + _volume_errors(spec) + _pod_metadata_errors(spec) + _deadline_errors(spec)
 
 
 def _volume_errors(spec: Mapping[str, Any]) -> list[FieldError]:

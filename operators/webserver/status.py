@@ -7,14 +7,18 @@ Conditions:
   once it has been ready for ``minReadySeconds`` (``status.availableReplicas``).
 - ``Progressing``: True while pods are being created, deleted, replaced or waited for
   (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
-  ``ReplicasReady`` once every desired pod runs the current template and is available.
+  ``ReplicasReady`` once every desired pod runs the current template and is available. From
+  :mod:`.rollout`: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
+  True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
+  rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
   else (left untouched, see :mod:`shared.client.services`); ``ConfigMapNotFound`` when a
   referenced ConfigMap (labelled, see :data:`.schema.CONFIG_LABEL`) or one of its keys is
   missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
-  with the kubelet's message when a pod cannot start for its configuration (a missing Secret).
+  with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
+  ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
   CRD schema (:mod:`shared.api.validation`); then nothing else is touched.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
@@ -39,6 +43,7 @@ from operators.webserver.desired import (
     selector_string,
     template_hash,
 )
+from operators.webserver.rollout import DEADLINE_EXCEEDED, Rollout, progress_deadline
 from shared.api import conditions
 from shared.api.validation import FieldError, degraded
 
@@ -61,10 +66,13 @@ def compute(
     current: Mapping[str, Any] | None,
     now: datetime.datetime,
     config_hash: str = "",
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
-    """The complete status to write for one pass (compare with the current one before writing)."""
+    """The complete status to write for one pass (compare with the current one before writing).
+
+    ``rollout``: the revisions and deadline (:mod:`.rollout`); its template is the current one."""
     replicas = int(spec.get("replicas", 0))
-    thash = template_hash(spec, config_hash)
+    thash = rollout.hash if rollout is not None else template_hash(spec, config_hash)
     active = [p for p in pods if p.active]
     ready = sum(p.ready for p in active)
     min_ready = min_ready_seconds(spec)
@@ -102,6 +110,10 @@ def compute(
     else:
         progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
 
+    stalled: tuple[str, str] | None = None
+    if rollout is not None:
+        progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
+
     need = min_available(spec)
     available = cond(
         conditions.AVAILABLE,
@@ -116,14 +128,16 @@ def compute(
 
     pending = (progressing["reason"], progressing["message"]) if progressing["status"] == "True" else None
     readiness = conditions.readiness(
-        stalled=failure if failure and conditions.needs_a_human(failure[0]) else None,
+        stalled=failure if failure and conditions.needs_a_human(failure[0]) else stalled,
         reconciling=failure or pending,
         ready=(progressing["reason"], progressing["message"]),
         generation=generation,
         now=now,
     )
     previous = (current or {}).get("conditions")
+    fields = rollout.status_fields() if rollout is not None else {}
     return {
+        **fields,
         "replicas": len(active),
         "count": len(active),
         "readyReplicas": ready,
@@ -140,6 +154,32 @@ def compute(
             *readiness,
         ),
     }
+
+
+def _rollout_progress(
+    rollout: Rollout, spec: Mapping[str, Any], progressing: conditions.Condition, cond: Any
+) -> tuple[conditions.Condition, tuple[str, str] | None]:
+    """``Progressing`` as the rollout stands, and what stalls the WebServer (a human must act)."""
+    revision = f"revision {rollout.revision}"
+    if rollout.outcome == DEADLINE_EXCEEDED:
+        message = f"{revision} ({rollout.hash}) made no progress for {progress_deadline(spec)}s"
+        if rollout.no_target:
+            message += f"; not rolled back: {rollout.no_target}"
+        elif rollout.rollback is not None:
+            message += "; it was itself a rollback, so it is not rolled back again"
+        return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
+    if rollout.rollback is not None:
+        given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
+        target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
+        if progressing["status"] == "True":
+            message = f"{given_up}: rolling back to {target}; {progressing['message']}"
+            return cond(conditions.PROGRESSING, True, "RollingBack", message), None
+        message = f"{given_up} and was rolled back to {target}; change the spec to roll forward"
+        return cond(conditions.PROGRESSING, False, "RolledBack", message), ("RolledBack", message)
+    if rollout.paused and progressing["reason"] == "RollingUpdate":
+        message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
+        return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None
+    return progressing, None
 
 
 def invalid(

@@ -533,6 +533,54 @@ def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(in
     assert traffic.failed == {"web": [], "shop": []}
 
 
+def test_a_bad_image_rolls_back_by_itself_while_the_service_keeps_answering(installed, ns):
+    """#28: a rollout to an image that cannot be pulled, with maxUnavailable 0 and autoRollback.
+    The new pod never gets Ready, so no old pod goes; past progressDeadlineSeconds the operator
+    goes back to revision 1's template (deleting the new pod) and says so. Through it all the
+    Service answers every request (goal: 0 failed). Prints the time from the spec change to the
+    rollback done (the deadline plus the rollback itself)."""
+    ws = webserver(installed, "web", 2)
+    ws["spec"]["rollout"] = {"maxSurge": 1, "maxUnavailable": 0, "autoRollback": True}
+    ws["spec"]["progressDeadlineSeconds"] = 20
+    installed.co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", ws)
+    wait_for(lambda: exactly_ready(installed, ns, "web", 2), 180, "2 WebServer pods Ready")
+    wait_for(lambda: installed.core.read_namespaced_service("web", ns), 60, "the WebServer's Service")
+    old = {p.metadata.name for p in ready_pods(installed, ns, "web")}
+
+    def rolled_back() -> dict[str, Any] | None:
+        st = ws_status(installed, ns, "web")
+        done = st.get("rollback") and st.get("lastRolloutOutcome") == "Available"
+        return st if done and {p.metadata.name for p in web_pods(installed, ns, "web")} == old else None
+
+    with Traffic(installed, ns, ("web",)) as traffic:
+        wait_for(lambda: traffic.answering(10), 120, "the Service answering, 10 in a row")
+        started = datetime.datetime.now(datetime.UTC)
+        installed.co.patch_namespaced_custom_object(
+            "demo.k8s.io",
+            "v1alpha1",
+            ns,
+            "webservers",
+            "web",
+            {"spec": {"image": "localcluster.dev/unpullable:latest"}},
+        )
+        st = wait_for(rolled_back, 180, "the rollback to revision 1, on the old pods")
+        took = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+        mark = dict(traffic.ok)
+        wait_for(lambda: traffic.ok["web"] >= mark["web"] + 20, 60, "20 more requests")
+    assert traffic.failed == {"web": []}
+    assert [(e["revision"], e["outcome"]) for e in st["history"]] == [
+        (1, "Available"),
+        (2, "RolledBack"),
+        (3, "Available"),
+    ]
+    assert st["rollback"]["toRevision"] == 1
+    events = installed.core.list_namespaced_event(
+        ns, field_selector="involvedObject.name=web,reason=RolledBack"
+    )
+    assert [e.type for e in events.items] == ["Warning"]
+    print(f"bad rollout to rollback done: {took:.1f}s (deadline 20s), {traffic.ok['web']} requests, 0 failed")
+
+
 def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns):
     """A TDSet's pods really run; a window set to open at the next whole minute scales them then.
 

@@ -91,8 +91,18 @@ def webserver_tour(cluster: Cluster, namespace: str) -> None:
     wait_for(
         lambda: core.read_namespaced_service("tour", namespace).spec.ports[0].port == 8000, 60, "patched"
     )
+    # The PodDisruptionBudget (2 replicas): changed by someone, the operator puts it back (patch).
+    pdbs = client.PolicyV1Api(cluster.api)
+    wait_for(lambda: pdbs.list_namespaced_pod_disruption_budget(namespace).items, 60, "budget created")
+    pdbs.patch_namespaced_pod_disruption_budget("tour", namespace, {"spec": {"maxUnavailable": 2}})
+    wait_for(
+        lambda: pdbs.read_namespaced_pod_disruption_budget("tour", namespace).spec.max_unavailable == 1,
+        60,
+        "budget put back",
+    )
     co.patch_namespaced_custom_object(*args, "tour", {"spec": {"replicas": 0, "service": {"enabled": False}}})
     wait_for(lambda: not core.list_namespaced_service(namespace).items, 60, "Service deleted")
+    wait_for(lambda: not pdbs.list_namespaced_pod_disruption_budget(namespace).items, 60, "budget deleted")
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, 60, "pods deleted")
     # A stranger's Service with the name a WebServer wants: the operator reads it to tell.
     core.create_namespaced_service(namespace, STRANGER_SERVICE)
@@ -103,6 +113,23 @@ def webserver_tour(cluster: Cluster, namespace: str) -> None:
         lambda: any(c["reason"] == "ServiceConflict" for c in status().get("conditions", [])),
         60,
         "ServiceConflict reported",
+    )
+    # A stranger's PodDisruptionBudget with the name: the operator reads it to tell.
+    pdbs.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "metadata": {"name": "pdbtaken"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"x": "y"}}},
+        },
+    )
+    co.create_namespaced_custom_object(
+        *args, {**body, "metadata": {"name": "pdbtaken"}, "spec": {"replicas": 2}}
+    )
+    pdb_status = lambda: co.get_namespaced_custom_object(*args, "pdbtaken").get("status") or {}  # noqa: E731
+    wait_for(
+        lambda: any(c["reason"] == "PodDisruptionBudgetConflict" for c in pdb_status().get("conditions", [])),
+        60,
+        "PodDisruptionBudgetConflict reported",
     )
     # Re-created after an orphaning delete: the pod is adopted (patch of its owner references).
     orphaned = {**body, "metadata": {"name": "orphaned"}, "spec": {"replicas": 1}}

@@ -50,6 +50,7 @@ KEYWORDS = {
     "anyOf", "x-kubernetes-int-or-string", "nullable", "format", "minimum", "maximum",
     "minLength", "maxLength", "minItems", "maxItems", "maxProperties", "pattern", "enum",
     "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-validations",
+    "x-kubernetes-preserve-unknown-fields",
 }  # fmt: skip
 RULE_KEYS = {"rule", "message", "fieldPath", "optionalOldSelf"}
 
@@ -133,6 +134,8 @@ def _validation(schema: Mapping[str, Any]) -> list[str]:
         parts.append("one of " + ", ".join(_code(v) for v in schema["enum"]))
     if "pattern" in schema:
         parts.append(f"pattern {_code(schema['pattern'])}")
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        parts.append("fields not in the schema are kept")
     if schema.get("x-kubernetes-list-type") == "set":
         parts.append("no duplicates")
     if schema.get("x-kubernetes-list-type") == "map":

@@ -350,3 +350,38 @@ def test_the_hash_of_a_webserver_from_before_the_token_default_changes_once():
     }
     old = [pod(0, old_hash), pod(1, old_hash), pod(2, old_hash)]
     assert plan("web", SPEC, old) == desired.Plan(create_slots=[0])
+
+
+def test_topology_spread_is_soft_on_by_default_and_rolls_no_pod_until_switched():
+    owner = {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "metadata": {"name": "web", "uid": "u"},
+    }
+    spec = {"replicas": 2}
+    constraints = desired.pod_manifest(owner, spec, 0)["spec"]["topologySpreadConstraints"]
+    assert [(c["topologyKey"], c["whenUnsatisfiable"], c["maxSkew"]) for c in constraints] == [
+        ("kubernetes.io/hostname", "ScheduleAnyway", 1),
+        ("topology.kubernetes.io/zone", "ScheduleAnyway", 1),
+    ]
+    assert all(c["labelSelector"]["matchLabels"] == desired.selector_labels("web") for c in constraints)
+    # On by default and explicitly: the hash of before the field existed (no roll on upgrade).
+    on = {**spec, "topologySpread": {"enabled": True}}
+    assert desired.template_hash(on) == desired.template_hash(spec)
+    off = {**spec, "topologySpread": {"enabled": False}}
+    assert desired.template_hash(off) != desired.template_hash(spec)  # a switch rolls the pods
+    assert "topologySpreadConstraints" not in desired.pod_manifest(owner, off, 0)["spec"]
+
+
+def test_a_budget_only_from_two_replicas_and_unless_switched_off():
+    owner = {
+        "apiVersion": "demo.k8s.io/v1alpha1",
+        "kind": "WebServer",
+        "metadata": {"name": "web", "uid": "u"},
+    }
+    assert desired.budget_manifest(owner, {"replicas": 1}) is None
+    pdb = desired.budget_manifest(owner, {"replicas": 2})
+    assert pdb is not None and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert pdb["metadata"]["ownerReferences"][0]["uid"] == "u"
+    assert desired.budget_manifest(owner, {"replicas": 5, "disruptionBudget": {"enabled": False}}) is None

@@ -8,6 +8,7 @@ the fake client and a fixed clock injected.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 import pytest
@@ -39,15 +40,17 @@ def webserver(replicas: int) -> dict[str, Any]:
 class Pass(OnePass):
     """The WebServer operator on one FakeKube, one pass at a time."""
 
-    def __init__(self, kube: FakeKube) -> None:
-        super().__init__(DESCRIPTION, WebServerReconciler, kube, WS_PATH)
+    def __init__(self, kube: FakeKube, clock: Any = None) -> None:
+        super().__init__(DESCRIPTION, WebServerReconciler, kube, WS_PATH, clock)
         assert isinstance(self.reconciler, WebServerReconciler)
         self.ws = self.reconciler
 
     def watch(self) -> None:
-        """The pod watch delivers every pod now stored."""
+        """The pod watch delivers every pod now stored (and the budget watch the budgets)."""
         for pod in self.kube.objects("pods", NS):
             self.ws.pods.observe("MODIFIED", pod)
+        for pdb in self.kube.objects("poddisruptionbudgets", NS, group="policy"):
+            self.ws.budgets.observe("MODIFIED", pdb)
 
 
 def pod_names(kube: FakeKube) -> list[str]:
@@ -64,10 +67,14 @@ def test_a_new_webserver_gets_its_pods_then_a_status_per_pass_until_nothing_chan
     assert len(names) == 3
     assert kube.keys() == [
         *(("create", "pods", NS, name, "") for name in names),
+        ("create", "poddisruptionbudgets", NS, "web", ""),  # replicas >= 2
         ("patch", "webservers", NS, "web", "status"),
     ]
     assert all(ownership.is_controlled_by(pod, owner["metadata"]["uid"]) for pod in kube.objects("pods"))
-    assert p.events == [("Normal", "SuccessfulCreate", f"Created pods: {', '.join(names)}")]
+    assert p.events == [
+        ("Normal", "SuccessfulCreate", f"Created pods: {', '.join(names)}"),
+        ("Normal", "CreatedPodDisruptionBudget", "Created PodDisruptionBudget web"),
+    ]
 
     p.watch()  # the pods' ADDED events: the status counts them
     p.run()
@@ -87,15 +94,16 @@ def test_scaling_down_deletes_pods_under_their_uid():
     asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"replicas": 1}}))
 
     p.run()
-    deletes = [a for a in kube.writes() if a.verb == "delete"]
+    deletes = [a for a in kube.writes() if a.verb == "delete" and a.resource == "pods"]
     assert [a.key for a in kube.writes()] == [
         *(a.key for a in deletes),
+        ("delete", "poddisruptionbudgets", NS, "web", ""),  # 1 replica: no budget
         ("patch", "webservers", NS, "web", "status"),
     ]
     assert len(deletes) == 2
     assert all(a.body == {"preconditions": {"uid": uids[a.name]}} for a in deletes)
     assert len(pod_names(kube)) == 1
-    assert [reason for _, reason, _ in p.events] == ["SuccessfulDelete"]
+    assert [reason for _, reason, _ in p.events] == ["SuccessfulDelete", "DeletedPodDisruptionBudget"]
 
 
 def test_a_pod_create_refused_by_a_quota_is_a_replica_failure():
@@ -106,10 +114,17 @@ def test_a_pod_create_refused_by_a_quota_is_a_replica_failure():
     with pytest.raises(ReconcileError, match="FailedCreate"):
         p.run()
     # Slow start: the first batch (one pod) fails, the others are not tried.
-    assert [a.key[:2] for a in kube.writes()] == [("create", "pods"), ("patch", "webservers")]
+    assert [a.key[:2] for a in kube.writes()] == [
+        ("create", "pods"),
+        ("create", "poddisruptionbudgets"),  # whatever happened to the pods
+        ("patch", "webservers"),
+    ]
     failure = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "ReplicaFailure")
     assert failure is not None and (failure["status"], failure["reason"]) == ("True", "FailedCreate")
-    assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "FailedCreate")]
+    assert [(t, reason) for t, reason, _ in p.events] == [
+        ("Normal", "CreatedPodDisruptionBudget"),
+        ("Warning", "FailedCreate"),
+    ]
 
 
 def test_pods_the_watch_has_not_shown_yet_are_counted_not_created_again():
@@ -142,6 +157,9 @@ def test_pods_a_lost_cache_does_not_hold_are_claimed_not_duplicated():
         ("create", "pods", NS, names[2], ""),
         ("get", "pods", NS, names[1], ""),
         ("get", "pods", NS, names[2], ""),
+        # The budget's create refused too, read back and found ours.
+        ("create", "poddisruptionbudgets", NS, "web", ""),
+        ("get", "poddisruptionbudgets", NS, "web", ""),
     ]  # and no status write: the pass counted what the last one did (the claims count next)
     assert pod_names(kube) == names
 
@@ -179,10 +197,13 @@ def test_a_missing_configmap_creates_no_pod_and_its_arrival_creates_them_with_it
 
     with pytest.raises(ReconcileError, match="ConfigMapNotFound"):
         p.run()
-    assert [a.key[:2] for a in kube.writes()] == [("patch", "webservers")]
+    assert [a.key[:2] for a in kube.writes()] == [("create", "poddisruptionbudgets"), ("patch", "webservers")]
     failure = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "ReplicaFailure")
     assert failure is not None and "ConfigMap site not found" in failure["message"]
-    assert [(t, reason) for t, reason, _ in p.events] == [("Warning", "ConfigMapNotFound")]
+    assert [(t, reason) for t, reason, _ in p.events] == [
+        ("Normal", "CreatedPodDisruptionBudget"),
+        ("Warning", "ConfigMapNotFound"),
+    ]
 
     p.ws.configmaps.changed("ADDED", configmap({"index.html": "hi"}))
     p.run()
@@ -205,3 +226,182 @@ def test_a_reserved_pod_label_is_degraded_and_touches_no_pod():
     degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
     assert "spec.podMetadata.labels" in degraded["message"]
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def now(self) -> datetime.datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += datetime.timedelta(seconds=seconds)
+
+
+def make_ready(kube: FakeKube, since: str = "2026-01-01T00:00:00Z") -> None:
+    """What the kubelet would do: every pod scheduled, running and Ready."""
+    for pod in kube.objects("pods", NS):
+        pod["spec"]["nodeName"] = "node"
+        pod["status"] = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": since}],
+        }
+        kube.add(pod)  # stored as it is: the same UID
+
+
+def test_a_rollout_past_its_deadline_goes_back_to_the_last_available_pods_and_says_so():
+    ws = webserver(2)
+    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
+    kube = FakeKube(ws)
+    clock = Clock()
+    p = Pass(kube, clock)
+    p.run()
+    make_ready(kube)
+    p.watch()
+    p.run()
+    good = set(pod_names(kube))
+    st = kube.object(WS_PATH)["status"]
+    assert (st["revision"], st["lastRolloutOutcome"]) == (1, "Available")
+
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
+    clock.advance(10)
+    p.run()  # surge one pod of the new template; no old pod goes until it is available
+    bad = set(pod_names(kube)) - good
+    assert len(bad) == 1
+    p.watch()
+    clock.advance(30)
+    assert p.run() == 31.0  # the pass at the deadline: no pod event will come
+    assert kube.object(WS_PATH)["status"]["lastRolloutOutcome"] == "Progressing"
+
+    clock.advance(31)
+    p.run()
+    st = kube.object(WS_PATH)["status"]
+    assert set(pod_names(kube)) == good  # the new pod deleted, the old ones untouched
+    assert st["rollback"] == {"fromHash": next(iter(bad)).split("-")[1], "toRevision": 1}
+    assert [(e["revision"], e["outcome"]) for e in st["history"]] == [
+        (1, "Available"),
+        (2, "RolledBack"),
+        (3, "Progressing"),
+    ]
+    assert ("Warning", "RolledBack") in [(t, r) for t, r, _ in p.events]
+    sample = p.ws.ctx.metrics.registry.get_sample_value(
+        "webserver_rollbacks_total", {"namespace": NS, "name": "web"}
+    )
+    assert sample == 1.0
+
+    p.watch()
+    clock.advance(1)
+    p.run()
+    st = kube.object(WS_PATH)["status"]
+    progressing = conditions.get(st["conditions"], "Progressing")
+    assert progressing is not None and (progressing["status"], progressing["reason"]) == (
+        "False",
+        "RolledBack",
+    )
+    stalled = conditions.get(st["conditions"], "Stalled")
+    assert stalled is not None and stalled["status"] == "True"
+    assert st["lastRolloutOutcome"] == "Available" and not p.events
+
+    # A restarted operator (nothing in memory) reads the same from the status: nothing moves.
+    p2 = Pass(kube, clock)
+    p2.watch()
+    p2.run()
+    assert set(pod_names(kube)) == good and not [a for a in kube.writes() if a.resource == "pods"]
+
+
+def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
+    ws = webserver(1)
+    ws["spec"].update(progressDeadlineSeconds=30, minReadySeconds=30)
+    kube = FakeKube(ws)
+    Pass(kube).run()
+    degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "InvalidSpec"
+    assert "spec.progressDeadlineSeconds: progressDeadlineSeconds must be greater" in degraded["message"]
+    assert not pod_names(kube)
+
+
+def test_reverting_the_spec_by_hand_after_a_rollback_clears_it_from_the_stored_status():
+    ws = webserver(1)
+    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
+    kube = FakeKube(ws)
+    clock = Clock()
+    p = Pass(kube, clock)
+    p.run()
+    make_ready(kube)
+    p.watch()
+    p.run()
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
+    p.run()
+    p.watch()
+    clock.advance(61)
+    p.run()
+    assert kube.object(WS_PATH)["status"]["rollback"]["toRevision"] == 1
+
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginxdemos/hello"}}))
+    p.watch()
+    p.run()
+    assert "rollback" not in kube.object(WS_PATH)["status"]
+    p.run()  # and nothing more to write
+    assert not kube.writes()
+
+
+def budget(owner_uid: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web", "namespace": NS}
+    if owner_uid:
+        meta["ownerReferences"] = [
+            {"apiVersion": WS, "kind": "WebServer", "name": "web", "uid": owner_uid, "controller": True}
+        ]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta,
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"team": "a"}}},
+    }
+
+
+def test_a_budget_of_that_name_someone_else_holds_is_a_conflict_and_left_alone():
+    kube = FakeKube(webserver(2), budget())
+    p = Pass(kube)
+    with pytest.raises(ReconcileError, match="PodDisruptionBudgetConflict"):
+        p.run()
+    assert [a.key[:2] for a in kube.writes()] == [
+        ("create", "pods"),
+        ("create", "pods"),
+        ("create", "poddisruptionbudgets"),
+        ("patch", "webservers"),
+    ]
+    stored = kube.object(namespaced(NS, "poddisruptionbudgets", "web", "policy/v1"))
+    assert stored is not None and stored["spec"]["minAvailable"] == 2  # untouched
+    st = kube.object(WS_PATH)["status"]
+    failure = conditions.get(st["conditions"], "ReplicaFailure")
+    assert failure is not None and failure["reason"] == "PodDisruptionBudgetConflict"
+    assert "spec.disruptionBudget.enabled" in failure["message"]
+    stalled = conditions.get(st["conditions"], "Stalled")
+    assert stalled is not None and stalled["status"] == "True"
+
+
+def test_a_budget_that_drifted_is_put_back_and_switched_off_deleted():
+    kube = FakeKube(webserver(2))
+    p = Pass(kube)
+    p.run()
+    path = namespaced(NS, "poddisruptionbudgets", "web", "policy/v1")
+    drifted = kube.object(path)
+    assert drifted is not None and drifted["spec"]["maxUnavailable"] == 1
+    assert drifted["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/instance": "web", "app.kubernetes.io/name": "webserver"}
+    }
+    drifted["spec"] = {"minAvailable": 2, "selector": drifted["spec"]["selector"]}
+    kube.add(drifted)
+    p.watch()
+    p.run()
+    fixed = kube.object(path)
+    assert fixed is not None and fixed["spec"]["maxUnavailable"] == 1 and "minAvailable" not in fixed["spec"]
+    assert ("Normal", "UpdatedPodDisruptionBudget") in [(t, r) for t, r, _ in p.events]
+
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"disruptionBudget": {"enabled": False}}}))
+    p.watch()
+    p.run()
+    assert kube.object(path) is None

@@ -1,0 +1,273 @@
+"""WebServer rollouts on the real API server with kwok (#28 part 3): the progress deadline,
+automatic rollback to exactly the last available template, revision history, pause and
+resume, and the ``-o wide`` columns.
+
+An image kwok never runs (``localcluster.dev/unpullable:latest``: the ``pod-unpullable``
+stage keeps its pods Pending with ErrImagePull) is the bad rollout; a short
+``progressDeadlineSeconds`` makes the deadline pass within the test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from operators.webserver import desired
+from tests.framework.cluster import Cluster
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
+from tests.framework.webservers import active_pods, conditions, converged, create, get, patch_spec
+
+BAD_IMAGE = "localcluster.dev/unpullable:latest"
+DEADLINE = 5
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log = tmp_path_factory.mktemp("webserver-rollouts") / "operator.log"
+    op = OperatorProcess("operators.webserver", cluster.operator_kubeconfig("webserver"), log).start()
+    yield op
+    op.stop()
+
+
+def outcomes(ws: dict) -> list[tuple[int, str]]:
+    return [(e["revision"], e["outcome"]) for e in ws["status"].get("history", [])]
+
+
+def containers(cluster: Cluster, namespace: str, thash: str) -> list[dict]:
+    """The container specs of the active pods of one template, as the API server stored them."""
+    api = client.ApiClient()
+    return [
+        api.sanitize_for_serialization(p.spec.containers)
+        for p in active_pods(cluster, namespace, "web")
+        if p.metadata.labels[desired.HASH_LABEL] == thash
+    ]
+
+
+def warnings(cluster: Cluster, namespace: str, reason: str) -> list[str]:
+    events = client.CoreV1Api(cluster.api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name=web,reason={reason}"
+    )
+    return [e.message for e in events.items if e.type == "Warning"]
+
+
+def rolled_back(cluster: Cluster, namespace: str) -> dict:
+    def check() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        progressing = conditions(ws).get("Progressing") or {}
+        return ws if progressing.get("reason") == "RolledBack" else None
+
+    return wait_for(check, 60, "web: Progressing=False, RolledBack")
+
+
+def test_progress_deadline_must_be_above_min_ready_seconds(cluster, namespace):
+    with pytest.raises(ApiException) as err:
+        create(
+            cluster, namespace, "bad", {"replicas": 1, "minReadySeconds": 10, "progressDeadlineSeconds": 10}
+        )
+    assert err.value.status == 422
+    assert "spec.progressDeadlineSeconds" in err.value.body
+    assert "progressDeadlineSeconds must be greater than minReadySeconds" in err.value.body
+
+
+def test_a_bad_image_rolls_back_to_exactly_the_previous_template(cluster, namespace, operator):
+    # maxUnavailable 1, maxSurge 0: an old pod goes before the new one is up, so the rollback
+    # has to create a pod of the old template again, from the template kept in the history.
+    spec = {
+        "replicas": 2,
+        "progressDeadlineSeconds": DEADLINE,
+        "rollout": {"autoRollback": True, "maxSurge": 0, "maxUnavailable": 1},
+        "env": [{"name": "GREETING", "value": "hello"}],
+        "readinessPath": "/",
+    }
+    create(cluster, namespace, "web", spec)
+    ws = converged(cluster, namespace, "web", 2)
+    good = desired.template_hash(ws["spec"])
+    assert outcomes(ws) == [(1, "Available")] and ws["status"]["revision"] == 1
+    before = containers(cluster, namespace, good)
+
+    patch_spec(cluster, namespace, "web", {"image": BAD_IMAGE})
+    ws = rolled_back(cluster, namespace)
+    bad = desired.template_hash(ws["spec"])
+    assert ws["status"]["rollback"] == {"fromHash": bad, "toRevision": 1}
+    ws = converged(cluster, namespace, "web", 2)
+    assert outcomes(ws) == [(1, "Available"), (2, "RolledBack"), (3, "Available")]
+    assert ws["status"]["history"][1]["changed"] == ["image"]
+    assert ws["status"]["history"][2]["rollbackOf"] == 1
+    # Every pod runs the old template, the one re-created included: the same containers.
+    after = containers(cluster, namespace, good)
+    assert len(after) == 2 and all(c == before[0] for c in after)
+    assert not [
+        p for p in active_pods(cluster, namespace, "web") if p.metadata.labels[desired.HASH_LABEL] == bad
+    ]
+    assert any("rolling back to revision 1" in m for m in warnings(cluster, namespace, "RolledBack"))
+    stalled = conditions(ws)["Stalled"]
+    assert (stalled["status"], stalled["reason"]) == ("True", "RolledBack")
+
+    # Reverting the spec by hand to that template ends the rollback and moves no pod.
+    names = {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    patch_spec(cluster, namespace, "web", {"image": desired.DEFAULT_IMAGE})
+
+    def reverted() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        st = ws["status"]
+        done = st.get("observedGeneration") == ws["metadata"]["generation"] and "rollback" not in st
+        return ws if done else None
+
+    ws = wait_for(reverted, 60, "web: rollback ended")
+    assert ws["status"]["revision"] == 3 and conditions(ws)["Progressing"]["reason"] == "ReplicasReady"
+    assert {p.metadata.name for p in active_pods(cluster, namespace, "web")} == names
+
+
+def test_without_auto_rollback_the_deadline_is_reported_and_a_fix_rolls_forward(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 2, "progressDeadlineSeconds": DEADLINE})
+    converged(cluster, namespace, "web", 2)
+    patch_spec(cluster, namespace, "web", {"image": BAD_IMAGE})
+
+    def exceeded() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        progressing = conditions(ws).get("Progressing") or {}
+        return ws if progressing.get("reason") == "ProgressDeadlineExceeded" else None
+
+    ws = wait_for(exceeded, 60, "web: Progressing=False, ProgressDeadlineExceeded")
+    assert conditions(ws)["Progressing"]["status"] == "False"
+    assert ws["status"]["lastRolloutOutcome"] == "ProgressDeadlineExceeded" and "rollback" not in ws["status"]
+
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.27"})  # the fix: a good change
+    ws = converged(cluster, namespace, "web", 2)
+    assert outcomes(ws) == [(1, "Available"), (2, "ProgressDeadlineExceeded"), (3, "Available")]
+    assert ws["status"]["history"][2]["changed"] == ["image"]
+
+
+def test_pause_holds_a_template_change_until_resumed(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 2, "rollout": {"paused": True}})
+    ws = converged(cluster, namespace, "web", 2)  # paused from the start: a first creation still runs
+    names = {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.27"})
+
+    def held() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        progressing = conditions(ws).get("Progressing") or {}
+        seen = ws["status"].get("observedGeneration") == ws["metadata"]["generation"]
+        return ws if seen and progressing.get("reason") == "RolloutPaused" else None
+
+    ws = wait_for(held, 60, "web: Progressing RolloutPaused")
+    assert ws["status"]["progress"]["paused"] is True
+    assert {p.metadata.name for p in active_pods(cluster, namespace, "web")} == names
+
+    patch_spec(cluster, namespace, "web", {"rollout": {"paused": False}})
+    ws = converged(cluster, namespace, "web", 2)
+    assert not names & {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    assert outcomes(ws) == [(1, "Available"), (2, "Available")]
+
+
+def test_wide_output_shows_revision_and_rollout_outcome(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is needed for this test"
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", str(cluster.kubeconfig), "-n", namespace, "get", "ws", "-o", "wide"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "ROLLOUT"]
+    row = out[1].split()
+    assert row[0] == "web" and row[-2:] == ["1", "Available"]
+
+
+def budget(cluster: Cluster, namespace: str, name: str = "web"):
+    try:
+        return client.PolicyV1Api(cluster.api).read_namespaced_pod_disruption_budget(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_a_budget_only_while_two_replicas_or_more(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    assert budget(cluster, namespace) is None  # one replica: a drain is never blocked
+
+    patch_spec(cluster, namespace, "web", {"replicas": 2})
+    pdb = wait_for(lambda: budget(cluster, namespace), 60, "the PodDisruptionBudget at 2 replicas")
+    ws = get(cluster, namespace, "web")
+    assert pdb.spec.max_unavailable == 1 and pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
+    assert pdb.spec.selector.match_labels == desired.selector_labels("web")
+    assert pdb.metadata.owner_references[0].uid == ws["metadata"]["uid"]
+    converged(cluster, namespace, "web", 2)
+
+    patch_spec(cluster, namespace, "web", {"replicas": 1})
+    wait_for(lambda: budget(cluster, namespace) is None or None, 60, "no PodDisruptionBudget at 1 replica")
+
+    patch_spec(cluster, namespace, "web", {"replicas": 3, "disruptionBudget": {"enabled": False}})
+    converged(cluster, namespace, "web", 3)
+    assert budget(cluster, namespace) is None
+
+
+def test_a_budget_of_that_name_not_ours_is_a_conflict_and_left_alone(cluster, namespace, operator):
+    client.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget(
+        namespace,
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"x": "y"}}}},
+    )
+    create(cluster, namespace, "web", {"replicas": 2})
+
+    def conflict() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        failure = conditions(ws).get("ReplicaFailure") if ws.get("status") else None
+        return ws if failure and failure["reason"] == "PodDisruptionBudgetConflict" else None
+
+    ws = wait_for(conflict, 60, "web: ReplicaFailure PodDisruptionBudgetConflict")
+    assert conditions(ws)["Stalled"]["status"] == "True"
+    pdb = budget(cluster, namespace)
+    assert pdb.spec.min_available == 1 and not pdb.metadata.owner_references  # untouched
+    assert len(active_pods(cluster, namespace, "web")) == 2  # the pods are kept all the same
+
+
+def test_pods_are_spread_softly_over_nodes_and_zones(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 1})
+    converged(cluster, namespace, "web", 1)
+    pod = active_pods(cluster, namespace, "web")[0]
+    spread = [(c.topology_key, c.when_unsatisfiable) for c in pod.spec.topology_spread_constraints]
+    assert spread == [
+        ("kubernetes.io/hostname", "ScheduleAnyway"),
+        ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+    ]
+    patch_spec(cluster, namespace, "web", {"topologySpread": {"enabled": False}})  # a rollout
+    converged(cluster, namespace, "web", 1)
+    (pod,) = active_pods(cluster, namespace, "web")
+    assert not pod.spec.topology_spread_constraints
+
+
+def test_a_node_drain_evicts_through_the_budget(cluster, namespace, operator):
+    # A name of its own: kubectl drain selects pods by label in every namespace.
+    name = f"drained-{namespace[-6:]}"
+    create(cluster, namespace, name, {"replicas": 3})
+    converged(cluster, namespace, name, 3)
+    wait_for(lambda: budget(cluster, namespace, name), 60, "the PodDisruptionBudget")
+    node = active_pods(cluster, namespace, name)[0].spec.node_name
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is needed for this test"
+    base = [kubectl, "--kubeconfig", str(cluster.kubeconfig)]
+    try:
+        # Evictions (policy/v1 Eviction), refused with 429 while the budget allows none; kubectl
+        # retries them until the replacement pods are ready elsewhere.
+        drain = subprocess.run(
+            [*base, "drain", node, "--ignore-daemonsets", f"--pod-selector=app={name}", "--timeout=180s"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert drain.returncode == 0, drain.stderr
+        assert "evicted" in drain.stdout
+        pods = converged(cluster, namespace, name, 3) and active_pods(cluster, namespace, name)
+        assert all(p.spec.node_name != node for p in pods)
+    finally:
+        subprocess.run([*base, "uncordon", node], capture_output=True, check=False)
