@@ -10,6 +10,8 @@ results. Conditions:
 - ``Complete``: True once results are recorded;
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
   the field paths for a spec the schema rejects), False otherwise;
+- ``Regressed`` (scheduled Netperfs, :mod:`.schedule`): the latest result judged against its
+  baseline, set by the reconciler's ``record`` when a run ends;
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
   ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
