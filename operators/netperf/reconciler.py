@@ -261,9 +261,11 @@ class NetperfReconciler:
         prior = [h for h in new.get("history") or [] if h.get("run") != item["run"]]  # a retried write
         verdict = schedule.verdict(prior, item, schedule.settings(spec))
         new = {**new, "history": schedule.appended(prior, item, limit)}
-        if verdict is None:
-            return new
         meta = body["metadata"]
+        if verdict is None:
+            if item["result"] == "Done":  # nothing to compare with yet: not a regression
+                self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(0)
+            return new
         new["regression"] = {
             "run": item["run"],
             "regressed": verdict.regressed,
