@@ -296,7 +296,7 @@ class NetperfReconciler:
     async def _finish(self, body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
         """Record the end of a run, then remove its pods (in that order: results first)."""
         meta = body["metadata"]
-        if new.get("run") is not None and new["status"] in status.FINISHED:
+        if new.get("scheduledTime") and new["status"] in status.FINISHED:  # a scheduled run
             new = self.record(body, new, self.clock.now())
         await self.api.status.write(body, new)
         self.failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
@@ -421,6 +421,9 @@ class NetperfReconciler:
             if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
                 # A new run: claim it first, so a restart continues it instead of starting another.
                 current = status.started(current=current, generation=generation, names=names, now=now)
+                # A schedule removed: the history stays, the run counter too (pod names of a
+                # later schedule never repeat), but this run is a one-off, not scheduled.
+                current.update(runSpec=None, scheduledTime=None, nextRunTime=None)
                 self.failed_gauge.labels(namespace, name).set(0)
                 # The status clears the last result for a new run; so does its series (it is keyed
                 # by name: it would show a predecessor's figure until this run is Done).
@@ -530,7 +533,12 @@ class NetperfReconciler:
                 await self._delete_pods(body, views)  # a crash's leftovers: no run is in progress
                 return wake
             # A run in progress, or just claimed: its key and its spec as claimed.
-            run = f"r{current['run']}" if current.get("run") else str(current.get("observedGeneration"))
+            # (A one-off run still going when a schedule was added has no scheduledTime: it ends as one.)
+            run = (
+                f"r{current['run']}"
+                if current.get("scheduledTime")
+                else str(current.get("observedGeneration"))
+            )
             spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
             delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
         except (SupersededError, ReconcileError):

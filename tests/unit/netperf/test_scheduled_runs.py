@@ -233,3 +233,28 @@ def test_the_history_is_bounded_and_the_object_stays_small_at_the_maximum():
     assert size < 64 * 1024, size
     widest = {**history[-1], "samples": [9_776_460_000.123456] * 10}
     assert len(json.dumps([widest] * 100)) < 64 * 1024
+
+
+def test_a_schedule_removed_runs_once_as_a_one_off_keeping_the_history():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": None}}))
+    assert "schedule" not in kube.object(NP_PATH)["spec"]
+    p.at(at(12, 3)).run()
+    assert pods(kube) == ["np-server-2"]  # generation 2's one-off run
+    assert "scheduledTime" not in p.status and "runSpec" not in p.status
+    names = desired.pod_names("np", 2)
+    p.kubelet(names.server, READY)
+    p.run()
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        names.client,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+        },
+    )
+    p.run()
+    assert p.status["status"] == "Done" and [h["run"] for h in p.status["history"]] == [1]
