@@ -10,6 +10,7 @@ from operators.netperf import schema
 from shared.api.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
+RESULT = (*NAMESPACED, "test_type")  # the labels of a per-result series
 
 DESCRIPTION = OperatorDescription(
     name="netperf",
@@ -52,6 +53,31 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
         MetricSpec(
             "netperf_tests_total", "counter", "Finished Netperf tests by result (done or error)", ("result",)
         ),
+        MetricSpec(
+            "netperf_result_throughput_bytes_per_second",
+            "gauge",
+            "Mean throughput of a Netperf's latest result (STREAM tests), by test type, in bytes per second",
+            RESULT,
+        ),
+        MetricSpec(
+            "netperf_result_transactions_per_second",
+            "gauge",
+            "Mean transactions per second of a Netperf's latest result (RR types; TCP_CRR: connections)",
+            RESULT,
+        ),
+        MetricSpec(
+            "netperf_result_latency_seconds",
+            "gauge",
+            "Latency percentiles of a Netperf's latest result (RR types), in seconds; percentile is "
+            "p50, p90 or p99 (not quantile: a gauge, not a summary)",
+            (*RESULT, "percentile"),
+        ),
+        MetricSpec(
+            "netperf_regressed",
+            "gauge",
+            "1 when a scheduled Netperf's latest result is a regression against its baseline, else 0",
+            RESULT,
+        ),
     ),
     alerts=(
         Alert(
@@ -63,9 +89,28 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
             description="The latest test of Netperf {{ $labels.namespace }}/{{ $labels.name }} failed; "
             "status.reason and status.message say why.",
         ),
+        Alert(
+            "NetperfRegressed",
+            "netperf_regressed == 1",
+            for_="0m",
+            severity="warning",
+            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ({{ $labels.test_type }}) regressed",
+            description="The latest scheduled result of Netperf {{ $labels.namespace }}/{{ $labels.name }} "
+            "is significantly below its baseline; its Regressed condition and status.regression give "
+            "the means, the change and the p-value.",
+        ),
     ),
     panels=(
         Panel("Netperf throughput", (("netperf_throughput_bytes_per_second", OBJECT),), "Bps"),
+        Panel(
+            "Netperf results (trend)",
+            (
+                ("netperf_result_throughput_bytes_per_second", OBJECT + " {{test_type}}"),
+                ("netperf_result_transactions_per_second", OBJECT + " {{test_type}} /s"),
+            ),
+            "short",
+        ),
+        Panel("Netperf regressions", (("netperf_regressed == 1", OBJECT + " {{test_type}}"),), "short"),
         Panel(
             "Netperf tests by result",
             (("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}"),),

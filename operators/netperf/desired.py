@@ -1,11 +1,13 @@
 """The pods of one Netperf run as plain dicts, and the view kept of observed pods (pure).
 
-A run is identified by the Netperf's UID and generation: its pods are ``<name>-server-<gen>``
-and ``<name>-client-<gen>`` (deterministic, so a restarted operator finds them instead of
-creating more; a spec change starts a new run whose pods cannot be confused with the old) and
-carry both in labels. The name alone is not enough: a Netperf deleted and re-created under the
-same name starts again at generation 1, and a pod of its predecessor's run (an orphan it adopted
-to delete, still Terminating) has the very names of its own run (:func:`of_run`).
+A run is identified by the Netperf's UID and generation (a scheduled Netperf's runs by their
+number instead, ``r<n>``, since a spec edit there does not start a run; :mod:`.schedule`): its
+pods are ``<name>-server-<gen>`` and ``<name>-client-<gen>`` (``<name>-server-r3``;
+deterministic, so a restarted operator finds them instead of creating more; a spec change starts
+a new run whose pods cannot be confused with the old) and carry both in labels. The name alone
+is not enough: a Netperf deleted and re-created under the same name starts again at generation
+1, and a pod of its predecessor's run (an orphan it adopted to delete, still Terminating) has
+the very names of its own run (:func:`of_run`).
 
 The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
 readiness probe on the control port. The client runs netperf ``samples`` times through a
@@ -29,7 +31,7 @@ from operators.netperf.schema import APP, DEFAULTS
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
-RUN_LABEL = "netperf.app.example.com/run"  # the generation a pod belongs to
+RUN_LABEL = "netperf.app.example.com/run"  # the run a pod belongs to: generation, or r<n> when scheduled
 UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
@@ -83,8 +85,13 @@ class PodNames:
     client: str
 
 
-def pod_names(name: str, generation: int) -> PodNames:
-    return PodNames(f"{name}-server-{generation}", f"{name}-client-{generation}")
+def pod_names(name: str, run: int | str) -> PodNames:
+    """The pods of run ``run``: the generation, or ``r<n>`` for a scheduled Netperf's n-th run."""
+    return PodNames(f"{name}-server-{run}", f"{name}-client-{run}")
+
+
+def run_key(owner: Mapping[str, Any], run: str | None = None) -> str:
+    return run if run is not None else str(owner["metadata"].get("generation", 0))
 
 
 def netperf_argv(spec: Mapping[str, Any], server_ip: str) -> list[str]:
@@ -106,12 +113,18 @@ def _node_affinity(node: str) -> dict[str, Any]:
 
 
 def _pod(
-    owner: Mapping[str, Any], name: str, component: str, container: dict[str, Any], affinity: dict[str, Any]
+    owner: Mapping[str, Any],
+    name: str,
+    component: str,
+    container: dict[str, Any],
+    affinity: dict[str, Any],
+    *,
+    run: str,
 ) -> dict[str, Any]:
     meta = owner["metadata"]
     labels = {
         **ownership.standard_labels(APP, meta["name"], component),
-        RUN_LABEL: str(meta.get("generation", 0)),
+        RUN_LABEL: run,
         UID_LABEL: str(meta.get("uid") or ""),
     }
     body: dict[str, Any] = {
@@ -144,9 +157,10 @@ def _pod(
     return ownership.adopt(body, owner, APP, component)
 
 
-def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | None = None) -> dict[str, Any]:
     spec = effective(spec)
-    names = pod_names(owner["metadata"]["name"], owner["metadata"].get("generation", 0))
+    run = run_key(owner, run)
+    names = pod_names(owner["metadata"]["name"], run)
     container = {
         "name": "netserver",
         "image": spec["image"],
@@ -155,13 +169,16 @@ def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, A
         "readinessProbe": {"tcpSocket": {"port": CONTROL_PORT}, "periodSeconds": 2},
     }
     affinity = _node_affinity(spec["serverNode"]) if spec.get("serverNode") else {}
-    return _pod(owner, names.server, "server", container, affinity)
+    return _pod(owner, names.server, "server", container, affinity, run=run)
 
 
-def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str) -> dict[str, Any]:
+def client_pod(
+    owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str, run: str | None = None
+) -> dict[str, Any]:
     spec = effective(spec)
     meta = owner["metadata"]
-    names = pod_names(meta["name"], meta.get("generation", 0))
+    run = run_key(owner, run)
+    names = pod_names(meta["name"], run)
     container = {
         "name": "netperf",
         "image": spec["image"],
@@ -187,7 +204,7 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
             "matchLabels": {
                 ownership.INSTANCE: meta["name"],
                 ownership.COMPONENT: "server",
-                RUN_LABEL: str(meta.get("generation", 0)),
+                RUN_LABEL: run,
                 # This run's server, not a predecessor's of the same name still terminating.
                 UID_LABEL: str(meta.get("uid") or ""),
             }
@@ -195,7 +212,7 @@ def client_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], server_ip: str
         term = {"labelSelector": server_selector, "topologyKey": "kubernetes.io/hostname"}
         kind = "podAffinity" if spec["placement"] == "SameNode" else "podAntiAffinity"
         affinity = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    return _pod(owner, names.client, "client", container, affinity)
+    return _pod(owner, names.client, "client", container, affinity, run=run)
 
 
 @dataclass(frozen=True)
@@ -262,11 +279,11 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
     )
 
 
-def of_run(pod: PodView, owner_uid: str, generation: int) -> bool:
+def of_run(pod: PodView, owner_uid: str, run: int | str) -> bool:
     """Whether ``pod`` was created for this run of this Netperf (not only named like it).
 
     Controlled by the Netperf is not enough: an adopted orphan of a predecessor of the same name
     is controlled by it too, until it is gone. Pods without the UID label (made by an operator
     from before it) count by generation, so an upgrade mid-run continues the run.
     """
-    return pod.run == str(generation) and pod.created_for in ("", owner_uid)
+    return pod.run == str(run) and pod.created_for in ("", owner_uid)

@@ -15,6 +15,12 @@ its cache or gets AlreadyExists when creating them. Each pass moves a run at mos
     deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
     Done/Error -> pods deleted; then nothing at all happens until the spec changes
 
+A Netperf with ``spec.schedule`` runs the same steps once per due time instead
+(:meth:`NetperfReconciler.scheduled`; the rules are :mod:`.schedule`'s): its runs are numbered
+(``status.run``), their pods named by that number and made from ``status.runSpec``, and each
+result goes into ``status.history`` and is judged for a regression (:meth:`NetperfReconciler.record`).
+The pass wakes at the next due time.
+
 The final status is written before the pods are deleted: results are never lost, and pods a
 crash left behind are deleted by the next pass (from the cache, without API reads).
 """
@@ -28,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.netperf import desired, status
+from operators.netperf import desired, schedule, status
 from operators.netperf.api import NetperfAPI
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView
@@ -107,6 +113,7 @@ class Pass:
     timeout: int
     remaining: float
     reconciler: NetperfReconciler
+    run: str  # the run's key (desired.of_run): the generation, or r<n> when scheduled
 
     @property
     def namespace(self) -> str:
@@ -164,7 +171,7 @@ class Pass:
             await self.fail("PodConflict", f"a pod named {name} exists and is not ours")
             return False
         view = desired.pod_view(pod)
-        if not desired.of_run(view, self.body["metadata"]["uid"], self.generation):
+        if not desired.of_run(view, self.body["metadata"]["uid"], self.run):
             # Ours, but not made for this run: an orphan of a predecessor of the same name,
             # adopted and deleted, still Terminating. Its output is the old object's result;
             # wait for the name (its deletion wakes this Netperf).
@@ -199,6 +206,11 @@ class NetperfReconciler:
         self.throughput_gauge = ctx.metrics.gauge("netperf_throughput_bytes_per_second")
         self.failed_gauge = ctx.metrics.gauge("netperf_failed")
         self.tests_total = ctx.metrics.counter("netperf_tests_total")
+        # A series per result, labelled with the test type: scraped after each run, the trend.
+        self.result_throughput = ctx.metrics.gauge("netperf_result_throughput_bytes_per_second")
+        self.result_rate = ctx.metrics.gauge("netperf_result_transactions_per_second")
+        self.result_latency = ctx.metrics.gauge("netperf_result_latency_seconds")
+        self.regressed_gauge = ctx.metrics.gauge("netperf_regressed")
 
     def watches(self) -> Sequence[Watch]:
         return [self.ctx.owns(POD, self.pods)]
@@ -224,12 +236,73 @@ class NetperfReconciler:
             if not pod.deleting and await self.api.delete_pod(namespace, pod.name, pod.uid):
                 self._event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
 
+    def _result_series(self, body: Mapping[str, Any], new: Mapping[str, Any], test_type: str) -> None:
+        """The Done run's figures as the per-result series (namespace, name, test type)."""
+        labels = (body["metadata"]["namespace"], body["metadata"]["name"], test_type)
+        if new.get("speedBitsPerSec") is not None:
+            self.result_throughput.labels(*labels).set(new["speedBitsPerSec"] / 8)
+        if (rate := (new.get("transactionsPerSec") or {}).get("mean")) is not None:
+            self.result_rate.labels(*labels).set(rate)
+        for percentile, value in (new.get("latencySeconds") or {}).items():
+            if percentile.startswith("p"):  # p50, p90, p99 (not the mean)
+                self.result_latency.labels(*labels, percentile).set(value)
+
+    def _clear_result_series(self, namespace: str, name: str) -> None:
+        for gauge in (self.result_throughput, self.result_rate, self.result_latency):
+            gauge.remove_by_labels({"namespace": namespace, "name": name})
+
+    def record(self, body: Mapping[str, Any], new: dict[str, Any], now: datetime.datetime) -> dict[str, Any]:
+        """A scheduled run's end: its entry in the history, and the regression verdict on it."""
+        spec = body.get("spec") or {}
+        sched, _ = schedule.parse(spec)
+        limit = sched.history_limit if sched is not None else schedule.DEFAULT_HISTORY
+        run_spec = desired.effective(new.get("runSpec") or spec)
+        item = schedule.entry(new, run=int(new["run"]), test_type=str(run_spec["testType"]))
+        prior = [h for h in new.get("history") or [] if h.get("run") != item["run"]]  # a retried write
+        verdict = schedule.verdict(prior, item, schedule.settings(spec))
+        new = {**new, "history": schedule.appended(prior, item, limit)}
+        meta = body["metadata"]
+        if verdict is None:
+            if item["result"] == "Done":  # nothing to compare with yet: not a regression
+                self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(0)
+            return new
+        new["regression"] = {
+            "run": item["run"],
+            "regressed": verdict.regressed,
+            "baselineMean": verdict.old_mean,
+            "mean": verdict.new_mean,
+            "changePercent": round(verdict.change_percent, 2),
+            "pValue": float(f"{verdict.p_value:.4g}"),
+            "baselineSamples": verdict.baseline_samples,
+        }
+        reason = "Regressed" if verdict.regressed else "WithinBaseline"
+        message = f"run {item['run']} ({item['testType']}): {verdict.summary()}"
+        condition = conditions.make(
+            schedule.REGRESSED,
+            verdict.regressed,
+            reason,
+            message,
+            generation=meta.get("generation", 0),
+            now=now,
+        )
+        new["conditions"] = conditions.set_all(new.get("conditions"), condition)
+        self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(
+            1 if verdict.regressed else 0
+        )
+        if verdict.regressed:
+            self._event(body, "Regressed", message, "Warning")
+        return new
+
     async def _finish(self, body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
         """Record the end of a run, then remove its pods (in that order: results first)."""
         meta = body["metadata"]
+        if new.get("scheduledTime") and new["status"] in status.FINISHED:  # a scheduled run
+            new = self.record(body, new, self.clock.now())
         await self.api.status.write(body, new)
         self.failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
         if new["status"] == "Done":
+            test_type = desired.effective(new.get("runSpec") or body.get("spec") or {})["testType"]
+            self._result_series(body, new, str(test_type))
             if new.get("speedBitsPerSec") is not None:
                 self.throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
             complete = conditions.get(new["conditions"], status.COMPLETE)
@@ -248,7 +321,7 @@ class NetperfReconciler:
             return None
         if server is not None and server.ready and server.ip and server.phase == "Running":
             if not await p.create(
-                desired.client_pod(p.body, p.spec, server.ip), f"client pod {names.client}"
+                desired.client_pod(p.body, p.spec, server.ip, p.run), f"client pod {names.client}"
             ):
                 return None
             summary = f"client pod {names.client} running {p.spec['testType']} against {server.ip}"
@@ -261,7 +334,7 @@ class NetperfReconciler:
             await p.fail(*_server_timeout(server, p.timeout))
             return None
         if server is None and not await p.create(
-            desired.server_pod(p.body, p.spec), f"server pod {names.server}"
+            desired.server_pod(p.body, p.spec, p.run), f"server pod {names.server}"
         ):
             return None
         if p.current["status"] == "Initial":
@@ -292,7 +365,7 @@ class NetperfReconciler:
             if (
                 found is not None
                 and ownership.is_controlled_by(found, uid)
-                and desired.of_run(desired.pod_view(found), uid, p.generation)
+                and desired.of_run(desired.pod_view(found), uid, p.run)
             ):
                 self.pods.observe("MODIFIED", found)
                 p.server = desired.pod_view(found)
@@ -303,7 +376,7 @@ class NetperfReconciler:
         if client is None:
             server_ip = p.current.get("serverIP") or (p.server.ip if p.server else None) or ""
             if not await p.create(
-                desired.client_pod(p.body, p.spec, server_ip), f"client pod {p.names.client}"
+                desired.client_pod(p.body, p.spec, server_ip, p.run), f"client pod {p.names.client}"
             ):
                 return None
         return p.remaining
@@ -316,8 +389,13 @@ class NetperfReconciler:
         current = self.api.status.current(body)
         spec = desired.effective(body.get("spec") or {})
         views: list[PodView] = self.pods.children(namespace, uid)
+        sched, schedule_errors = schedule.parse(spec)
 
-        if current.get("status") in status.FINISHED and current.get("observedGeneration") == generation:
+        if (
+            current.get("status") in status.FINISHED
+            and current.get("observedGeneration") == generation
+            and (sched is None or current.get("reason") == "InvalidSpec")
+        ):
             # Nothing to do but leftovers of a crash between the final status and the deletes.
             if current.get("speedBitsPerSec") is not None:
                 self.throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"] / 8)
@@ -327,7 +405,7 @@ class NetperfReconciler:
 
         errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(name, service=False)
         if not errors:  # the CEL rules, for objects that reached us without them
-            errors = combination_errors(spec)
+            errors = combination_errors(body.get("spec") or {}) + schedule_errors
         if errors:
             message = "; ".join(map(str, errors))
             new = status.error(
@@ -336,45 +414,138 @@ class NetperfReconciler:
             await self._finish(body, new, views)
             return None
 
+        if sched is not None:
+            return await self.scheduled(body, sched, current, views, now)
         names = desired.pod_names(name, generation)
         try:
             if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
                 # A new run: claim it first, so a restart continues it instead of starting another.
                 current = status.started(current=current, generation=generation, names=names, now=now)
+                # A schedule removed: the history stays, the run counter too (pod names of a
+                # later schedule never repeat), but this run is a one-off, not scheduled.
+                current.update(runSpec=None, scheduledTime=None, nextRunTime=None)
                 self.failed_gauge.labels(namespace, name).set(0)
                 # The status clears the last result for a new run; so does its series (it is keyed
                 # by name: it would show a predecessor's figure until this run is Done).
                 with contextlib.suppress(KeyError):
                     self.throughput_gauge.remove(namespace, name)
+                self._clear_result_series(namespace, name)
                 await self.api.status.write(body, current)
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
                 if int(spec["parallel"]) > 1:
                     what += f", {spec['parallel']} parallel streams"
                 self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             # Pods of earlier runs: of an older generation, or adopted from a predecessor.
-            await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, generation)])
-
-            timeout = desired.timeout_seconds(spec)
-            started_at = _parse_time(current.get("startedAt")) or now
-            mine = {p.name: p for p in views if desired.of_run(p, uid, generation)}
-            run = Pass(
-                body=body,
-                spec=spec,
-                current=current,
-                names=names,
-                views=views,
-                server=mine.get(names.server),
-                client=mine.get(names.client),
-                now=now,
-                timeout=timeout,
-                remaining=(started_at + datetime.timedelta(seconds=timeout) - now).total_seconds(),
-                reconciler=self,
+            return await self._step(
+                body, spec=spec, current=current, views=views, run=str(generation), now=now
             )
-            if current["status"] in ("Initial", "Server"):
-                return await self.server_step(run)
-            return await self.test_step(run)
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
             self._event(body, "FailedUpdate", reason_of(exc), "Warning")
             raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
+
+    async def _step(
+        self,
+        body: Mapping[str, Any],
+        *,
+        spec: dict[str, Any],
+        current: dict[str, Any],
+        views: list[PodView],
+        run: str,
+        now: datetime.datetime,
+    ) -> float | None:
+        """One step of the claimed run ``run``, after deleting the pods of other runs."""
+        uid = body["metadata"]["uid"]
+        names = desired.pod_names(body["metadata"]["name"], run)
+        # Pods of earlier runs: of an older generation or run number, or adopted from a predecessor.
+        await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, run)])
+        timeout = desired.timeout_seconds(spec)
+        started_at = _parse_time(current.get("startedAt")) or now
+        mine = {p.name: p for p in views if desired.of_run(p, uid, run)}
+        p = Pass(
+            body=body,
+            spec=spec,
+            current=current,
+            names=names,
+            views=views,
+            server=mine.get(names.server),
+            client=mine.get(names.client),
+            now=now,
+            timeout=timeout,
+            remaining=(started_at + datetime.timedelta(seconds=timeout) - now).total_seconds(),
+            reconciler=self,
+            run=run,
+        )
+        if current["status"] in ("Initial", "Server"):
+            return await self.server_step(p)
+        return await self.test_step(p)
+
+    async def scheduled(
+        self,
+        body: Mapping[str, Any],
+        sched: schedule.Schedule,
+        current: dict[str, Any],
+        views: list[PodView],
+        now: datetime.datetime,
+    ) -> float | None:
+        """A scheduled Netperf's pass: deal with due times, then step the run in progress (if any);
+        wakes at the next due time or the run's deadline, whichever is first."""
+        meta = body["metadata"]
+        namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation", 0)
+        running = current.get("status") in status.RUNNING
+        anchor = (
+            _parse_time(current.get("lastScheduleTime")) or _parse_time(meta.get("creationTimestamp")) or now
+        )
+        decision = schedule.decide(sched, anchor, now, running=running)
+        book: dict[str, Any] = {"observedGeneration": generation} if not running else {}
+        if decision.consumed is not None:
+            book["lastScheduleTime"] = conditions.rfc3339(decision.consumed)
+        if any(decision.skipped.values()):
+            book["skippedRuns"] = schedule.add_skipped(current.get("skippedRuns"), decision.skipped)
+            what = ", ".join(f"{n} {reason}" for reason, n in decision.skipped.items() if n)
+            self._event(body, "RunSkipped", f"due times skipped: {what}")
+        book["nextRunTime"] = conditions.rfc3339(decision.next_time) if decision.next_time else None
+        wake = (decision.next_time - now).total_seconds() if decision.next_time else None
+        try:
+            if decision.start is not None:
+                number = int(current.get("run") or 0) + 1
+                run = f"r{number}"
+                names = desired.pod_names(name, run)
+                current = {
+                    **status.started(current=current, generation=generation, names=names, now=now),
+                    **book,
+                    "run": number,
+                    "runSpec": schedule.run_spec(desired.effective(body.get("spec") or {})),
+                    "scheduledTime": conditions.rfc3339(decision.start),
+                }
+                self.failed_gauge.labels(namespace, name).set(0)
+                await self.api.status.write(body, current)
+                spec = desired.effective(current["runSpec"])
+                what = f"run {number} (due {current['scheduledTime']}): {spec['testType']}, "
+                what += f"{spec['samples']} x {spec['duration']}s"
+                self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
+            elif running:  # due times met during the run, the next one: written only when changed
+                current = {**current, **book}
+                await self.api.status.write(body, current)
+            else:
+                await self.api.status.write(body, {**current, **book})
+                await self._delete_pods(body, views)  # a crash's leftovers: no run is in progress
+                return wake
+            # A run in progress, or just claimed: its key and its spec as claimed.
+            # (A one-off run still going when a schedule was added has no scheduledTime: it ends as one.)
+            run = (
+                f"r{current['run']}"
+                if current.get("scheduledTime")
+                else str(current.get("observedGeneration"))
+            )
+            spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
+            delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
+        except (SupersededError, ReconcileError):
+            raise
+        except Exception as exc:
+            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
+        if delay is None:
+            return wake
+        return delay if wake is None else min(delay, wake)

@@ -12,6 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 import shared
+
+# The scheduling fields and their limits live with the rules that use them (pure, no CRD import).
+from operators.netperf.schedule import (
+    DEFAULT_BASELINE_RUNS,
+    DEFAULT_HISTORY,
+    DEFAULT_MIN_CHANGE_PERCENT,
+    DEFAULT_P_VALUE,
+    MAX_BASELINE_RUNS,
+    MAX_BASELINE_SAMPLES,
+    MAX_HISTORY,
+    SCHEDULE_FIELDS,
+    SKIP_REASONS,
+)
 from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import IMAGE, NODE_NAME, FieldError, name_rules
 
@@ -56,6 +69,19 @@ _RUNS_FIT = (
     "fit the client's 4 KiB termination message",
 )
 
+# Fields that only mean something with a schedule: (field, CEL rule, message).
+_NEEDS_SCHEDULE = tuple(
+    (f, f"has(self.schedule) || !has(self.{f})", f"{f} needs spec.schedule: it is about repeated runs")
+    for f in ("timeZone", "window", "suspend", "startingDeadlineSeconds", "historyLimit", "regression")
+)
+_WINDOW_NOT_EMPTY = (
+    "self.startHour != self.endHour",
+    "window: startHour and endHour must differ (an empty window would never start a run; "
+    "for no window, leave it out)",
+)
+_HOUR = {"type": "integer", "minimum": 0, "maximum": 23}
+_TIME = {"type": "string", "format": "date-time"}
+
 _NODE = {
     "type": "string",
     "maxLength": 253,
@@ -70,6 +96,7 @@ SPEC_SCHEMA: dict[str, Any] = {
     "x-kubernetes-validations": [
         ratcheting_rule(*_STREAMS_ONLY, fieldPath=".parallel"),
         ratcheting_rule(*_RUNS_FIT, fieldPath=".parallel"),
+        *(ratcheting_rule(rule, message, fieldPath=f".{f}") for f, rule, message in _NEEDS_SCHEDULE),
     ],
     "properties": {
         "serverNode": {**_NODE, "description": "Node for the server pod (default: the scheduler picks)."},
@@ -135,6 +162,106 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "Longest time from start to result before the test ends in Error "
                 "(default: 60 + samples * (duration + 15))."
             ),
+        },
+        "schedule": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128,
+            # The shape only; each field's values are checked by the operator (Degraded, InvalidSpec).
+            "pattern": r"^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$",
+            "description": (
+                "Run repeatedly, at the times of this standard 5-field cron expression (minute hour "
+                "day-of-month month day-of-week, or @hourly/@daily/@weekly/@monthly/@yearly), on "
+                "the wall clock of timeZone. Never two runs at once: a time that comes while a run "
+                "is in progress is skipped and counted in status.skippedRuns. Each result is kept "
+                "in status.history and judged for a regression. Without it: one run per spec change."
+            ),
+        },
+        "timeZone": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$",
+            "description": "IANA time zone of schedule and window, e.g. Europe/Berlin (default UTC).",
+        },
+        "window": {
+            "type": "object",
+            "description": (
+                "Quiet window: a scheduled run starts only between startHour and endHour "
+                "(exclusive) on the wall clock of timeZone; endHour < startHour crosses midnight "
+                "(22 -> 6). A time outside it is skipped (status.skippedRuns.outsideWindow), not deferred."
+            ),
+            "required": ["startHour", "endHour"],
+            "x-kubernetes-validations": [{"rule": _WINDOW_NOT_EMPTY[0], "message": _WINDOW_NOT_EMPTY[1]}],
+            "properties": {
+                "startHour": {**_HOUR, "description": "Hour the window opens (0-23)."},
+                "endHour": {**_HOUR, "description": "Hour the window closes, exclusive (0-23)."},
+            },
+        },
+        "suspend": {
+            "type": "boolean",
+            "description": (
+                "No scheduled run starts while true (a run in progress finishes); the times that "
+                "pass are counted in status.skippedRuns.suspended and not caught up on afterwards."
+            ),
+        },
+        "startingDeadlineSeconds": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 31536000,
+            "description": (
+                "As in CronJob: a due time not started within this many seconds (the operator was "
+                "down) is skipped. Without it, after any downtime the latest missed time runs once "
+                "at once and the earlier ones are skipped (status.skippedRuns.missed)."
+            ),
+        },
+        "historyLimit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_HISTORY,
+            "description": f"Results kept in status.history, newest last (default {DEFAULT_HISTORY}).",
+        },
+        "regression": {
+            "type": "object",
+            "description": (
+                "How a scheduled result is judged: regressed when its mean is at least "
+                "minChangePercent below the baseline's and Welch's one-sided t-test on the samples "
+                "gives p < pValue. Sets the Regressed condition, a Warning Event and "
+                "netperf_regressed."
+            ),
+            "properties": {
+                "baselineRuns": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_BASELINE_RUNS,
+                    "description": (
+                        "The baseline is the samples of this many previous results of the same "
+                        f"test type (default {DEFAULT_BASELINE_RUNS})."
+                    ),
+                },
+                "baseline": {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": MAX_BASELINE_SAMPLES,
+                    "items": {"type": "number", "minimum": 0},
+                    "description": (
+                        "A pinned baseline instead: samples in the headline unit (bits/s for STREAM "
+                        "tests, transactions/s or connections/s), e.g. copied from a history entry."
+                    ),
+                },
+                "minChangePercent": {
+                    "type": "number",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "description": f"Smallest drop that counts (default {DEFAULT_MIN_CHANGE_PERCENT:g} %).",
+                },
+                "pValue": {
+                    "type": "number",
+                    "minimum": 0.0001,
+                    "maximum": 0.5,
+                    "description": f"Significance level of the t-test (default {DEFAULT_P_VALUE}).",
+                },
+            },
         },
         "placement": {
             "type": "string",
@@ -218,6 +345,71 @@ STATUS_SCHEMA: dict[str, Any] = {
         "retransmits": {"type": "integer", "description": "TCP retransmissions by the sender, all samples."},
         "observedGeneration": {"type": "integer"},
         "conditions": CONDITIONS_SCHEMA,
+        "run": {"type": "integer", "description": "Scheduled: the number of the latest run (1, 2, ...)."},
+        "runSpec": {
+            "type": "object",
+            "description": "Scheduled: the test fields of spec as the latest run started (its pods' spec).",
+            # spec's test fields, without defaults and rules: a copy of what was admitted.
+            "properties": {
+                k: {kk: vv for kk, vv in v.items() if kk not in ("default", "x-kubernetes-validations")}
+                for k, v in SPEC_SCHEMA["properties"].items()
+                if k not in SCHEDULE_FIELDS
+            },
+        },
+        "scheduledTime": {**_TIME, "description": "Scheduled: the due time the latest run started for."},
+        "lastScheduleTime": {
+            **_TIME,
+            "description": "Scheduled: the latest due time dealt with (run or skipped).",
+        },
+        "nextRunTime": {**_TIME, "description": "Scheduled: the next due time."},
+        "skippedRuns": {
+            "type": "object",
+            "description": (
+                "Scheduled: due times that started no run, by reason: overlapping (a run was in "
+                "progress), missed (passed while the operator was down; all but the latest, or "
+                "all with startingDeadlineSeconds), outsideWindow, suspended."
+            ),
+            "properties": {r: {"type": "integer"} for r in SKIP_REASONS},
+        },
+        "history": {
+            "type": "array",
+            "maxItems": MAX_HISTORY,
+            "description": (
+                "Scheduled: the latest results, newest last (at most spec.historyLimit): the "
+                "headline figure's mean, 95% CI and samples (unit bitsPerSec or perSec), p99 "
+                "latency of the RR types, or the error's reason."
+            ),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "run": {"type": "integer"},
+                    "scheduledTime": _TIME,
+                    "completedAt": _TIME,
+                    "testType": {"type": "string"},
+                    "result": {"type": "string", "enum": ["Done", "Error"]},
+                    "reason": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["bitsPerSec", "perSec"]},
+                    "mean": {"type": "number"},
+                    "ci95Low": {"type": "number"},
+                    "ci95High": {"type": "number"},
+                    "samples": {"type": "array", "maxItems": 10, "items": {"type": "number"}},
+                    "p99Seconds": {"type": "number"},
+                },
+            },
+        },
+        "regression": {
+            "type": "object",
+            "description": "Scheduled: the latest result judged against its baseline (see spec.regression).",
+            "properties": {
+                "run": {"type": "integer"},
+                "regressed": {"type": "boolean"},
+                "baselineMean": {"type": "number"},
+                "mean": {"type": "number"},
+                "changePercent": {"type": "number"},
+                "pValue": {"type": "number"},
+                "baselineSamples": {"type": "integer"},
+            },
+        },
     },
 }
 
@@ -231,6 +423,12 @@ def combination_errors(spec: dict[str, Any]) -> list[FieldError]:
         errors.append(FieldError("spec.parallel", _STREAMS_ONLY[1]))
     if int(full["parallel"]) * int(full["samples"]) > MAX_RUNS:
         errors.append(FieldError("spec.parallel", _RUNS_FIT[1]))
+    for f, _rule, message in _NEEDS_SCHEDULE:
+        if spec.get(f) is not None and not spec.get("schedule"):
+            errors.append(FieldError(f"spec.{f}", message))
+    window = spec.get("window") or {}
+    if window and window.get("startHour") == window.get("endHour"):
+        errors.append(FieldError("spec.window", _WINDOW_NOT_EMPTY[1]))
     return errors
 
 
@@ -269,6 +467,9 @@ CRD = CRDSpec(
         },
         {"name": "Streams", "type": "integer", "jsonPath": ".spec.parallel", "priority": 1},
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+        {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule", "priority": 1},
+        {"name": "Runs", "type": "integer", "jsonPath": ".status.run", "priority": 1},
+        {"name": "Next", "type": "date", "jsonPath": ".status.nextRunTime", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ),
     object_validations=name_rules(),

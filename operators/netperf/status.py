@@ -10,6 +10,8 @@ results. Conditions:
 - ``Complete``: True once results are recorded;
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
   the field paths for a spec the schema rejects), False otherwise;
+- ``Regressed`` (scheduled Netperfs, :mod:`.schedule`): the latest result judged against its
+  baseline, set by the reconciler's ``record`` when a run ends;
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
   ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
@@ -163,7 +165,7 @@ def error(
 
 
 class FinishedRuns:
-    """Which runs (object UID, generation) this process has seen finish, to count each once.
+    """Which runs (object UID, generation, run number) this process has seen finish, to count each once.
 
     Counting where the final status is written counted a run twice when that write timed out
     client-side but had succeeded (the retry wrote, and counted, again). Counting what the
@@ -172,7 +174,7 @@ class FinishedRuns:
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
+        self._seen: dict[str, tuple[int, int]] = {}
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> str | None:
         """The result label to count ("done"/"error") when this event shows a new finish."""
@@ -183,10 +185,11 @@ class FinishedRuns:
             return None
         if st.get("status") not in FINISHED or st.get("observedGeneration") is None:
             return None
-        generation = int(st["observedGeneration"])
-        if self._seen.get(uid) == generation:
+        # A scheduled Netperf finishes many runs in one generation: each is its number.
+        run = (int(st["observedGeneration"]), int(st.get("run") or 0))
+        if self._seen.get(uid) == run:
             return None
-        self._seen[uid] = generation
+        self._seen[uid] = run
         if event_type is None:
             return None
         return "done" if st["status"] == "Done" else "error"

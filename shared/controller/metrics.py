@@ -267,9 +267,12 @@ class Metrics:
     def forget_object(self, namespace: str, name: str) -> None:
         """Drop an object's series from every namespace/name metric (it was deleted)."""
         for metric_name, metric in self._made.items():
-            if self.specs[metric_name].labels == NAMESPACED:
+            labels = self.specs[metric_name].labels
+            if labels == NAMESPACED:
                 with contextlib.suppress(KeyError):  # no series for this object
                     metric.remove(namespace, name)
+            elif labels[: len(NAMESPACED)] == NAMESPACED:  # per object and more (e.g. test type)
+                metric.remove_by_labels({"namespace": namespace, "name": name})
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)

@@ -85,3 +85,10 @@ def fixture(name: str) -> str:
 
 def mbits(text: str) -> list[float]:
     return [float(v) for v in re.findall(r"^THROUGHPUT=(.*)$", text, re.M)]
+
+
+def scaled(text: str, factor: float) -> str:
+    """Client output with every throughput multiplied by ``factor`` (a slower or faster link)."""
+    return re.sub(
+        r"^THROUGHPUT=(.*)$", lambda m: f"THROUGHPUT={float(m.group(1)) * factor:.2f}", text, flags=re.M
+    )

@@ -120,6 +120,17 @@ def test_live_metrics_pass_promtool_check_metrics(cluster, watched, operators):
     s = netperfs.in_test(cluster, watched, "lint")
     netperfs.finish_client(cluster, watched, s["clientPod"], netperfs.fixture("tcp_stream"))
     netperfs.phase_is(cluster, watched, "lint", "Done")
+    # The RR families (transactions/s, latency percentiles) and a scheduled run's (regressed).
+    netperfs.create(cluster, watched, "lint-rr", {"samples": 1, "testType": "TCP_RR"})
+    s = netperfs.in_test(cluster, watched, "lint-rr")
+    netperfs.finish_client(cluster, watched, s["clientPod"], netperfs.fixture("tcp_rr").split("SAMPLE=1")[0])
+    netperfs.phase_is(cluster, watched, "lint-rr", "Done")
+    netperfs.create(cluster, watched, "lint-cron", {"samples": 1, "schedule": "* * * * *"})
+    s = netperfs.in_test(cluster, watched, "lint-cron")  # within a minute: the next due time
+    netperfs.finish_client(
+        cluster, watched, s["clientPod"], netperfs.fixture("tcp_stream").split("SAMPLE=1")[0]
+    )
+    netperfs.phase_is(cluster, watched, "lint-cron", "Done")
 
     promtool = shutil.which("promtool")
     assert promtool

@@ -76,6 +76,7 @@ def leaders(*status: str) -> list[dict]:
 
 NP = 'netperf_failed{namespace="lab", name="np"}'
 TD = 'tdset_degraded{namespace="shop", name="web"}'
+NR = 'netperf_regressed{namespace="lab", name="np", test_type="TCP_RR"}'
 SCENARIOS = [
     # (alert, input series, eval time, labels when it fires or None when it must not, $value)
     ("K8sOperatorsPyOperatorDown", WEB_DOWN, "6m", WEB_LABELS, ""),
@@ -99,6 +100,14 @@ SCENARIOS = [
     ("K8sOperatorsPyReconcileErrorsHigh", reconciles(3), "25m", None, ""),  # ~5%: below 10%
     ("NetperfTestFailed", [series(NP, "1x5")], "1m", {"namespace": "lab", "name": "np"}, ""),
     ("NetperfTestFailed", [series(NP, "0x5")], "1m", None, ""),
+    (
+        "NetperfRegressed",
+        [series(NR, "1x5")],
+        "1m",
+        {"namespace": "lab", "name": "np", "test_type": "TCP_RR"},
+        "",
+    ),
+    ("NetperfRegressed", [series(NR, "1x2 0x3")], "4m", None, ""),  # a later result within the baseline
     ("TDSetDegraded", [series(TD, "1x20")], "11m", {"namespace": "shop", "name": "web"}, ""),
     ("TDSetDegraded", [series(TD, "1x5 0x15")], "11m", None, ""),  # recovered before 10 min
 ]

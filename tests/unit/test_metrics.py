@@ -94,3 +94,15 @@ def test_promtool_check_catches_a_bad_name():
     assert 'use base unit "bytes" instead of "bits"' in promtool_check(
         every_family_sampled("netperf", (bad,))
     )
+
+
+def test_a_deleted_objects_series_go_also_where_they_have_more_labels_than_namespace_and_name():
+    m = Metrics(domain=description("netperf").metrics)
+    m.gauge("netperf_failed").labels("ns", "np").set(1)
+    m.gauge("netperf_regressed").labels("ns", "np", "TCP_STREAM").set(1)
+    m.gauge("netperf_result_latency_seconds").labels("ns", "np", "TCP_RR", "p99").set(0.001)
+    m.gauge("netperf_regressed").labels("ns", "other", "TCP_STREAM").set(0)
+    m.forget_object("ns", "np")
+    text = m.exposition().decode()
+    assert 'name="np"' not in text
+    assert 'netperf_regressed{name="other",namespace="ns",test_type="TCP_STREAM"} 0.0' in text

@@ -28,3 +28,15 @@ def test_a_listing_records_without_counting_and_deletion_forgets():
     assert (
         runs.observe("ADDED", netperf("Error", uid="u1")) == "error"
     )  # same UID can't recur; the map is clean
+
+
+def test_each_scheduled_run_of_one_generation_counts_once():
+    runs = FinishedRuns()
+    meta = {"uid": "u", "name": "np", "namespace": "ns"}
+
+    def body(run: int, phase: str = "Done") -> dict:
+        return {"metadata": meta, "status": {"status": phase, "observedGeneration": 1, "run": run}}
+
+    assert runs.observe("MODIFIED", body(1)) == "done"
+    assert runs.observe("MODIFIED", body(1)) is None
+    assert runs.observe("MODIFIED", body(2, "Error")) == "error"

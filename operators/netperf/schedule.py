@@ -1,0 +1,240 @@
+"""When a scheduled Netperf runs, and what its history and regression verdict say (pure).
+
+A Netperf with ``spec.schedule`` (:mod:`.cron`, on the wall clock of ``spec.timeZone``) runs
+again at each due time. The rules (also in docs/operators/netperf.md):
+
+- **No overlap.** A due time that comes while a run is in progress is skipped, and counted in
+  ``status.skippedRuns.overlapping``.
+- **Catch-up: one run, not many.** Due times are consumed in order from
+  ``status.lastScheduleTime`` (at first, the object's creation). If several passed unseen (the
+  operator was down across them), only the latest one runs, at once; the earlier ones are
+  counted in ``skippedRuns.missed``. With ``startingDeadlineSeconds`` (as in CronJob) even the
+  latest is skipped (``missed``) when it is older than that.
+- **Quiet window.** With ``spec.window`` (``startHour``/``endHour``, TDSet's grammar: the wall
+  clock of ``timeZone``, end exclusive, ``end < start`` crosses midnight), a due time outside
+  the window starts no run (``skippedRuns.outsideWindow``); it is not deferred.
+- **Suspend.** While ``spec.suspend`` is true no run starts; due times pass and are counted
+  (``skippedRuns.suspended``), and resuming does not catch up on them. A run in progress when
+  suspended finishes.
+- **A run is its spec as claimed.** The run's test fields are copied into ``status.runSpec``
+  when it starts and its pods are made from that copy: an edit mid-run (a new schedule, another
+  test type) applies from the next run and never mixes two specs in one result.
+
+Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
+its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
+transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
+the error's reason. Each result is judged against a baseline (:mod:`.regression`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.netperf import cron, regression
+from shared.api.validation import FieldError
+
+DEFAULT_TIME_ZONE = "UTC"
+DEFAULT_HISTORY = 24
+MAX_HISTORY = 100
+DEFAULT_BASELINE_RUNS = 5
+MAX_BASELINE_RUNS = 20
+DEFAULT_MIN_CHANGE_PERCENT = 10.0
+DEFAULT_P_VALUE = 0.05
+MAX_BASELINE_SAMPLES = 100
+# The spec fields that are about when to run, not what: everything else is the test, copied into
+# status.runSpec when a run starts.
+SCHEDULE_FIELDS = (
+    "schedule",
+    "timeZone",
+    "window",
+    "suspend",
+    "startingDeadlineSeconds",
+    "historyLimit",
+    "regression",
+)
+SKIP_REASONS = ("overlapping", "missed", "outsideWindow", "suspended")
+REGRESSED = "Regressed"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    cron: cron.Cron
+    zone: zoneinfo.ZoneInfo
+    window: tuple[int, int] | None = None  # start, end hour (end exclusive)
+    suspend: bool = False
+    deadline: datetime.timedelta | None = None
+    history_limit: int = DEFAULT_HISTORY
+
+    def in_window(self, now: datetime.datetime) -> bool:
+        if self.window is None:
+            return True
+        start, end = self.window
+        hour = now.astimezone(self.zone).hour
+        return start <= hour < end if start < end else (hour >= start or hour < end)
+
+
+def parse(spec: Mapping[str, Any]) -> tuple[Schedule | None, list[FieldError]]:
+    """The schedule of ``spec`` (None when it has none) and what is wrong with it, by field."""
+    if not spec.get("schedule"):
+        return None, []
+    errors: list[FieldError] = []
+    try:
+        expression = cron.parse(str(spec["schedule"]))
+    except ValueError as exc:
+        errors.append(FieldError("spec.schedule", str(exc)))
+        expression = cron.parse("@daily")
+    try:
+        zone = cron.load_zone(str(spec.get("timeZone") or DEFAULT_TIME_ZONE))
+    except ValueError as exc:
+        errors.append(FieldError("spec.timeZone", str(exc)))
+        zone = zoneinfo.ZoneInfo("UTC")
+    window = None
+    if spec.get("window"):
+        start, end = int(spec["window"].get("startHour", 0)), int(spec["window"].get("endHour", 0))
+        if start == end:
+            errors.append(FieldError("spec.window", "startHour and endHour must differ"))
+        window = (start, end)
+    deadline = spec.get("startingDeadlineSeconds")
+    return (
+        Schedule(
+            cron=expression,
+            zone=zone,
+            window=window,
+            suspend=bool(spec.get("suspend")),
+            deadline=datetime.timedelta(seconds=int(deadline)) if deadline else None,
+            history_limit=int(spec.get("historyLimit") or DEFAULT_HISTORY),
+        ),
+        errors,
+    )
+
+
+def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The test part of ``spec``: what a run is made from (status.runSpec)."""
+    return {k: v for k, v in spec.items() if k not in SCHEDULE_FIELDS}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do about due times at ``now``."""
+
+    start: datetime.datetime | None = None  # the due time a run starts for now
+    consumed: datetime.datetime | None = None  # the new lastScheduleTime (None: unchanged)
+    skipped: dict[str, int] = field(default_factory=dict)
+    next_time: datetime.datetime | None = None  # the next due time after those consumed
+
+
+def decide(schedule: Schedule, last: datetime.datetime, now: datetime.datetime, *, running: bool) -> Decision:
+    """The rules of the module docstring, for due times in ``(last, now]``."""
+    count, latest = cron.missed(schedule.cron, last, now, schedule.zone)
+    if latest is None:
+        return Decision(next_time=cron.next_after(schedule.cron, last, schedule.zone))
+    next_time = cron.next_after(schedule.cron, latest, schedule.zone)
+    if running:
+        return Decision(consumed=latest, skipped={"overlapping": count}, next_time=next_time)
+    if schedule.suspend:
+        return Decision(consumed=latest, skipped={"suspended": count}, next_time=next_time)
+    skipped = {"missed": count - 1} if count > 1 else {}
+    if schedule.deadline is not None and now - latest > schedule.deadline:
+        return Decision(consumed=latest, skipped={"missed": count}, next_time=next_time)
+    if not schedule.in_window(now):
+        skipped["outsideWindow"] = 1
+        return Decision(consumed=latest, skipped=skipped, next_time=next_time)
+    return Decision(start=latest, consumed=latest, skipped=skipped, next_time=next_time)
+
+
+def add_skipped(current: Mapping[str, Any] | None, skipped: Mapping[str, int]) -> dict[str, int]:
+    total = {k: int(v) for k, v in (current or {}).items()}
+    for reason, n in skipped.items():
+        if n:
+            total[reason] = total.get(reason, 0) + n
+    return total
+
+
+def headline_stats(st: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+    """The unit and statistics of a finished status' headline figure."""
+    if st.get("throughputBitsPerSec"):
+        return "bitsPerSec", st["throughputBitsPerSec"]
+    if st.get("transactionsPerSec"):
+        return "perSec", st["transactionsPerSec"]
+    return "", None
+
+
+def entry(st: Mapping[str, Any], *, run: int, test_type: str) -> dict[str, Any]:
+    """One history entry of a finished run's status (compact: figures, not the whole status)."""
+    item: dict[str, Any] = {
+        "run": run,
+        "scheduledTime": st.get("scheduledTime"),
+        "completedAt": st.get("completedAt"),
+        "testType": test_type,
+        "result": st.get("status"),
+    }
+    if st.get("status") != "Done":
+        item["reason"] = st.get("reason")
+        return item
+    unit, stats = headline_stats(st)
+    if stats is not None:
+        item.update(
+            unit=unit,
+            mean=stats.get("mean"),
+            ci95Low=stats.get("ci95Low"),
+            ci95High=stats.get("ci95High"),
+            samples=list(stats.get("samples") or []),
+        )
+    p99 = (st.get("latencySeconds") or {}).get("p99")
+    if p99 is not None:
+        item["p99Seconds"] = p99
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def appended(history: Sequence[Mapping[str, Any]] | None, item: Mapping[str, Any], limit: int) -> list[Any]:
+    """``history`` with ``item`` last, the oldest dropped beyond ``limit``."""
+    return [*(history or []), dict(item)][-limit:]
+
+
+@dataclass(frozen=True)
+class Settings:
+    baseline_runs: int = DEFAULT_BASELINE_RUNS
+    min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT
+    p_value: float = DEFAULT_P_VALUE
+    pinned: tuple[float, ...] = ()
+
+
+def settings(spec: Mapping[str, Any]) -> Settings:
+    r = spec.get("regression") or {}
+    return Settings(
+        baseline_runs=int(r.get("baselineRuns") or DEFAULT_BASELINE_RUNS),
+        min_change_percent=float(r.get("minChangePercent") or DEFAULT_MIN_CHANGE_PERCENT),
+        p_value=float(r.get("pValue") or DEFAULT_P_VALUE),
+        pinned=tuple(float(x) for x in r.get("baseline") or ()),
+    )
+
+
+def baseline(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> list[float]:
+    """The samples ``item`` is compared with: the pinned ones, else those of the previous
+    ``baseline_runs`` Done results of the same test type (errors are not a baseline)."""
+    if s.pinned:
+        return list(s.pinned)
+    earlier = [
+        h
+        for h in history
+        if h.get("result") == "Done" and h.get("testType") == item.get("testType") and h.get("samples")
+    ]
+    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
+
+
+def verdict(
+    history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> regression.Verdict | None:
+    """The judgement of a Done ``item`` against what came before it (None: nothing to judge)."""
+    if item.get("result") != "Done" or not item.get("samples"):
+        return None
+    old = baseline(history, item, s)
+    if len(old) < 2:
+        return None
+    return regression.judge(
+        [float(x) for x in item["samples"]], old, min_change_percent=s.min_change_percent, p_value=s.p_value
+    )

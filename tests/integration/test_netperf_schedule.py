@@ -1,0 +1,174 @@
+"""A scheduled Netperf against the real control plane, the operator's clock shifted
+(``OPERATOR_CLOCK_OFFSET``) to each due time of an hourly schedule instead of waiting hours.
+
+kwok runs the pods; the test finishes each client pod with output captured from real netperf
+(the third run's throughput halved: the link got slower). A run's deadline is on the shifted
+clock too, so each restart shifts it by less than that. Proves #27's "three runs, history of
+three, no overlap, a kill mid-run" and a detected regression, on the API server's own record
+(the audit log) rather than the operator's Events. ``NETPERF_SCHEDULE_DUMP`` (a path): the final
+object is written there as YAML (docs/operators/netperf.md shows it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from shared.api.clock import OFFSET_ENV
+from tests.framework import audit
+from tests.framework.cluster import Cluster
+from tests.framework.netperfs import (
+    create,
+    finish_client,
+    fixture,
+    get,
+    in_test,
+    no_pods_left,
+    phase_is,
+    scaled,
+    st,
+)
+from tests.framework.operator_process import OperatorProcess
+from tests.framework.waits import wait_for
+
+UTC = datetime.UTC
+Start = Callable[[datetime.datetime], OperatorProcess]
+
+
+@pytest.fixture
+def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Start]:
+    """Start a Netperf operator watching ``namespace`` whose clock reads ``at`` now."""
+    started: list[OperatorProcess] = []
+
+    def start(at: datetime.datetime) -> OperatorProcess:
+        offset = (at - datetime.datetime.now(UTC)).total_seconds()
+        op = OperatorProcess(
+            "operators.netperf",
+            cluster.operator_kubeconfig("netperf"),
+            tmp_path / f"operator-{len(started)}.log",
+            namespaces=namespace,
+            env={OFFSET_ENV: f"{offset:.6f}"},
+        )
+        started.append(op)
+        return op.start()
+
+    yield start
+    for op in started:
+        op.stop()
+
+
+def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster, namespace, start_operator):
+    # Due at :00 and :01 of every hour: a pair close enough that the second comes during a run
+    # (within its 135 s deadline). The first full hour at least a minute away: no due time
+    # between the creation and it.
+    hour = (datetime.datetime.now(UTC) + datetime.timedelta(minutes=61)).replace(
+        minute=0, second=0, microsecond=0
+    )
+    spec = {"schedule": "0,1 * * * *", "samples": 3, "serverNode": "kwok-node-0", "clientNode": "kwok-node-1"}
+    create(cluster, namespace, "nightly", spec)
+    second = datetime.timedelta(seconds=1)
+
+    def rfc3339(t: datetime.datetime) -> str:
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def done(run: int) -> dict:
+        s = wait_for(
+            lambda: (
+                (x := st(cluster, namespace, "nightly")).get("status") == "Done" and x.get("run") == run and x
+            ),
+            60,
+            f"run {run} Done",
+        )
+        no_pods_left(cluster, namespace)
+        return s
+
+    # Run 1 at hour:00. hour:01 comes while it is in Test: skipped and counted, no second run.
+    op = start_operator(hour - 3 * second)
+    s = in_test(cluster, namespace, "nightly")
+    assert (s["run"], s["clientPod"], s["scheduledTime"]) == (1, "nightly-client-r1", rfc3339(hour))
+    op.stop()
+    op = start_operator(hour + 61 * second)
+    wait_for(
+        lambda: (st(cluster, namespace, "nightly").get("skippedRuns") or {}).get("overlapping") == 1,
+        60,
+        "the due time of hour:01 skipped as overlapping",
+    )
+    finish_client(cluster, namespace, "nightly-client-r1", fixture("tcp_stream"))
+    s = done(1)
+    assert s["nextRunTime"] == rfc3339(hour + 3600 * second)
+    op.stop()
+
+    # Run 2 at hour+1:00, the operator killed mid-run: the client finishes while it is down.
+    op = start_operator(hour + 3597 * second)
+    s = in_test(cluster, namespace, "nightly")
+    assert s["run"] == 2
+    started = s["startedAt"]
+    op.kill()
+    finish_client(cluster, namespace, "nightly-client-r2", scaled(fixture("tcp_stream"), 1.02))
+    op = start_operator(hour + 3620 * second)
+    s = done(2)
+    assert s["startedAt"] == started and s["history"][-1]["run"] == 2  # the same run, continued
+    op.stop()
+
+    # Run 3 at hour+1:01, on a link at half the speed: a regression.
+    op = start_operator(hour + 3657 * second)
+    s = in_test(cluster, namespace, "nightly")
+    assert (s["run"], s["scheduledTime"]) == (3, rfc3339(hour + 3660 * second))
+    finish_client(cluster, namespace, "nightly-client-r3", scaled(fixture("tcp_stream"), 0.5))
+    s = done(3)
+
+    assert [h["run"] for h in s["history"]] == [1, 2, 3]
+    assert [h["result"] for h in s["history"]] == ["Done"] * 3
+    assert s["skippedRuns"] == {"overlapping": 1}
+    regressed = next(c for c in s["conditions"] if c["type"] == "Regressed")
+    assert (regressed["status"], regressed["reason"]) == ("True", "Regressed")
+    assert s["regression"]["run"] == 3 and s["regression"]["changePercent"] == pytest.approx(-50.0, abs=1)
+    # The API server's record: each run's two pods created once, none for the skipped due time.
+    assert audit.created(cluster, namespace, "pods") == [
+        f"nightly-{c}-r{n}" for n in (1, 2, 3) for c in ("server", "client")
+    ]
+    if dump := os.environ.get("NETPERF_SCHEDULE_DUMP"):
+        body = get(cluster, namespace, "nightly")
+        for key in ("managedFields", "uid", "resourceVersion"):
+            body["metadata"].pop(key, None)
+        Path(dump).write_text(yaml.safe_dump(body, sort_keys=False))
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragments"),
+    [
+        ({"timeZone": "Europe/Berlin"}, ["spec.timeZone", "timeZone needs spec.schedule"]),
+        ({"historyLimit": 5}, ["spec.historyLimit", "historyLimit needs spec.schedule"]),
+        (
+            {"schedule": "@daily", "window": {"startHour": 3, "endHour": 3}},
+            ["spec.window", "startHour and endHour must differ"],
+        ),
+        ({"schedule": "0 * * *"}, ["spec.schedule", "should match"]),
+        ({"schedule": "@daily", "historyLimit": 101}, ["spec.historyLimit", "less than or equal to 100"]),
+        (
+            {"schedule": "@daily", "regression": {"baseline": [1.0]}},
+            ["spec.regression.baseline", "at least 2"],
+        ),
+    ],
+)
+def test_invalid_schedules_are_rejected_with_the_field(cluster, namespace, spec, fragments):
+    with pytest.raises(ApiException) as err:
+        create(cluster, namespace, "bad", spec)
+    assert err.value.status == 422
+    for fragment in fragments:
+        assert fragment in err.value.body
+
+
+def test_a_bad_cron_expression_past_the_schema_is_degraded_with_the_field(cluster, namespace, start_operator):
+    start_operator(datetime.datetime.now(UTC))
+    create(cluster, namespace, "np", {"schedule": "61 * * * *"})
+    s = phase_is(cluster, namespace, "np", "Error")
+    assert s["reason"] == "InvalidSpec" and "spec.schedule: minute: 61 is outside 0-59" in s["message"]
+    degraded = next(c for c in s["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")

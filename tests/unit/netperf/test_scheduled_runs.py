@@ -1,0 +1,260 @@
+"""A scheduled Netperf, pass by pass on the fake API server, the clock moved by the test:
+runs at due times, no overlap (counted), one catch-up after downtime, a restart mid-run, an edit
+mid-run, history and a detected regression."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from typing import Any
+
+import pytest
+
+from operators.netperf import desired
+from operators.netperf.description import DESCRIPTION
+from operators.netperf.reconciler import NetperfReconciler
+from shared.api import conditions
+from shared.api.clock import Clock
+from shared.client.kube import namespaced
+from tests.framework.fakekube import FakeKube
+from tests.framework.netperfs import fixture, scaled
+from tests.framework.passes import OnePass
+
+NS = "ns"
+NP = "app.example.com/v1alpha1"
+NP_PATH = namespaced(NS, "netperfs", "np", NP)
+CREATED = datetime.datetime(2026, 1, 5, 11, 55, tzinfo=datetime.UTC)
+READY = {"phase": "Running", "podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]}
+
+
+def at(hour: int, minute: int, second: int = 0) -> datetime.datetime:
+    return datetime.datetime(2026, 1, 5, hour, minute, second, tzinfo=datetime.UTC)
+
+
+def netperf(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": NP,
+        "kind": "Netperf",
+        "metadata": {"name": "np", "namespace": NS, "creationTimestamp": conditions.rfc3339(CREATED)},
+        "spec": {"schedule": "*/10 * * * *", **spec},
+    }
+
+
+class Pass(OnePass):
+    def __init__(self, kube: FakeKube, now: datetime.datetime) -> None:
+        super().__init__(DESCRIPTION, NetperfReconciler, kube, NP_PATH, self.clock_at(now))
+        assert isinstance(self.reconciler, NetperfReconciler)
+        self.np = self.reconciler
+
+    @staticmethod
+    def clock_at(now: datetime.datetime) -> Clock:
+        return Clock(now - datetime.datetime.now(datetime.UTC))
+
+    def at(self, now: datetime.datetime) -> Pass:
+        self.np.clock = self.clock_at(now)
+        return self
+
+    def kubelet(self, name: str, status: dict[str, Any]) -> None:
+        asyncio.run(self.kube.merge_patch(namespaced(NS, "pods", name) + "/status", {"status": status}))
+        self.np.pods.observe("MODIFIED", self.kube.object(namespaced(NS, "pods", name)))
+
+    def finish(self, run: int, output: str) -> None:
+        """The run's server gets ready, its client is created and ends with ``output``."""
+        names = desired.pod_names("np", f"r{run}")
+        self.kubelet(names.server, READY)
+        self.run()
+        terminated = {"exitCode": 0, "message": output}
+        self.kubelet(
+            names.client,
+            {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+            },
+        )
+        self.run()
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.kube.object(NP_PATH).get("status") or {}
+
+
+def pods(kube: FakeKube) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in kube.objects("pods", NS))
+
+
+def test_nothing_runs_before_the_first_due_time_and_the_pass_wakes_exactly_then():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(11, 57))
+    assert p.run() == pytest.approx(180.0, abs=1)  # 12:00
+    assert pods(kube) == []
+    assert p.status["nextRunTime"] == "2026-01-05T12:00:00Z"
+
+
+def test_three_runs_at_their_due_times_each_in_the_history():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    for run, minute in ((1, 0), (2, 10), (3, 20)):
+        p.at(at(12, minute, 1)).run()
+        assert pods(kube) == [f"np-server-r{run}"]  # the run's own pods, by its number
+        assert p.status["run"] == run and p.status["scheduledTime"] == f"2026-01-05T12:{minute:02d}:00Z"
+        p.finish(run, fixture("tcp_stream"))
+        assert p.status["status"] == "Done" and pods(kube) == []
+    history = p.status["history"]
+    assert [h["run"] for h in history] == [1, 2, 3]
+    assert history[0]["samples"] == [9776460000.0, 7182820000.0, 7417150000.0]
+    assert history[0]["unit"] == "bitsPerSec" and history[0]["testType"] == "TCP_STREAM"
+    assert p.status.get("skippedRuns", {}) == {}
+    # Runs 2 and 3 were judged against the ones before them: the same link, no regression.
+    regressed = conditions.get(p.status["conditions"], "Regressed")
+    assert regressed is not None and regressed["status"] == "False"
+
+
+def test_a_due_time_during_a_run_is_skipped_and_counted_never_a_second_run():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.kubelet("np-server-r1", READY)
+    p.at(at(12, 10, 1)).run()  # 12:10 came while run 1 is in Test
+    assert p.status["run"] == 1 and p.status["skippedRuns"] == {"overlapping": 1}
+    assert pods(kube) == ["np-client-r1", "np-server-r1"]
+    assert ("Normal", "RunSkipped") in [(t, r) for t, r, _ in p.events]
+    assert p.status["lastScheduleTime"] == "2026-01-05T12:10:00Z"
+
+
+def test_after_downtime_across_three_due_times_one_catch_up_run():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    p.at(at(12, 35)).run()  # 12:10, 12:20, 12:30 passed while the operator was down
+    assert p.status["run"] == 2 and p.status["scheduledTime"] == "2026-01-05T12:30:00Z"
+    assert p.status["skippedRuns"] == {"missed": 2}
+    assert pods(kube) == ["np-server-r2"]
+
+
+def test_with_a_starting_deadline_a_late_due_time_is_skipped():
+    kube = FakeKube(netperf(startingDeadlineSeconds=60))
+    p = Pass(kube, at(12, 5))
+    assert p.run() == pytest.approx(300.0, abs=1)
+    assert p.status["skippedRuns"] == {"missed": 1} and "run" not in p.status
+    assert pods(kube) == []
+
+
+def test_a_restarted_operator_continues_the_run_without_a_duplicate():
+    kube = FakeKube(netperf())
+    Pass(kube, at(12, 0, 1)).run()
+    assert pods(kube) == ["np-server-r1"]
+    p = Pass(kube, at(12, 0, 30))  # a new process: empty caches
+    p.np.pods.observe("ADDED", kube.object(namespaced(NS, "pods", "np-server-r1")))
+    p.finish(1, fixture("tcp_stream"))
+    assert p.status["run"] == 1 and [h["run"] for h in p.status["history"]] == [1]
+    assert [a.key[3] for a in kube.writes() if a.key[1] == "pods" and a.key[0] == "create"] == []
+
+
+def test_an_edit_mid_run_applies_from_the_next_run():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    body = kube.object(NP_PATH)
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"testType": "TCP_RR", "schedule": "*/30 * * * *"}}))
+    assert kube.object(NP_PATH)["metadata"]["generation"] == body["metadata"]["generation"] + 1
+    p.finish(1, fixture("tcp_stream"))  # run 1 was claimed as TCP_STREAM and ends as one
+    assert p.status["status"] == "Done" and p.status["history"][0]["testType"] == "TCP_STREAM"
+    assert p.status["nextRunTime"] == "2026-01-05T12:30:00Z"
+    p.at(at(12, 30, 1)).run()
+    assert p.status["runSpec"]["testType"] == "TCP_RR"
+
+
+def test_suspended_due_times_pass_counted_and_are_not_caught_up():
+    kube = FakeKube(netperf(suspend=True))
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    assert pods(kube) == [] and p.status["skippedRuns"] == {"suspended": 1}
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"suspend": False}}))
+    p.at(at(12, 5)).run()
+    assert pods(kube) == []  # 12:00 is not run late
+    p.at(at(12, 10, 1)).run()
+    assert pods(kube) == ["np-server-r1"]
+
+
+def test_outside_the_quiet_window_no_run_starts():
+    kube = FakeKube(netperf(window={"startHour": 22, "endHour": 6}))
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    assert pods(kube) == [] and p.status["skippedRuns"] == {"outsideWindow": 1}
+
+
+def test_a_halved_throughput_is_a_regression_with_its_figures_an_event_and_a_metric():
+    kube = FakeKube(netperf(regression={"baselineRuns": 3}))
+    p = Pass(kube, at(12, 0, 1))
+    outputs = [
+        fixture("tcp_stream"),
+        scaled(fixture("tcp_stream"), 1.02),
+        scaled(fixture("tcp_stream"), 0.98),
+    ]
+    for run, output in enumerate(outputs, 1):
+        p.at(at(12, (run - 1) * 10, 1)).run()
+        p.finish(run, output)
+    p.at(at(12, 30, 1)).run()
+    p.finish(4, scaled(fixture("tcp_stream"), 0.5))
+    st = p.status
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert regressed is not None and regressed["status"] == "True" and regressed["reason"] == "Regressed"
+    assert st["regression"]["regressed"] and st["regression"]["run"] == 4
+    assert st["regression"]["changePercent"] == -50.0 and st["regression"]["pValue"] < 0.05
+    assert st["regression"]["baselineSamples"] == 9
+    assert ("Warning", "Regressed") in [(t, r) for t, r, _ in p.events]
+    exposition = p.operator.runtime.metrics.exposition().decode()
+    assert 'netperf_regressed{name="np",namespace="ns",test_type="TCP_STREAM"} 1.0' in exposition
+    assert (
+        'netperf_result_throughput_bytes_per_second{name="np",namespace="ns",test_type="TCP_STREAM"}'
+        in exposition
+    )
+    # Back to the old level: cleared.
+    p.at(at(12, 40, 1)).run()
+    p.finish(5, fixture("tcp_stream"))
+    regressed = conditions.get(p.status["conditions"], "Regressed")
+    assert regressed is not None and regressed["status"] == "False"
+
+
+def test_the_history_is_bounded_and_the_object_stays_small_at_the_maximum():
+    kube = FakeKube(netperf(historyLimit=100))
+    p = Pass(kube, at(12, 0, 1))
+    output = fixture("tcp_stream")
+    for run in range(1, 106):
+        p.at(at(12, 0, 1) + datetime.timedelta(minutes=run * 10 - 10)).run()
+        p.finish(run, output)
+    history = p.status["history"]
+    assert len(history) == 100 and history[0]["run"] == 6 and history[-1]["run"] == 105
+    size = len(json.dumps(kube.object(NP_PATH)))
+    # docs/operators/netperf.md quotes the figures: 33 KB (JSON) with 3 samples per result; the
+    # history alone at the maximum 10 samples per result is some 45 KB. etcd's limit: 1.5 MiB.
+    assert size < 64 * 1024, size
+    widest = {**history[-1], "samples": [9_776_460_000.123456] * 10}
+    assert len(json.dumps([widest] * 100)) < 64 * 1024
+
+
+def test_a_schedule_removed_runs_once_as_a_one_off_keeping_the_history():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": None}}))
+    assert "schedule" not in kube.object(NP_PATH)["spec"]
+    p.at(at(12, 3)).run()
+    assert pods(kube) == ["np-server-2"]  # generation 2's one-off run
+    assert "scheduledTime" not in p.status and "runSpec" not in p.status
+    names = desired.pod_names("np", 2)
+    p.kubelet(names.server, READY)
+    p.run()
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        names.client,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+        },
+    )
+    p.run()
+    assert p.status["status"] == "Done" and [h["run"] for h in p.status["history"]] == [1]
