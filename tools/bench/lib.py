@@ -100,7 +100,12 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     p.add_argument("--nodes", type=int, default=4, help="kwok nodes")
     p.add_argument("--pods-per-node", type=int, default=2500, help="pods each kwok node takes")
-    p.add_argument("--operator-qps", type=float, default=0, help="the operator's KUBE_API_QPS")
+    p.add_argument(
+        "--operator-qps",
+        type=float,
+        default=None,
+        help="the operator's KUBE_API_QPS (0: no client-side limit)",
+    )
     p.add_argument("--operator-burst", type=int, default=0, help="the operator's KUBE_API_BURST")
     p.add_argument("--operator-workers", type=int, default=0, help="the operator's MAX_CONCURRENT_RECONCILES")
     return p
@@ -109,7 +114,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 def operator_env(args: argparse.Namespace) -> dict[str, str]:
     """The operator's environment for the limits given on the command line."""
     env = {}
-    if args.operator_qps:
+    if args.operator_qps is not None:  # 0 is a value: no client-side limit
         env["KUBE_API_QPS"] = f"{args.operator_qps:g}"
     if args.operator_burst:
         env["KUBE_API_BURST"] = str(args.operator_burst)
@@ -119,8 +124,9 @@ def operator_env(args: argparse.Namespace) -> dict[str, str]:
 
 
 def operator_limits(args: argparse.Namespace) -> str:
+    qps = DEFAULT_QPS if args.operator_qps is None else args.operator_qps
     return (
-        f"operator QPS {args.operator_qps or DEFAULT_QPS:g}, burst {args.operator_burst or DEFAULT_BURST}, "
+        f"operator QPS {qps:g}, burst {args.operator_burst or DEFAULT_BURST}, "
         f"workers {args.operator_workers or DEFAULT_MAX_CONCURRENT_RECONCILES}"
     )
 
