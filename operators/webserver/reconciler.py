@@ -370,6 +370,8 @@ class WebServerReconciler:
         await self.api.status.write(body, new_status)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
+        # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
+        self.rollbacks.labels(namespace, name)
         if failure is not None:
             self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
             raise ReconcileError(*failure)
