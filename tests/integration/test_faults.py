@@ -51,12 +51,14 @@ def test_child_events_are_handled_on_the_event_loop(cluster, namespace, start):
     webservers.create(cluster, namespace, "web", {"replicas": 2})
     webservers.converged(cluster, namespace, "web", 2)
     # A pod deleted by someone else while the WebServer's loop is idle: only its event wakes it.
-    victim = webservers.active_pods(cluster, namespace, "web")[0].metadata.name
-    client.CoreV1Api(cluster.api).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+    # By UID: the replacement takes the victim's name (its slot) and, now that watch events go
+    # straight to the handlers, often within one poll of this loop.
+    victim = webservers.active_pods(cluster, namespace, "web")[0].metadata
+    client.CoreV1Api(cluster.api).delete_namespaced_pod(victim.name, namespace, grace_period_seconds=0)
     wait_for(
-        lambda: victim not in {p.metadata.name for p in webservers.active_pods(cluster, namespace, "web")},
+        lambda: victim.uid not in {p.metadata.uid for p in webservers.active_pods(cluster, namespace, "web")},
         60,
-        f"{victim} gone",
+        f"{victim.name} (uid {victim.uid}) gone",
     )
     webservers.converged(cluster, namespace, "web", 2)
     log = op.log_path.read_text(errors="replace")
