@@ -194,11 +194,13 @@ def calendar_fields(decision: Decision, zone: str) -> dict[str, Any]:
 
 
 # An unwatched target (scaleTargetRef) is read once a pass: while it has not caught up with what
-# the TDSet asks (scaling, rolling out, getting ready) or a pre-warm waits for it, passes come a
-# tenth of the time since that began apart, within these bounds (seconds). The status (READY,
-# Progressing, preWarm.readyAt) then lags the target by about a tenth of the time the target
-# took, at a handful of reads per change, instead of until the next boundary or intervalMint.
-TARGET_POLL = (1.0, 120.0)
+# the TDSet asks (scaling, rolling out, getting ready) or a pre-warm waits for it, the next pass
+# comes as long after as that has been going on, within these bounds (seconds): the waits
+# double, 5, 10, 20, 40 s... So the status (READY, Progressing, preWarm.readyAt) lags the
+# target by at most the time the target took, at a few reads per change (a tenth instead gave
+# 22 passes and 43 GETs per flip at 1000 TDSets: docs/benchmarks.md), and a target that never
+# gets there costs two GETs every 5 minutes.
+TARGET_POLL = (5.0, 300.0)
 UNSETTLED = frozenset({"Scaling", "RollingOut", "WaitingForReady"})
 
 
@@ -215,7 +217,7 @@ def target_recheck(new: Mapping[str, Any], decision: Decision, now: datetime.dat
     if not since:
         return None
     low, high = TARGET_POLL
-    return min(max((now - max(since)).total_seconds() / 10, low), high)
+    return min(max((now - max(since)).total_seconds(), low), high)
 
 
 def _prewarm_began(

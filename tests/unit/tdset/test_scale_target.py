@@ -577,8 +577,8 @@ def test_the_controller_checks_what_cel_checks(extra, fragment):
 
 
 def test_a_pre_warmed_target_is_polled_until_ready_and_ready_at_is_when_a_pass_saw_it():
-    """A target is not watched: while pre-warm waits for it, passes come a tenth of the time
-    since pre-warm began apart (at least 1 s), so ``readyAt`` is not the window's start."""
+    """A target is not watched: while pre-warm waits for it, the next pass comes as long after as
+    it has waited (at least 5 s), so ``readyAt`` is not the window's start."""
     window = {
         "name": "peak",
         "startTime": 10,
@@ -592,7 +592,7 @@ def test_a_pre_warmed_target_is_polled_until_ready_and_ready_at_is_when_a_pass_s
     p.see(TDS_PATH)
     assert p.run() == 0.0  # scaled to 5 at once
     assert kube.object(path())["spec"]["replicas"] == 5
-    # Not ready yet, and the scale-up just began: look again in 1 s (then a tenth of the wait).
+    # Not ready yet, and the scale-up just began: look again in 5 s (then after as long as it took).
     assert p.run() == status.TARGET_POLL[0]
     assert "readyAt" not in kube.object(TDS_PATH)["status"]["preWarm"]
     asyncio.run(
@@ -630,8 +630,8 @@ def test_polls_start_fast_slow_down_and_stop_once_nothing_waits():
         5, None, opens, schedule.Decided(5, schedule.LEAD_TIME, "peak", window, opens)
     )
     record = {"entry": "peak", "windowStart": conditions.rfc3339(opens), "replicas": 5}
-    # 30 s into a 90 s lead: every 3 s; at its very start, every 1 s.
-    assert status.target_recheck({"preWarm": record}, warming, NOW) == pytest.approx(3.0)
+    # 30 s into a 90 s lead: in 30 s (the waits double); at its very start, in 5 s.
+    assert status.target_recheck({"preWarm": record}, warming, NOW) == pytest.approx(30.0)
     began = opens - datetime.timedelta(seconds=90)
     assert status.target_recheck({"preWarm": record}, warming, began) == status.TARGET_POLL[0]
     assert status.target_recheck({"preWarm": {**record, "readyAt": "x"}}, warming, NOW) is None
@@ -651,7 +651,7 @@ def test_polls_start_fast_slow_down_and_stop_once_nothing_waits():
             ]
         }
 
-    assert status.target_recheck(progressing("True", "WaitingForReady", 5), default, NOW) == pytest.approx(30)
+    assert status.target_recheck(progressing("True", "WaitingForReady", 1), default, NOW) == pytest.approx(60)
     assert status.target_recheck(progressing("True", "Scaling", 60), default, NOW) == status.TARGET_POLL[1]
     assert status.target_recheck(progressing("False", "DeploymentReady", 5), default, NOW) is None
     assert status.target_recheck(progressing("False", "Suspended", 5), default, NOW) is None
