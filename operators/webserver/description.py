@@ -7,7 +7,7 @@ See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the l
 from __future__ import annotations
 
 from operators.webserver import schema
-from shared.api.description import NAMESPACED, MetricSpec, OperatorDescription, Panel, Resource
+from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
 
@@ -64,6 +64,18 @@ spec: {replicas: 3, image: nginxdemos/hello}
             NAMESPACED,
         ),
     ),
+    alerts=(
+        Alert(
+            "WebServerRolledBack",
+            "increase(webserver_rollbacks_total[1h]) > 0",
+            for_="0m",
+            severity="warning",
+            summary="WebServer {{ $labels.namespace }}/{{ $labels.name }} rolled back a rollout",
+            description="A rollout of WebServer {{ $labels.namespace }}/{{ $labels.name }} missed its "
+            "progressDeadlineSeconds and the operator went back to the last revision that became "
+            "available; the spec still asks for the template that failed.",
+        ),
+    ),
     panels=(
         Panel(
             "WebServer desired vs ready replicas",
@@ -72,6 +84,9 @@ spec: {replicas: 3, image: nginxdemos/hello}
                 ("webserver_ready_replicas", f"{OBJECT} ready"),
             ),
             "short",
+        ),
+        Panel(
+            "WebServer automatic rollbacks", (("increase(webserver_rollbacks_total[1h])", OBJECT),), "short"
         ),
     ),
 )

@@ -77,6 +77,7 @@ def leaders(*status: str) -> list[dict]:
 NP = 'netperf_failed{namespace="lab", name="np"}'
 TD = 'tdset_degraded{namespace="shop", name="web"}'
 NR = 'netperf_regressed{namespace="lab", name="np", test_type="TCP_RR"}'
+WR = 'webserver_rollbacks_total{namespace="shop", name="web"}'
 SCENARIOS = [
     # (alert, input series, eval time, labels when it fires or None when it must not, $value)
     ("K8sOperatorsPyOperatorDown", WEB_DOWN, "6m", WEB_LABELS, ""),
@@ -108,6 +109,9 @@ SCENARIOS = [
         "",
     ),
     ("NetperfRegressed", [series(NR, "1x2 0x3")], "4m", None, ""),  # a later result within the baseline
+    ("WebServerRolledBack", [series(WR, "0x3 1x10")], "5m", {"namespace": "shop", "name": "web"}, ""),
+    ("WebServerRolledBack", [series(WR, "0x70")], "65m", None, ""),
+    ("WebServerRolledBack", [series(WR, "0x3 1x70")], "68m", None, ""),  # an hour after it, quiet again
     ("TDSetDegraded", [series(TD, "1x20")], "11m", {"namespace": "shop", "name": "web"}, ""),
     ("TDSetDegraded", [series(TD, "1x5 0x15")], "11m", None, ""),  # recovered before 10 min
 ]
