@@ -843,6 +843,25 @@ class RealNode:
         net = self.directory / "cni" / "net.d"
         for old in net.glob("*"):
             old.unlink()
+        self._write_cni_config()
+        log(f"real node: bridge {NODE_BRIDGE} with node IP {self.ip} ({time.monotonic() - t0:.1f}s)")
+
+    def shape_pods(self, rate: int | None) -> None:
+        """Shape traffic into each pod started from now on to ``rate`` bits/s (None: unshaped).
+
+        Rewrites the CNI configuration, which containerd reloads on its own (its CRI plugin
+        watches the directory): running pods keep the shaping they were set up with."""
+        self.pod_ingress_rate = rate
+        self._write_cni_config()
+        log(
+            f"real node: traffic into new pods shaped to {rate} bits/s"
+            if rate
+            else "real node: new pods unshaped"
+        )
+
+    def _write_cni_config(self) -> None:
+        services = self.cluster.service_cidr
+        net = self.directory / "cni" / "net.d"
         conf = {
             "cniVersion": "0.4.0",
             "name": "localcluster",
@@ -870,8 +889,10 @@ class RealNode:
             conf["plugins"].append(
                 {"type": "bandwidth", "ingressRate": self.pod_ingress_rate, "ingressBurst": burst}
             )
-        (net / "10-localcluster.conflist").write_text(json.dumps(conf, indent=2))
-        log(f"real node: bridge {NODE_BRIDGE} with node IP {self.ip} ({time.monotonic() - t0:.1f}s)")
+        # Written aside and renamed: containerd never reads half a file.
+        tmp = net / ".10-localcluster.conflist.tmp"
+        tmp.write_text(json.dumps(conf, indent=2))
+        tmp.rename(net / "10-localcluster.conflist")
 
     def _containerd_config(self) -> str:
         d = self.directory

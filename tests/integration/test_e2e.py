@@ -19,7 +19,7 @@ import datetime
 import statistics
 import threading
 import urllib.error
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -913,3 +913,74 @@ def test_netperf_crr_and_udp_rr_agree_with_direct_runs(installed, ns, test_type)
         means = [r["mean"] for r in direct]
         assert min(means) / 2 <= latency["mean"] <= max(means) * 2, (latency, direct_latency, direct)
         assert "retransmits" not in st
+
+
+def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(installed, ns):
+    """#27: a Netperf every minute, each result judged against the one before (baselineRuns 1).
+    After its first run the node's pod links are shaped from 2 Gbit/s down to 500 Mbit/s (the
+    CNI bandwidth plugin, for the pods started from then on: the next run's): the second run is
+    Regressed=True with the figures, a Warning Event and netperf_regressed 1. Back at 2 Gbit/s,
+    the third run clears it. Three runs on minute boundaries: this test takes 2-3 minutes."""
+    node = installed.node
+    full = node.pod_ingress_rate
+    assert full == 2_000_000_000
+    body = {
+        "apiVersion": "app.example.com/v1alpha1",
+        "kind": "Netperf",
+        "metadata": {"name": "trend"},
+        "spec": {
+            "image": installed.images["netperf"],
+            "placement": "SameNode",
+            "testType": "TCP_STREAM",
+            "duration": 2,
+            "samples": 3,
+            "schedule": "* * * * *",
+            "regression": {"baselineRuns": 1},
+        },
+    }
+    installed.co.create_namespaced_custom_object("app.example.com", "v1alpha1", ns, "netperfs", body)
+
+    def after_run(n: int) -> Callable[[], dict[str, Any] | None]:
+        def check() -> dict[str, Any] | None:
+            obj = installed.co.get_namespaced_custom_object(
+                "app.example.com", "v1alpha1", ns, "netperfs", "trend"
+            )
+            st = obj.get("status") or {}
+            return st if len(st.get("history") or []) >= n else None
+
+        return check
+
+    def regressed(st: dict[str, Any]) -> tuple[str, str]:
+        cond = next(c for c in st["conditions"] if c["type"] == "Regressed")
+        return cond["status"], cond["reason"]
+
+    try:
+        first = wait_for(after_run(1), 150, "the first scheduled run")
+        node.shape_pods(500_000_000)
+        second = wait_for(after_run(2), 150, "the second scheduled run, on the slower link")
+    finally:
+        node.shape_pods(full)
+    third = wait_for(after_run(3), 150, "the third scheduled run, the link back at 2 Gbit/s")
+
+    means = [h["mean"] for h in third["history"]]
+    print(f"scheduled TCP_STREAM means: {[round(m / 1e9, 3) for m in means]} Gbit/s (2, 0.5, 2 Gbit/s links)")
+    assert [h["result"] for h in third["history"]] == ["Done"] * 3
+    assert 1e9 < first["history"][0]["mean"] < 2.1e9
+    assert second["history"][1]["mean"] < 0.55e9
+    assert regressed(second) == ("True", "Regressed")
+    figures = second["regression"]
+    assert figures["run"] == second["history"][1]["run"] and figures["regressed"] is True
+    assert figures["changePercent"] < -50 and figures["pValue"] < 0.05
+    assert figures["baselineMean"] == pytest.approx(first["history"][0]["mean"])
+    events = installed.core.list_namespaced_event(
+        ns, field_selector="involvedObject.name=trend,reason=Regressed"
+    )
+    assert [e.type for e in events.items] == ["Warning"]
+    assert regressed(third) == ("False", "WithinBaseline")
+    assert third["regression"]["regressed"] is False and third["regression"]["changePercent"] > 50
+    series = [
+        line.rsplit(" ", 1)[1]
+        for line in installed.metrics(installed.operator_pod("netperf")).splitlines()
+        if line.startswith("netperf_regressed{") and 'name="trend"' in line and f'namespace="{ns}"' in line
+    ]
+    assert series == ["0.0"]
