@@ -35,7 +35,9 @@ template hash with and without a token (docs/operations/upgrades.md).
 **Configuration** (``env``, ``envFrom``, ``volumes``, ``command``, ``args``, ``podMetadata``,
 ``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
 only when set, so WebServers that use none of them keep their hash across the upgrade that
-introduced them. The content of the ConfigMaps the spec references is in the template too, as
+introduced them. Every pod also has a startup probe on its port, once a second, so it is Ready
+as soon as it listens rather than at the readiness probe's next period (outside the template:
+see :func:`_startup_probe`). The content of the ConfigMaps the spec references is in the template too, as
 one digest (``config_hash``, computed by the reconciler from the labelled ConfigMaps it
 watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
 access to them); ``restartedAt`` rolls the pods when one changed.
@@ -285,6 +287,20 @@ def _volumes(tpl: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     return volumes, mounts
 
 
+# Ready as soon as the port opens. The kubelet runs a readiness probe on its period, and a
+# container that opens its port just after the first one waits up to a period (5 s) for the
+# next: that wait was most of a WebServer's 0 -> N time. A startup probe every second ends as
+# soon as the port opens, and the status sync its result causes makes the kubelet run the
+# readiness probe at once (kubelet 1.34, pkg/kubelet/prober: a started, not yet ready
+# container's readiness worker is triggered on each status update). Readiness and liveness
+# wait for it. A failing startup probe restarts the container, which the readiness probe
+# alone never did: an hour of failures (3600 x 1 s) means only a container that has not
+# listened for an hour is restarted. Not part of the template hash: running pods are not
+# rolled for it, pods created after the upgrade carry it.
+def _startup_probe() -> dict[str, Any]:
+    return {"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 3600}
+
+
 def _http_probe(path: str, period: int, failures: int, delay: int = 0) -> dict[str, Any]:
     probe: dict[str, Any] = {
         # The named port: during a rollout changing spec.port each pod is probed on its own.
@@ -319,6 +335,7 @@ def pod_manifest(
             if tpl.get("readinessPath")
             else {"tcpSocket": {"port": tpl["port"]}, "periodSeconds": 5, "failureThreshold": 3}
         ),
+        "startupProbe": _startup_probe(),
         "lifecycle": GRACEFUL_STOP,
     }
     if tpl.get("liveness"):

@@ -1,6 +1,8 @@
-"""Benchmarks on the real node: pod start latency, and 0 -> N real pods, WebServer vs Deployment.
+"""Benchmarks on the real node: pod start latency, 0 -> N real pods (WebServer vs Deployment), and
+a bad rollout undone by ``autoRollback`` while a client keeps asking the Service.
 
     sudo python -m tools.bench.real_node [--replicas 20] [--rounds 3] [--pods 10]
+                                         [--rollbacks 3] [--deadline 20] [--max-unavailable 0,1]
 
 Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
 imports every image ``make images`` builds, installs the operators from ``deploy/install.yaml``
@@ -8,8 +10,17 @@ as pods from their images (what a user runs), then measures in one run:
 
 - pod start latency: ``--pods`` single pods of the web image created one after the other,
   creation -> Ready (kubelet, containerd, CNI, the readiness probe);
-- 0 -> N Ready pods for a WebServer and for a Deployment of the same image, one after the
-  other in fresh namespaces, ``--rounds`` times; the ratio WebServer / Deployment.
+- 0 -> N Ready pods for a WebServer and for two Deployments of the same image, one after the
+  other in fresh namespaces, ``--rounds`` times: one Deployment whose pods are exactly the
+  WebServer's (their container and pod security read back from a pod the operator made: the
+  controllers compared, nothing else), one as a user writes it (the image, its port, the TCP
+  readiness probe every 5 s that WebServer pods have); the ratios WebServer / Deployment;
+- a bad rollout, ``--rollbacks`` times for each ``--max-unavailable``: a WebServer of 2 Ready
+  pods behind its Service (``maxSurge: 1``, that ``maxUnavailable``, ``autoRollback``,
+  ``progressDeadlineSeconds: --deadline``) is pointed at an image that cannot be pulled; the
+  time from that PATCH to the status saying the rollback is done with both old pods Ready, and
+  the requests a client on the host sent to the Service's cluster IP meanwhile (one after
+  another, 0.1 s apart), answered and failed.
 """
 
 from __future__ import annotations
@@ -17,10 +28,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -32,8 +46,12 @@ CRDS = [
     REPO / "bundle" / "manifests" / f
     for f in ("app.example.com_netperfs.yaml", "schedule.rs_tdsets.yaml", "demo.k8s.io_webservers.yaml")
 ]
-# The readiness probe WebServer pods get (operators/webserver/desired.py): the same for all.
+# The readiness probe WebServer pods get by default (operators/webserver/desired.py), which a
+# user writing a Deployment of the web image would give it.
 PROBE = {"tcpSocket": {"port": 8080}, "periodSeconds": 5, "failureThreshold": 3}
+WS = ("demo.k8s.io", "v1alpha1")
+# Straight to the cluster IP: no proxy from the environment.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def until(pred: Callable[[], bool], timeout: float = 300) -> None:
@@ -74,36 +92,49 @@ def all_ready(core: client.CoreV1Api, ns: str, n: int) -> bool:
     return sum(ready(p) for p in core.list_namespaced_pod(ns).items) == n
 
 
-def webserver(api: client.ApiClient, image: str, n: int) -> float:
-    core = client.CoreV1Api(api)
-    ns = namespace(core, "bench-ws")
-    body = {
+def webserver_body(image: str, n: int, **spec: Any) -> dict[str, Any]:
+    return {
         "apiVersion": "demo.k8s.io/v1alpha1",
         "kind": "WebServer",
         "metadata": {"name": "b"},
-        "spec": {"replicas": n, "image": image, "port": 8080, "runAsUser": 101},
+        "spec": {"replicas": n, "image": image, "port": 8080, "runAsUser": 101, **spec},
     }
+
+
+def webserver(api: client.ApiClient, image: str, n: int) -> tuple[float, dict[str, Any]]:
+    """0 -> n Ready pods of a WebServer; also the pod spec the operator gave them."""
+    core = client.CoreV1Api(api)
+    ns = namespace(core, "bench-ws")
     t0 = time.monotonic()
     client.CustomObjectsApi(api).create_namespaced_custom_object(
-        "demo.k8s.io", "v1alpha1", ns, "webservers", body
+        *WS, ns, "webservers", webserver_body(image, n)
     )
     until(lambda: all_ready(core, ns, n))
     took = time.monotonic() - t0
+    pod = api.sanitize_for_serialization(core.list_namespaced_pod(ns).items[0])
     core.delete_namespace(ns)
-    return took
+    keep = ("containers", "securityContext", "automountServiceAccountToken")
+    return took, {key: pod["spec"][key] for key in keep if key in pod["spec"]}
 
 
-def deployment(api: client.ApiClient, image: str, n: int) -> float:
+def plain_pod(image: str) -> dict[str, Any]:
+    return {
+        "containers": [
+            {"name": "web", "image": image, "ports": [{"containerPort": 8080}], "readinessProbe": PROBE}
+        ]
+    }
+
+
+def deployment(api: client.ApiClient, pod_spec: dict[str, Any], n: int) -> float:
     core = client.CoreV1Api(api)
     ns = namespace(core, "bench-dep")
     labels = {"app": "b"}
-    container = {"name": "web", "image": image, "ports": [{"containerPort": 8080}], "readinessProbe": PROBE}
     body = {
         "metadata": {"name": "b"},
         "spec": {
             "replicas": n,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
     t0 = time.monotonic()
@@ -112,6 +143,95 @@ def deployment(api: client.ApiClient, image: str, n: int) -> float:
     took = time.monotonic() - t0
     core.delete_namespace(ns)
     return took
+
+
+class Traffic:
+    """GETs to one cluster IP from the host, one after another, 0.1 s apart: answered (200) and
+    failed (anything else) counted. Bounded by ``limit`` requests."""
+
+    def __init__(self, ip: str, limit: int = 6000) -> None:
+        self.ip, self.limit = ip, limit
+        self.ok = 0
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for _ in range(self.limit):
+            if self._stop.is_set():
+                return
+            try:
+                with DIRECT.open(f"http://{self.ip}/", timeout=5) as resp:
+                    if resp.status == 200:
+                        self.ok += 1
+                    else:
+                        self.failed.append(f"HTTP {resp.status}")
+            except OSError as exc:
+                self.failed.append(repr(exc))
+            self._stop.wait(0.1)
+
+    def answering(self, in_a_row: int) -> bool:
+        """Whether the last ``in_a_row`` requests were answered (a failure starts the count again)."""
+        if self.failed:
+            self.ok, self.failed = 0, []
+        return self.ok >= in_a_row
+
+    def __enter__(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def rollback(
+    api: client.ApiClient, image: str, deadline: int, max_unavailable: int
+) -> tuple[float, int, list[str]]:
+    """A bad rollout undone by autoRollback: seconds from the PATCH to the rollback done with
+    both pods of the old template Ready again, and the client's answered and failed requests
+    from that PATCH on. With ``maxUnavailable: 1`` one old pod goes at once and the rollback
+    makes it again (same name: pods are named by template and slot)."""
+    core = client.CoreV1Api(api)
+    co = client.CustomObjectsApi(api)
+    ns = namespace(core, "bench-rb")
+    rollout = {"maxSurge": 1, "maxUnavailable": max_unavailable, "autoRollback": True}
+    body = webserver_body(
+        image, 2, rollout=rollout, progressDeadlineSeconds=deadline, service={"enabled": True, "port": 80}
+    )
+    co.create_namespaced_custom_object(*WS, ns, "webservers", body)
+    until(lambda: all_ready(core, ns, 2))
+
+    def service_ip() -> str | None:
+        try:
+            return str(core.read_namespaced_service("b", ns).spec.cluster_ip)
+        except client.ApiException:
+            return None
+
+    until(lambda: service_ip() is not None, 60)
+    old = {p.metadata.name for p in core.list_namespaced_pod(ns).items}
+    ip = service_ip()
+    assert ip is not None
+    # kube-proxy refuses a new Service's connections until it has its endpoints: wait for 10
+    # answers in a row before the clock starts.
+    with Traffic(ip) as warm:
+        until(lambda: warm.answering(10), 120)
+    with Traffic(ip) as traffic:
+        t0 = time.monotonic()
+        co.patch_namespaced_custom_object(
+            *WS, ns, "webservers", "b", {"spec": {"image": "localcluster.dev/unpullable:latest"}}
+        )
+
+        def done() -> bool:
+            st = co.get_namespaced_custom_object(*WS, ns, "webservers", "b").get("status") or {}
+            pods = core.list_namespaced_pod(ns).items
+            back = {p.metadata.name for p in pods} == old and all(ready(p) for p in pods)
+            return bool(st.get("rollback")) and st.get("lastRolloutOutcome") == "Available" and back
+
+        until(done, 300)
+        took = time.monotonic() - t0
+    core.delete_namespace(ns)
+    return took, traffic.ok, traffic.failed
 
 
 def summary(values: list[float]) -> str:
@@ -123,6 +243,11 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pods", type=int, default=10)
+    parser.add_argument("--rollbacks", type=int, default=3)
+    parser.add_argument("--deadline", type=int, default=20, help="progressDeadlineSeconds of the bad rollout")
+    parser.add_argument(
+        "--max-unavailable", default="0,1", help="rollout.maxUnavailable of the bad rollouts, each measured"
+    )
     args = parser.parse_args()
     archives = ensure_images()
     web = next(ref for ref in archives if ref.rsplit("/", 1)[-1].startswith("web:"))
@@ -144,17 +269,45 @@ def main() -> None:
         core = client.CoreV1Api(api)
         starts = pod_start(core, web, args.pods)
         print(f"[bench] pod start (create -> Ready), {args.pods} pods: {summary(starts)}", flush=True)
-        ws, dep = [], []
+        ws: list[float] = []
+        same: list[float] = []
+        plain: list[float] = []
         for r in range(args.rounds):
-            ws.append(webserver(api, web, args.replicas))
-            dep.append(deployment(api, web, args.replicas))
-            print(f"[bench] round {r + 1}: WebServer {ws[-1]:.2f}s, Deployment {dep[-1]:.2f}s", flush=True)
+            took, pod_spec = webserver(api, web, args.replicas)
+            ws.append(took)
+            same.append(deployment(api, pod_spec, args.replicas))
+            plain.append(deployment(api, plain_pod(web), args.replicas))
+            print(
+                f"[bench] round {r + 1}: WebServer {ws[-1]:.2f}s, Deployment of the same pods "
+                f"{same[-1]:.2f}s, Deployment as a user writes it {plain[-1]:.2f}s",
+                flush=True,
+            )
+        rollbacks: dict[int, list[tuple[float, int, list[str]]]] = {}
+        for unavailable in (int(v) for v in args.max_unavailable.split(",")):
+            for r in range(args.rollbacks):
+                rollbacks.setdefault(unavailable, []).append(rollback(api, web, args.deadline, unavailable))
+                took, ok, failed = rollbacks[unavailable][-1]
+                print(
+                    f"[bench] rollback {r + 1}, maxUnavailable {unavailable}: {took:.2f}s, "
+                    f"{ok} answered, {len(failed)} failed {failed[:3]}",
+                    flush=True,
+                )
     print(f"pod start latency on the real node ({args.pods} pods): {summary(starts)}")
     print(
-        f"0 -> {args.replicas} Ready real pods, {args.rounds} rounds: "
-        f"WebServer {summary(ws)}; Deployment {summary(dep)}"
+        f"0 -> {args.replicas} Ready real pods, {args.rounds} rounds: WebServer {summary(ws)}; "
+        f"Deployment of the same pods {summary(same)}; Deployment as a user writes it {summary(plain)}"
     )
-    print(f"ratio of medians WebServer / Deployment: {statistics.median(ws) / statistics.median(dep):.2f}")
+    print(
+        "ratio of medians WebServer / Deployment: "
+        f"same pods {statistics.median(ws) / statistics.median(same):.2f}, "
+        f"as a user writes it {statistics.median(ws) / statistics.median(plain):.2f}"
+    )
+    for unavailable, runs in rollbacks.items():
+        print(
+            f"bad rollout -> rollback done, both old pods Ready (progressDeadlineSeconds {args.deadline}, "
+            f"maxUnavailable {unavailable}), {len(runs)} runs: {summary([r[0] for r in runs])}; "
+            f"requests answered {sum(r[1] for r in runs)}, failed {sum(len(r[2]) for r in runs)}"
+        )
 
 
 if __name__ == "__main__":

@@ -324,3 +324,13 @@ def test_content_digest_covers_binary_data():
     assert content_digest({"data": {"a": "1"}}) != content_digest(
         {"data": {"a": "1"}, "binaryData": {"b": "AA=="}}
     )
+
+
+def test_every_pod_has_a_startup_probe_that_is_not_part_of_its_template():
+    """Ready once it listens (the kubelet probes readiness at once after a startup probe
+    succeeds); outside the template hash, so an upgrade rolls no running pod for it."""
+    c = desired.pod_manifest(OWNER, SPEC, 0)["spec"]["containers"][0]
+    assert c["startupProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 3600}
+    assert "startupProbe" not in repr(desired.template(SPEC))
+    with_path = desired.pod_manifest(OWNER, {**SPEC, "readinessPath": "/healthz"}, 0)
+    assert with_path["spec"]["containers"][0]["startupProbe"]["tcpSocket"] == {"port": "http"}
