@@ -7,7 +7,8 @@ events of the pods it controls (watched through a server-side label selector, in
 so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
 WebServer and its pods from the watch caches, finds where its rollout stands with
 :mod:`.rollout` (from the status alone: revisions, the deadline, an automatic rollback, which
-it announces once with a Warning Event and ``webserver_rollbacks_total``), plans with
+it announces once, after the status recording it is written, with a Warning Event and
+``webserver_rollbacks_total``), plans with
 :mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
 it differs from what is there.
 
@@ -308,10 +309,6 @@ class WebServerReconciler:
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = self.configmaps.lookup(namespace, name, desired.config_refs(spec))
         track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
-        if track.rolled_back is not None:
-            # Said once: the status written below records the rollback, the next pass finds it there.
-            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
-            self.rollbacks.labels(namespace, name).inc()
         plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
@@ -368,6 +365,12 @@ class WebServerReconciler:
             rollout=track,
         )
         await self.api.status.write(body, new_status)
+        if track.rolled_back is not None:
+            # Said once, after the status that records the rollback is written: a write that
+            # fails (a conflict, the API server away) raises, and the next pass, finding no
+            # rollback in the status, decides it again and says it then, not twice.
+            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
+            self.rollbacks.labels(namespace, name).inc()
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.

@@ -17,7 +17,7 @@ from operators.webserver import reconciler
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions, ownership
-from shared.client.kube import namespaced
+from shared.client.kube import ApiError, namespaced
 from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube, fail
 from tests.framework.passes import OnePass
@@ -310,6 +310,44 @@ def test_a_rollout_past_its_deadline_goes_back_to_the_last_available_pods_and_sa
     p2.watch()
     p2.run()
     assert set(pod_names(kube)) == good and not [a for a in kube.writes() if a.resource == "pods"]
+
+
+def test_a_rollback_whose_status_write_fails_is_said_once_when_a_later_pass_writes_it():
+    """Sieve's kind of bug: the Event and the counter came before the status write, so a write
+    refused (a conflict, the API server away) made the next pass, which finds no rollback in the
+    status, say it a second time."""
+    ws = webserver(2)
+    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
+    kube = FakeKube(ws)
+    clock = Clock()
+    p = Pass(kube, clock)
+    p.run()
+    make_ready(kube)
+    p.watch()
+    p.run()
+    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
+    p.run()
+    p.watch()
+    clock.advance(61)
+    kube.prepend_reactor("patch", "webservers/status", fail(409), times=1)
+
+    with pytest.raises(ApiError) as refused:
+        p.run()  # the rollback pass: its status write refused
+    assert refused.value.status == 409
+    assert "rollback" not in kube.object(WS_PATH)["status"]
+    assert ("Warning", "RolledBack") not in [(t, r) for t, r, _ in p.events]
+
+    p.watch()
+    p.run()  # decided again, written, said
+    assert "rollback" in kube.object(WS_PATH)["status"]
+    assert [(t, r) for t, r, _ in p.events].count(("Warning", "RolledBack")) == 1
+    p.watch()
+    p.run()
+    assert ("Warning", "RolledBack") not in [(t, r) for t, r, _ in p.events]
+    sample = p.ws.ctx.metrics.registry.get_sample_value(
+        "webserver_rollbacks_total", {"namespace": NS, "name": "web"}
+    )
+    assert sample == 1.0
 
 
 def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
