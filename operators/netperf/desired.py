@@ -57,7 +57,7 @@ UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run cr
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
 # Runs netperf "$1" times with the remaining arguments, each time as $NETPERF_STREAMS processes
-# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir),
+# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir, or $TMPDIR),
 # appending each process's output (at most 600 characters of it) to $NETPERF_RESULT, with a
 # STREAM= line when there are several; stops after the first sample with a failing process,
 # with its exit code. One stream writes exactly what the single-process loop wrote before.
@@ -70,15 +70,16 @@ n="$1"; shift
 out="${NETPERF_RESULT:-/dev/termination-log}"
 streams="${NETPERF_STREAMS:-1}"
 retries="${NETPERF_CONNECT_RETRIES:-0}"
+tmp="${TMPDIR:-/tmp}"
 : > "$out"
 i=0
 while [ "$i" -lt "$n" ]; do
   j=0; pids=""
   while [ "$j" -lt "$streams" ]; do
     if [ -n "${NETPERF_DATA_PORT:-}" ]; then
-      "$@" -P ",$((NETPERF_DATA_PORT + j))" > "/tmp/netperf-$j" 2>&1 &
+      "$@" -P ",$((NETPERF_DATA_PORT + j))" > "$tmp/netperf-$j" 2>&1 &
     else
-      "$@" > "/tmp/netperf-$j" 2>&1 &
+      "$@" > "$tmp/netperf-$j" 2>&1 &
     fi
     pids="$pids $!"; j=$((j + 1))
   done
@@ -87,12 +88,12 @@ while [ "$i" -lt "$n" ]; do
     wait "$pid"; rc=$?
     printf 'SAMPLE=%s\\n' "$i" >> "$out"
     [ "$streams" -eq 1 ] || printf 'STREAM=%s\\n' "$j" >> "$out"
-    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "/tmp/netperf-$j")" >> "$out"
+    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "$tmp/netperf-$j")" >> "$out"
     [ "$rc" -eq 0 ] || failed="$rc"
     j=$((j + 1))
   done
   if [ "$failed" -ne 0 ] && [ "$i" -eq 0 ] && [ "$retries" -gt 0 ]; then
-    case "$(cat /tmp/netperf-0)" in
+    case "$(cat "$tmp/netperf-0")" in
       *"establish control"*) retries=$((retries - 1)); : > "$out"; sleep 1; continue ;;
     esac
   fi
