@@ -106,9 +106,32 @@ def test_a_users_service_with_our_name_is_left_alone(cluster, namespace, operato
     assert not pods(cluster, namespace)
 
 
-def test_the_host_path_runs_both_pods_host_network(cluster, namespace, operator):
-    create(cluster, namespace, "host", {"path": "host", "samples": 1, "placement": "SameNode"})
+HOST_NODE, HOST_NODE_IP = "kwok-node-2", "10.99.7.2"
+
+
+@pytest.fixture
+def node_with_ip(cluster: Cluster) -> Iterator[str]:
+    """A kwok node with an InternalIP, which kwok gives its hostNetwork pods as their IP (the
+    local control plane's kwok nodes have none; a real node always has one). Restored after."""
+    core = client.CoreV1Api(cluster.api)
+    before = core.read_node(HOST_NODE).status.addresses
+    core.patch_node_status(
+        HOST_NODE, {"status": {"addresses": [{"type": "InternalIP", "address": HOST_NODE_IP}]}}
+    )
+    yield HOST_NODE
+    restore = [{"type": a.type, "address": a.address} for a in before or []]
+    core.patch_node_status(HOST_NODE, [{"op": "replace", "path": "/status/addresses", "value": restore}])
+
+
+def test_the_host_path_runs_both_pods_host_network(cluster, namespace, operator, node_with_ip):
+    create(
+        cluster,
+        namespace,
+        "host",
+        {"path": "host", "samples": 1, "serverNode": node_with_ip, "clientNode": node_with_ip},
+    )
     s = in_test(cluster, namespace, "host")
+    assert s["serverIP"] == HOST_NODE_IP  # the node's address: the server is on the host network
     server, client_pod = pod(cluster, namespace, s["serverPod"]), pod(cluster, namespace, s["clientPod"])
     for p in (server, client_pod):
         assert p.spec.host_network is True and p.spec.dns_policy == "ClusterFirstWithHostNet"
