@@ -1,9 +1,9 @@
 """The Netperf reconciler: one pass moves a Netperf's run at most one step.
 
 Every Netperf gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
-:class:`shared.controller.builder.Operator`), woken by changes
-of the Netperf and of its pods (server-side label selector, indexed by owner) and by time: a
-running test's pass returns the delay to its deadline, so a timeout fires when it is due.
+:class:`shared.controller.builder.Operator`), woken by changes of the Netperf and of its pods
+and Services (server-side label selector, indexed by owner) and by time: a running test's pass
+returns the delay to its deadline, so a timeout fires when it is due.
 
 The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
 deterministic pod names, so a restarted operator continues the same run: it finds the pods in
@@ -14,6 +14,13 @@ its cache or gets AlreadyExists when creating them. Each pass moves a run at mos
     Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
     deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
     Done/Error -> pods deleted; then nothing at all happens until the spec changes
+
+The path (``spec.path``, :mod:`.desired`): ``service`` creates the run's Service before its
+server pod and points the client at its ClusterIP; ``host`` first reads the namespace's Pod
+Security label and ends the run (``HostNetworkForbidden``) where hostNetwork is forbidden. With
+``spec.compare`` a run steps through each path in turn (:meth:`NetperfReconciler.path_done`),
+each path with its own pods (``<run>-<path>``) and deadline; the first path's result is the
+run's.
 
 A Netperf with ``spec.schedule`` runs the same steps once per due time instead
 (:meth:`NetperfReconciler.scheduled`; the rules are :mod:`.schedule`'s): its runs are numbered
