@@ -587,7 +587,8 @@ class NetperfReconciler:
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
                 if int(spec["parallel"]) > 1:
                     what += f", {spec['parallel']} parallel streams"
-                what += ", paths " + " then ".join(schema.paths(spec))
+                if schema.paths(spec) != (schema.DEFAULT_PATH,):  # the pod path's message as before
+                    what += ", paths " + " then ".join(schema.paths(spec))
                 self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             # Pods of earlier runs: of an older generation, or adopted from a predecessor.
             return await self._step(
