@@ -1,8 +1,9 @@
 """Every call the Netperf operator makes to the Kubernetes API.
 
-Pods: create, get (after a create answered AlreadyExists), delete. The Netperf: status
-writes. Results come from the client pod's status (termination message) seen by the watch,
-so no ``pods/log`` permission is needed.
+Pods: create, get (after a create answered AlreadyExists), delete. The service path's Services:
+create, get (after AlreadyExists), delete. Namespaces: get (its Pod Security labels, before a
+host-network run). The Netperf: status writes. Results come from the client pod's status
+(termination message) seen by the watch, so no ``pods/log`` permission is needed.
 """
 
 from __future__ import annotations
@@ -58,3 +59,36 @@ class NetperfAPI:
         """Make ``owner`` the orphan's controller (the pod's UID is the patch's precondition)."""
         patch = ownership.adoption_patch(pod, owner)
         return await self.kube.merge_patch(namespaced(namespace, "pods", pod["metadata"]["name"]), patch)
+
+    async def create_service(self, namespace: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """As :meth:`create_pod`, for the service path's Service: the caller checks the owner."""
+        try:
+            return await self.kube.create(namespaced(namespace, "services"), body), True
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        return await self.kube.get(namespaced(namespace, "services", body["metadata"]["name"])), False
+
+    async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete our Service (the UID precondition: never one someone else put under its name)."""
+        try:
+            await self.kube.delete(
+                namespaced(namespace, "services", name),
+                {"propagationPolicy": "Background", "preconditions": {"uid": uid}},
+            )
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The namespace's labels; None when the operator may not read namespaces (then the API
+        server's admission is the only judge of a pod)."""
+        try:
+            found = await self.kube.get_if_exists(f"/api/v1/namespaces/{namespace}")
+        except ApiError as exc:
+            if exc.status == 403:
+                return None
+            raise
+        return dict(((found or {}).get("metadata") or {}).get("labels") or {})

@@ -19,7 +19,14 @@ DESCRIPTION = OperatorDescription(
     reconcile="operators.netperf.reconciler:NetperfReconciler",
     # create/delete the server and client pods; get after AlreadyExists and for the client's
     # output (the log is read from the pod's termination message); patch adopts an orphan.
-    resources=(Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),),
+    resources=(
+        Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),
+        # The service path's Service per run: create, get after AlreadyExists (whose is it?), delete.
+        Resource("Service", "v1", "services", verbs=("create", "delete", "get")),
+    ),
+    # The host path: a namespace's Pod Security enforce label, read before a hostNetwork run so a
+    # namespace that forbids it gets a clear reason instead of pods the API server refuses.
+    extra_cluster_rules=({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},),
     display="Netperf",
     summary="A one-step pod-to-pod network benchmark: a netserver pod, a netperf client pod, results in "
     "status.",

@@ -18,38 +18,69 @@ keyval output to its termination message (``NETPERF_RESULT``, the container's
 
 Both pods run as non-root (65534) with the ``restricted`` Pod Security profile, CPU/memory
 requests, no service-account token and no service links.
+
+The path (``spec.path``; a compare run passes each path in turn, its run key ``<run>-<path>``):
+
+- ``pod``: the client targets the server pod's IP; netserver picks the data port (as always).
+- ``service``: a ClusterIP Service of this run (:func:`service`, named like the server pod) in
+  front of the server pod, with the control port and fixed data ports (``DATA_PORT`` + stream,
+  netperf's test-specific ``-P ,<remote>``: only the remote port pinned, the client's stays
+  ephemeral); the data ports' protocol is the test's (UDP for UDP_STREAM/UDP_RR). The client
+  targets its ClusterIP and retries the control connection while kube-proxy has not yet
+  programmed the new endpoint (``NETPERF_CONNECT_RETRIES``).
+- ``host``: both pods ``hostNetwork`` (``dnsPolicy: ClusterFirstWithHostNet``), fixed data ports
+  as for ``service``, declared with the control port as host ports on the server.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from operators.netperf.parse import KEYS, RR_TYPES
-from operators.netperf.schema import APP, DEFAULTS
+from operators.netperf.schema import APP, DEFAULT_PATH, DEFAULTS
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
+# The first fixed data port (service and host paths): stream j uses DATA_PORT + j. One port per
+# stream: two UDP_STREAM processes given the same remote port collide silently (THROUGHPUT=0.00).
+DATA_PORT = 12866
+# Seconds (one attempt a second) the service path's client retries a refused control connection:
+# the Service exists before the server pod, but kube-proxy adds the endpoint only after the pod
+# is Ready, and the client may be quicker.
+CONNECT_RETRIES = 30
+MAX_SERVICE_NAME = 63  # a Service's name is a DNS-1035 label
 RUN_LABEL = "netperf.app.example.com/run"  # the run a pod belongs to: generation, or r<n> when scheduled
 UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
 TERMINATION_LOG = "/dev/termination-log"
 NON_ROOT = 65534
 # Runs netperf "$1" times with the remaining arguments, each time as $NETPERF_STREAMS processes
-# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir),
+# started together (as super-netperf does; their outputs go to files in /tmp, the emptyDir, or $TMPDIR),
 # appending each process's output (at most 600 characters of it) to $NETPERF_RESULT, with a
 # STREAM= line when there are several; stops after the first sample with a failing process,
 # with its exit code. One stream writes exactly what the single-process loop wrote before.
+# With $NETPERF_DATA_PORT, stream j pins the server's data port to it + j (-P ,port: the
+# test-specific options come last in the arguments). With $NETPERF_CONNECT_RETRIES, a first
+# sample whose first stream could not establish the control connection starts again after a
+# second, that many times at most (its output is discarded).
 CLIENT_SCRIPT = """\
 n="$1"; shift
 out="${NETPERF_RESULT:-/dev/termination-log}"
 streams="${NETPERF_STREAMS:-1}"
+retries="${NETPERF_CONNECT_RETRIES:-0}"
+tmp="${TMPDIR:-/tmp}"
 : > "$out"
 i=0
 while [ "$i" -lt "$n" ]; do
   j=0; pids=""
   while [ "$j" -lt "$streams" ]; do
-    "$@" > "/tmp/netperf-$j" 2>&1 &
+    if [ -n "${NETPERF_DATA_PORT:-}" ]; then
+      "$@" -P ",$((NETPERF_DATA_PORT + j))" > "$tmp/netperf-$j" 2>&1 &
+    else
+      "$@" > "$tmp/netperf-$j" 2>&1 &
+    fi
     pids="$pids $!"; j=$((j + 1))
   done
   j=0; failed=0
@@ -57,10 +88,15 @@ while [ "$i" -lt "$n" ]; do
     wait "$pid"; rc=$?
     printf 'SAMPLE=%s\\n' "$i" >> "$out"
     [ "$streams" -eq 1 ] || printf 'STREAM=%s\\n' "$j" >> "$out"
-    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "/tmp/netperf-$j")" >> "$out"
+    printf 'EXIT=%s\\n%.600s\\n' "$rc" "$(cat "$tmp/netperf-$j")" >> "$out"
     [ "$rc" -eq 0 ] || failed="$rc"
     j=$((j + 1))
   done
+  if [ "$failed" -ne 0 ] && [ "$i" -eq 0 ] && [ "$retries" -gt 0 ]; then
+    case "$(cat "$tmp/netperf-0")" in
+      *"establish control"*) retries=$((retries - 1)); : > "$out"; sleep 1; continue ;;
+    esac
+  fi
   [ "$failed" -eq 0 ] || exit "$failed"
   i=$((i + 1))
 done
@@ -92,6 +128,40 @@ def pod_names(name: str, run: int | str) -> PodNames:
 
 def run_key(owner: Mapping[str, Any], run: str | None = None) -> str:
     return run if run is not None else str(owner["metadata"].get("generation", 0))
+
+
+def path_of(spec: Mapping[str, Any]) -> str:
+    """The path of one run's pods (a compare run passes each path in turn as ``path``)."""
+    return str(spec.get("path") or DEFAULT_PATH)
+
+
+def path_run(run: str, path: str, compare: bool) -> str:
+    """The run key of one path: the run's own, or ``<run>-<path>`` for a path of a compare run
+    (its pods and Service then never share a name with another path's)."""
+    return f"{run}-{path}" if compare else run
+
+
+def data_ports(spec: Mapping[str, Any]) -> list[int]:
+    """The fixed data ports of the service and host paths, one per stream (none for pod)."""
+    spec = effective(spec)
+    if path_of(spec) == "pod":
+        return []
+    return [DATA_PORT + j for j in range(int(spec["parallel"]))]
+
+
+def data_protocol(spec: Mapping[str, Any]) -> str:
+    return "UDP" if str(effective(spec)["testType"]).startswith("UDP") else "TCP"
+
+
+def _ports(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The server's ports: control (TCP), and the data ports of the service and host paths."""
+    protocol = data_protocol(spec)
+    ports: list[dict[str, Any]] = [{"name": "control", "containerPort": CONTROL_PORT, "protocol": "TCP"}]
+    ports += [
+        {"name": f"data-{j}", "containerPort": port, "protocol": protocol}
+        for j, port in enumerate(data_ports(spec))
+    ]
+    return ports
 
 
 def netperf_argv(spec: Mapping[str, Any], server_ip: str) -> list[str]:
@@ -161,15 +231,29 @@ def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | Non
     spec = effective(spec)
     run = run_key(owner, run)
     names = pod_names(owner["metadata"]["name"], run)
+    ports = _ports(spec)
+    if path_of(spec) == "host":
+        # hostNetwork: the ports are the node's. Declared as host ports, the scheduler's NodePorts
+        # filter never puts two host-network netservers (of two Netperfs) on one node, where the
+        # second could not bind its control or data port.
+        ports = [{**p, "hostPort": p["containerPort"]} for p in ports]
     container = {
         "name": "netserver",
         "image": spec["image"],
         "command": ["netserver", "-D", "-p", str(CONTROL_PORT)],
-        "ports": [{"name": "control", "containerPort": CONTROL_PORT, "protocol": "TCP"}],
+        "ports": ports,
         "readinessProbe": {"tcpSocket": {"port": CONTROL_PORT}, "periodSeconds": 2},
     }
     affinity = _node_affinity(spec["serverNode"]) if spec.get("serverNode") else {}
-    return _pod(owner, names.server, "server", container, affinity, run=run)
+    return _host_network(_pod(owner, names.server, "server", container, affinity, run=run), spec)
+
+
+def _host_network(pod: dict[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    if path_of(spec) == "host":
+        # ClusterFirstWithHostNet: cluster DNS as for other pods (plain ClusterFirst falls back
+        # to the node's resolver with hostNetwork).
+        pod["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    return pod
 
 
 def client_pod(
@@ -193,6 +277,12 @@ def client_pod(
         "env": [
             {"name": "NETPERF_RESULT", "value": TERMINATION_LOG},
             {"name": "NETPERF_STREAMS", "value": str(spec["parallel"])},
+            *([{"name": "NETPERF_DATA_PORT", "value": str(DATA_PORT)}] if path_of(spec) != "pod" else []),
+            *(
+                [{"name": "NETPERF_CONNECT_RETRIES", "value": str(CONNECT_RETRIES)}]
+                if path_of(spec) == "service"
+                else []
+            ),
         ],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",
@@ -212,7 +302,77 @@ def client_pod(
         term = {"labelSelector": server_selector, "topologyKey": "kubernetes.io/hostname"}
         kind = "podAffinity" if spec["placement"] == "SameNode" else "podAntiAffinity"
         affinity = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    return _pod(owner, names.client, "client", container, affinity, run=run)
+    return _host_network(_pod(owner, names.client, "client", container, affinity, run=run), spec)
+
+
+def service_name(name: str, run: str) -> str:
+    """The run's Service: named like its server pod, shortened with a hash past 63 characters
+    (a Service name is a DNS-1035 label; a pod's may be longer)."""
+    full = f"{name}-server-{run}"
+    if len(full) <= MAX_SERVICE_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    keep = MAX_SERVICE_NAME - len(digest) - len(run) - 2
+    return f"{name[:keep].rstrip('-')}-{digest}-{run}"
+
+
+def service(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | None = None) -> dict[str, Any]:
+    """The service path's ClusterIP Service in front of this run's server pod (by its labels,
+    the Netperf's UID included: never a predecessor's server of the same name)."""
+    spec = effective(spec)
+    meta = owner["metadata"]
+    run = run_key(owner, run)
+    selector = {
+        ownership.INSTANCE: meta["name"],
+        ownership.COMPONENT: "server",
+        RUN_LABEL: run,
+        UID_LABEL: str(meta.get("uid") or ""),
+    }
+    labels = {
+        **ownership.standard_labels(APP, meta["name"], "service"),
+        RUN_LABEL: run,
+        UID_LABEL: str(meta.get("uid") or ""),
+    }
+    ports = [{**p, "port": p["containerPort"], "targetPort": p["containerPort"]} for p in _ports(spec)]
+    for p in ports:
+        del p["containerPort"]
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": service_name(meta["name"], run), "labels": labels},
+        "spec": {"type": "ClusterIP", "selector": selector, "ports": ports},
+    }
+    return ownership.adopt(body, owner, APP, "service")
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """What a pass needs of a run's Service."""
+
+    name: str
+    run: str
+    cluster_ip: str | None
+    deleting: bool
+    uid: str = ""
+    created_for: str = ""
+
+    @property
+    def component(self) -> str:
+        return "service"
+
+
+def service_view(body: Mapping[str, Any]) -> ServiceView:
+    meta = body["metadata"]
+    labels = meta.get("labels") or {}
+    ip = (body.get("spec") or {}).get("clusterIP")
+    return ServiceView(
+        name=meta["name"],
+        run=labels.get(RUN_LABEL, ""),
+        cluster_ip=ip if ip and ip != "None" else None,
+        deleting=meta.get("deletionTimestamp") is not None,
+        uid=meta.get("uid") or "",
+        created_for=labels.get(UID_LABEL, ""),
+    )
 
 
 @dataclass(frozen=True)
@@ -279,7 +439,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
     )
 
 
-def of_run(pod: PodView, owner_uid: str, run: int | str) -> bool:
+def of_run(pod: PodView | ServiceView, owner_uid: str, run: int | str) -> bool:
     """Whether ``pod`` was created for this run of this Netperf (not only named like it).
 
     Controlled by the Netperf is not enough: an adopted orphan of a predecessor of the same name

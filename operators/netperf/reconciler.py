@@ -1,9 +1,9 @@
 """The Netperf reconciler: one pass moves a Netperf's run at most one step.
 
 Every Netperf gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
-:class:`shared.controller.builder.Operator`), woken by changes
-of the Netperf and of its pods (server-side label selector, indexed by owner) and by time: a
-running test's pass returns the delay to its deadline, so a timeout fires when it is due.
+:class:`shared.controller.builder.Operator`), woken by changes of the Netperf and of its pods
+and Services (server-side label selector, indexed by owner) and by time: a running test's pass
+returns the delay to its deadline, so a timeout fires when it is due.
 
 The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
 deterministic pod names, so a restarted operator continues the same run: it finds the pods in
@@ -14,6 +14,13 @@ its cache or gets AlreadyExists when creating them. Each pass moves a run at mos
     Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
     deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
     Done/Error -> pods deleted; then nothing at all happens until the spec changes
+
+The path (``spec.path``, :mod:`.desired`): ``service`` creates the run's Service before its
+server pod and points the client at its ClusterIP; ``host`` first reads the namespace's Pod
+Security label and ends the run (``HostNetworkForbidden``) where hostNetwork is forbidden. With
+``spec.compare`` a run steps through each path in turn (:meth:`NetperfReconciler.path_done`),
+each path with its own pods (``<run>-<path>``) and deadline; the first path's result is the
+run's.
 
 A Netperf with ``spec.schedule`` runs the same steps once per due time instead
 (:meth:`NetperfReconciler.scheduled`; the rules are :mod:`.schedule`'s): its runs are numbered
@@ -34,22 +41,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.netperf import desired, schedule, status
+from operators.netperf import desired, schedule, schema, status
 from operators.netperf.api import NetperfAPI
 from operators.netperf.description import DESCRIPTION
-from operators.netperf.desired import PodView
-from operators.netperf.parse import ParseError, parse, truncate
+from operators.netperf.desired import PodView, ServiceView
+from operators.netperf.parse import ParseError, Result, parse, truncate
 from operators.netperf.schema import APP, CRD, KIND, combination_errors
-from shared.api import conditions, ownership
+from shared.api import conditions, ownership, podsecurity
 from shared.api.validation import SchemaValidator, name_errors
-from shared.client.kube import SupersededError, reason_of
+from shared.client.kube import ApiError, SupersededError, reason_of
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.netperf")
-(POD,) = DESCRIPTION.resources
+POD, SERVICE = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 
 
@@ -84,6 +91,18 @@ def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
     )
 
 
+def _refused_for_good(exc: ApiError) -> bool:
+    """A pod the API server will refuse however often it is sent: invalid, or against the
+    namespace's Pod Security. (A quota's 403 is retried: pods that end free it.)"""
+    return exc.status == 422 or (exc.status == 403 and "violates PodSecurity" in reason_of(exc))
+
+
+def first_path_run(spec: Mapping[str, Any], run: str) -> str:
+    """The pods' run key of a run's first path (compare: ``<run>-<path>``)."""
+    paths = schema.paths(dict(spec))
+    return desired.path_run(run, paths[0], bool(spec.get("compare")))
+
+
 def test_failure(p: Pass) -> tuple[str, str] | None:
     """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
     server, client = p.server, p.client
@@ -113,7 +132,13 @@ class Pass:
     timeout: int
     remaining: float
     reconciler: NetperfReconciler
-    run: str  # the run's key (desired.of_run): the generation, or r<n> when scheduled
+    # The key of the run's pods (desired.of_run): the generation, or r<n> when scheduled; with
+    # compare, <that>-<path> (desired.path_run).
+    run: str
+    path: str = schema.DEFAULT_PATH
+    compare: bool = False
+    service: ServiceView | None = None
+    run_of_paths: str = ""  # a compare run's own key, without the path
 
     @property
     def namespace(self) -> str:
@@ -124,6 +149,8 @@ class Pass:
         return int(self.body["metadata"].get("generation", 0))
 
     async def fail(self, reason: str, message: str) -> None:
+        if self.compare:
+            message = f"path {self.path}: {message}"
         await self.reconciler._finish(
             self.body,
             status.error(current=self.current, reason=reason, message=message, now=self.now),
@@ -131,8 +158,15 @@ class Pass:
         )
 
     async def create(self, manifest: dict[str, Any], what: str) -> bool:
-        """Create a pod of this run; False (and Error) when a stranger has its name."""
-        pod, created = await self.reconciler.api.create_pod(self.namespace, manifest)
+        """Create a pod of this run; False (and Error) when a stranger has its name, or when
+        the API server refuses the pod for good (invalid, Pod Security: a retry cannot help)."""
+        try:
+            pod, created = await self.reconciler.api.create_pod(self.namespace, manifest)
+        except ApiError as exc:
+            if not _refused_for_good(exc):
+                raise
+            await self.fail("PodRejected", f"the API server refused {what}: {reason_of(exc)}")
+            return False
         if not ownership.is_controlled_by(pod, self.body["metadata"]["uid"]):
             name = manifest["metadata"]["name"]
             ref = ownership.controller_of(pod)
@@ -192,6 +226,37 @@ class Pass:
             self.reconciler._event(self.body, "CreatedPod", f"Created {what}")
         return True
 
+    async def ensure_service(self) -> ServiceView | None:
+        """The service path's Service of this run, created if missing; None (and Error) when a
+        Service of its name is not ours: it is left exactly as it is."""
+        if self.service is not None:
+            return self.service
+        meta = self.body["metadata"]
+        manifest = desired.service(self.body, self.spec, self.run)
+        name = manifest["metadata"]["name"]
+        svc, created = await self.reconciler.api.create_service(self.namespace, manifest)
+        view = desired.service_view(svc)
+        if not ownership.is_controlled_by(svc, meta["uid"]):
+            ref = ownership.controller_of(svc)
+            if ref is not None and ref.get("kind") == KIND and ref.get("name") == meta["name"]:
+                # A deleted predecessor's (delete && apply): the garbage collector removes it.
+                raise ReconcileError(
+                    "WaitingForServiceName", f"service {name} still belongs to the previous {KIND}"
+                )
+            await self.fail(
+                "ServiceConflict",
+                f"a Service named {name} exists and is not controlled by this {KIND}; it is left "
+                "alone (delete or rename it, or rename the Netperf)",
+            )
+            return None
+        if not desired.of_run(view, meta["uid"], self.run):
+            raise ReconcileError("WaitingForServiceName", f"service {name} of an earlier run is still there")
+        self.reconciler.services.observe("ADDED", svc)  # write-through, as for pods
+        if created:
+            self.reconciler._event(self.body, "CreatedService", f"Created service {name}")
+        self.service = view
+        return view
+
 
 class NetperfReconciler:
     """See the module docstring; its dependencies come in ``ctx``."""
@@ -201,6 +266,7 @@ class NetperfReconciler:
         self.clock = ctx.clock
         self.api = NetperfAPI(ctx.kube)
         self.pods = caches.OwnerCache(desired.pod_view)
+        self.services = caches.OwnerCache(desired.service_view)
         self.finished_runs = status.FinishedRuns()
         # Prometheus' base unit is bytes; status keeps bits/s (the tutorial's speedBitsPerSec).
         self.throughput_gauge = ctx.metrics.gauge("netperf_throughput_bytes_per_second")
@@ -213,7 +279,7 @@ class NetperfReconciler:
         self.regressed_gauge = ctx.metrics.gauge("netperf_regressed")
 
     def watches(self) -> Sequence[Watch]:
-        return [self.ctx.owns(POD, self.pods)]
+        return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
@@ -230,11 +296,19 @@ class NetperfReconciler:
     def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         self.ctx.event(body, reason, message, type_)
 
-    async def _delete_pods(self, body: Mapping[str, Any], views: list[PodView]) -> None:
-        namespace = body["metadata"]["namespace"]
+    async def _delete_pods(
+        self, body: Mapping[str, Any], views: list[PodView], keep_run: str | None = None
+    ) -> None:
+        """Delete these pods, and the Netperf's Services (service path) but those of ``keep_run``."""
+        namespace, uid = body["metadata"]["namespace"], body["metadata"]["uid"]
         for pod in views:
             if not pod.deleting and await self.api.delete_pod(namespace, pod.name, pod.uid):
                 self._event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
+        for svc in self.services.children(namespace, uid):
+            if svc.deleting or (keep_run is not None and desired.of_run(svc, uid, keep_run)):
+                continue
+            if await self.api.delete_service(namespace, svc.name, svc.uid):
+                self._event(body, "DeletedService", f"Deleted service {svc.name}")
 
     def _result_series(self, body: Mapping[str, Any], new: Mapping[str, Any], test_type: str) -> None:
         """The Done run's figures as the per-result series (namespace, name, test type)."""
@@ -320,22 +394,11 @@ class NetperfReconciler:
             await p.fail("ServerFailed", f"server pod {server.name} ended: {server.phase}")
             return None
         if server is not None and server.ready and server.ip and server.phase == "Running":
-            if not await p.create(
-                desired.client_pod(p.body, p.spec, server.ip, p.run), f"client pod {names.client}"
-            ):
-                return None
-            summary = f"client pod {names.client} running {p.spec['testType']} against {server.ip}"
-            new = status.phase(
-                current=p.current, phase="Test", summary=summary, now=p.now, serverIP=server.ip
-            )
-            await self.api.status.write(p.body, new)
-            return max(p.remaining, 0.001)
+            return await self.start_client(p, server.ip)
         if p.remaining <= 0:
             await p.fail(*_server_timeout(server, p.timeout))
             return None
-        if server is None and not await p.create(
-            desired.server_pod(p.body, p.spec, p.run), f"server pod {names.server}"
-        ):
+        if server is None and not await self.start_server(p):
             return None
         if p.current["status"] == "Initial":
             summary = f"waiting for server pod {names.server}"
@@ -343,6 +406,86 @@ class NetperfReconciler:
                 p.body, status.phase(current=p.current, phase="Server", summary=summary, now=p.now)
             )
         return p.remaining
+
+    async def start_server(self, p: Pass) -> bool:
+        """The server pod (and the service path's Service before it); False when the run failed."""
+        if p.path == "host" and (why := await self._host_network_forbidden(p.namespace)):
+            await p.fail("HostNetworkForbidden", why)
+            return False
+        # The Service first: kube-proxy has its rules by the time the server is Ready.
+        if p.path == "service" and await p.ensure_service() is None:
+            return False
+        return await p.create(desired.server_pod(p.body, p.spec, p.run), f"server pod {p.names.server}")
+
+    async def start_client(self, p: Pass, server_ip: str) -> float | None:
+        """The server is ready: the client pod against it (or its Service), and phase Test."""
+        target, fields = server_ip, {"serverIP": server_ip}
+        if p.path == "service":
+            svc = await p.ensure_service()
+            if svc is None:
+                return None
+            if not svc.cluster_ip:
+                raise ReconcileError("NoClusterIP", f"service {svc.name} has no ClusterIP yet")
+            target = fields["serviceIP"] = svc.cluster_ip
+        client = p.names.client
+        if not await p.create(desired.client_pod(p.body, p.spec, target, p.run), f"client pod {client}"):
+            return None
+        summary = f"client pod {client} running {p.spec['testType']} against {target}"
+        if p.path != schema.DEFAULT_PATH:
+            summary += f" (path {p.path})"
+        new = status.phase(current=p.current, phase="Test", summary=summary, now=p.now, **fields)
+        await self.api.status.write(p.body, new)
+        return max(p.remaining, 0.001)
+
+    async def _host_network_forbidden(self, namespace: str) -> str | None:
+        """Why the namespace's Pod Security refuses the host path's pods, if its label says so."""
+        labels = await self.api.namespace_labels(namespace)
+        level = podsecurity.forbids_host_network(labels or {})
+        if level is None:
+            return None
+        return (
+            f"path host runs hostNetwork pods, which namespace {namespace}'s Pod Security level "
+            f"{level} ({podsecurity.ENFORCE_LABEL}) forbids; run it in a namespace enforcing "
+            "privileged, or use path pod or service"
+        )
+
+    async def path_done(self, p: Pass, result: Result) -> float | None:
+        """A compare run's path ended with ``result``: on to the next path, or Done with them all.
+
+        The top-level result fields are the first path's (history and regression detection use
+        them); each path's figures go to status.paths, their ratios to status.ratios."""
+        paths = schema.paths(p.spec)
+        index = paths.index(p.path)
+        entries = [e for e in p.current.get("paths") or [] if e.get("path") != p.path]
+        entries.append(status.path_entry(p.path, result, p.now))
+        fields: dict[str, Any] = {"paths": entries}
+        if index == 0:
+            fields.update(status.result_fields(result, p.now))
+        if index + 1 < len(paths):
+            following = paths[index + 1]
+            names = desired.pod_names(
+                p.body["metadata"]["name"], desired.path_run(p.run_of_paths, following, True)
+            )
+            new = status.next_path(current=p.current, path=following, names=names, now=p.now, **fields)
+            await self.api.status.write(p.body, new)
+            self._event(
+                p.body, "PathFinished", f"path {p.path}: {entries[-1]['headline']}; next: path {following}"
+            )
+            await self._delete_pods(p.body, p.views)  # this path's pods and Service, before the next's
+            return 0.001
+        ratios = status.ratios(entries)
+        summary = "; ".join(f"{e['path']} {e['headline']}" for e in entries)
+        if ratios:
+            summary += " (" + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()) + ")"
+        new = status.phase(
+            current=p.current,
+            phase="Done",
+            summary=summary,
+            now=p.now,
+            **{**fields, "completedAt": conditions.rfc3339(p.now), "ratios": ratios},
+        )
+        await self._finish(p.body, new, p.views)
+        return None
 
     async def test_step(self, p: Pass) -> float | None:
         """Test: wait for the client pod to terminate, then record the result or the failure."""
@@ -355,6 +498,8 @@ class NetperfReconciler:
             except ParseError as exc:
                 await p.fail("InvalidResult", str(exc))
                 return None
+            if p.compare:
+                return await self.path_done(p, result)
             await self._finish(p.body, status.done(current=p.current, result=result, now=p.now), p.views)
             return None
         if p.server is None:
@@ -374,7 +519,12 @@ class NetperfReconciler:
             await p.fail(*failure)
             return None
         if client is None:
-            server_ip = p.current.get("serverIP") or (p.server.ip if p.server else None) or ""
+            server_ip = (
+                p.current.get("serviceIP")
+                or p.current.get("serverIP")
+                or (p.server.ip if p.server else None)
+                or ""
+            )
             if not await p.create(
                 desired.client_pod(p.body, p.spec, server_ip, p.run), f"client pod {p.names.client}"
             ):
@@ -403,7 +553,9 @@ class NetperfReconciler:
             await self._delete_pods(body, views)
             return None
 
-        errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(name, service=False)
+        errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(
+            name, service=schema.requests_service(spec)
+        )
         if not errors:  # the CEL rules, for objects that reached us without them
             errors = combination_errors(body.get("spec") or {}) + schedule_errors
         if errors:
@@ -416,11 +568,12 @@ class NetperfReconciler:
 
         if sched is not None:
             return await self.scheduled(body, sched, current, views, now)
-        names = desired.pod_names(name, generation)
+        names = desired.pod_names(name, first_path_run(spec, str(generation)))
         try:
             if current.get("observedGeneration") != generation or current.get("status") not in status.RUNNING:
                 # A new run: claim it first, so a restart continues it instead of starting another.
                 current = status.started(current=current, generation=generation, names=names, now=now)
+                current["path"] = schema.paths(spec)[0]
                 # A schedule removed: the history stays, the run counter too (pod names of a
                 # later schedule never repeat), but this run is a one-off, not scheduled.
                 current.update(runSpec=None, scheduledTime=None, nextRunTime=None)
@@ -434,6 +587,8 @@ class NetperfReconciler:
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
                 if int(spec["parallel"]) > 1:
                     what += f", {spec['parallel']} parallel streams"
+                if schema.paths(spec) != (schema.DEFAULT_PATH,):  # the pod path's message as before
+                    what += ", paths " + " then ".join(schema.paths(spec))
                 self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             # Pods of earlier runs: of an older generation, or adopted from a predecessor.
             return await self._step(
@@ -456,13 +611,20 @@ class NetperfReconciler:
         now: datetime.datetime,
     ) -> float | None:
         """One step of the claimed run ``run``, after deleting the pods of other runs."""
-        uid = body["metadata"]["uid"]
+        uid, namespace = body["metadata"]["uid"], body["metadata"]["namespace"]
+        paths = schema.paths(spec)
+        compare = len(paths) > 1 or bool(spec.get("compare"))
+        path = current.get("path") if current.get("path") in paths else paths[0]
+        run_of_paths, run = run, desired.path_run(run, str(path), compare)
+        spec = {**spec, "path": path}
         names = desired.pod_names(body["metadata"]["name"], run)
-        # Pods of earlier runs: of an older generation or run number, or adopted from a predecessor.
-        await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, run)])
+        # Pods of earlier runs (an older generation or run number, a compare run's earlier path,
+        # or adopted from a predecessor), and their Services.
+        await self._delete_pods(body, [p for p in views if not desired.of_run(p, uid, run)], keep_run=run)
         timeout = desired.timeout_seconds(spec)
         started_at = _parse_time(current.get("startedAt")) or now
         mine = {p.name: p for p in views if desired.of_run(p, uid, run)}
+        services = {s.name: s for s in self.services.children(namespace, uid) if desired.of_run(s, uid, run)}
         p = Pass(
             body=body,
             spec=spec,
@@ -476,6 +638,10 @@ class NetperfReconciler:
             remaining=(started_at + datetime.timedelta(seconds=timeout) - now).total_seconds(),
             reconciler=self,
             run=run,
+            path=str(path),
+            compare=compare,
+            service=services.get(desired.service_name(body["metadata"]["name"], run)),
+            run_of_paths=run_of_paths,
         )
         if current["status"] in ("Initial", "Server"):
             return await self.server_step(p)
@@ -494,6 +660,7 @@ class NetperfReconciler:
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation", 0)
         running = current.get("status") in status.RUNNING
+        spec_now = desired.effective(body.get("spec") or {})
         anchor = (
             _parse_time(current.get("lastScheduleTime")) or _parse_time(meta.get("creationTimestamp")) or now
         )
@@ -511,13 +678,14 @@ class NetperfReconciler:
             if decision.start is not None:
                 number = int(current.get("run") or 0) + 1
                 run = f"r{number}"
-                names = desired.pod_names(name, run)
+                names = desired.pod_names(name, first_path_run(spec_now, run))
                 current = {
                     **status.started(current=current, generation=generation, names=names, now=now),
                     **book,
                     "run": number,
                     "runSpec": schedule.run_spec(desired.effective(body.get("spec") or {})),
                     "scheduledTime": conditions.rfc3339(decision.start),
+                    "path": schema.paths(spec_now)[0],
                 }
                 self.failed_gauge.labels(namespace, name).set(0)
                 await self.api.status.write(body, current)

@@ -37,6 +37,11 @@ APP = "netperf"  # value of app.kubernetes.io/name on every pod
 TEST_TYPES = ("TCP_STREAM", "TCP_RR", "UDP_STREAM", "TCP_CRR", "UDP_RR")
 PLACEMENTS = ("DifferentNodes", "SameNode")
 PHASES = ("Initial", "Server", "Test", "Done", "Error")
+# The network between client and server: the pod network, through a ClusterIP Service
+# (kube-proxy), or the nodes' own (both pods hostNetwork).
+PATHS = ("pod", "service", "host")
+DEFAULT_PATH = "pod"
+MAX_COMPARE = 3
 DEFAULT_IMAGE = f"ghcr.io/k8s-operators-py/netperf:{shared.__version__}"
 DEFAULTS: dict[str, Any] = {
     "testType": "TCP_STREAM",
@@ -69,6 +74,15 @@ _RUNS_FIT = (
     "fit the client's 4 KiB termination message",
 )
 
+_PATH_OR_COMPARE = (
+    "!has(self.path) || !has(self.compare)",
+    "path and compare are exclusive: set path for one path, or compare for several",
+)
+_COMPARE_UNIQUE = (
+    "self.all(p, self.exists_one(q, q == p))",
+    "compare: each path at most once",
+)
+
 # Fields that only mean something with a schedule: (field, CEL rule, message).
 _NEEDS_SCHEDULE = tuple(
     (f, f"has(self.schedule) || !has(self.{f})", f"{f} needs spec.schedule: it is about repeated runs")
@@ -78,6 +92,11 @@ _WINDOW_NOT_EMPTY = (
     "self.startHour != self.endHour",
     "window: startHour and endHour must differ (an empty window would never start a run; "
     "for no window, leave it out)",
+)
+# The CEL condition under which a Netperf makes a Service (the name rules for it apply).
+SERVICE_REQUESTED = (
+    "(has(self.spec.path) && self.spec.path == 'service') "
+    "|| (has(self.spec.compare) && 'service' in self.spec.compare)"
 )
 _HOUR = {"type": "integer", "minimum": 0, "maximum": 23}
 _TIME = {"type": "string", "format": "date-time"}
@@ -96,6 +115,7 @@ SPEC_SCHEMA: dict[str, Any] = {
     "x-kubernetes-validations": [
         ratcheting_rule(*_STREAMS_ONLY, fieldPath=".parallel"),
         ratcheting_rule(*_RUNS_FIT, fieldPath=".parallel"),
+        ratcheting_rule(*_PATH_OR_COMPARE, fieldPath=".compare"),
         *(ratcheting_rule(rule, message, fieldPath=f".{f}") for f, rule, message in _NEEDS_SCHEDULE),
     ],
     "properties": {
@@ -152,6 +172,30 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "netperf processes started together in the client pod, each its own stream to the "
                 "server (as super-netperf does); status has their sum per sample and each stream's "
                 f"figures. STREAM tests only; samples x parallel at most {MAX_RUNS}."
+            ),
+        },
+        "path": {
+            "type": "string",
+            "enum": list(PATHS),
+            "description": (
+                "The network measured (default pod): pod (client to the server pod's IP over the "
+                "pod network), service (client to a ClusterIP Service the Netperf owns in front of "
+                "this run's server pod: what kube-proxy costs; netperf's data port is fixed and "
+                "exposed too), host (both pods hostNetwork: the nodes' network without the pod "
+                "network; the namespace's Pod Security must be privileged). Not with compare."
+            ),
+        },
+        "compare": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": MAX_COMPARE,
+            "items": {"type": "string", "enum": list(PATHS)},
+            "x-kubernetes-validations": [{"rule": _COMPARE_UNIQUE[0], "message": _COMPARE_UNIQUE[1]}],
+            "description": (
+                "Several paths measured one after the other in one Netperf (one run per path, never "
+                "two at once), e.g. [pod, host]: status.paths has each path's result, status.ratios "
+                "podToHost and serviceToPod of their headline figures. The top-level result, the "
+                "history and regression detection are the first path's. Not with path."
             ),
         },
         "timeoutSeconds": {
@@ -301,6 +345,46 @@ STATUS_SCHEMA: dict[str, Any] = {
         "serverPod": {"type": "string"},
         "clientPod": {"type": "string"},
         "serverIP": {"type": "string"},
+        "path": {"type": "string", "description": "The path of the run in progress, or of the latest run."},
+        "serviceIP": {
+            "type": "string",
+            "description": "path service: the ClusterIP of the run's Service, the client's target.",
+        },
+        "paths": {
+            "type": "array",
+            "maxItems": MAX_COMPARE,
+            "description": (
+                "compare: each path's result, in spec.compare's order (a path still to run is absent)."
+            ),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "enum": list(PATHS)},
+                    "result": {"type": "string", "enum": ["Done", "Error"]},
+                    "headline": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["bitsPerSec", "perSec"]},
+                    "mean": {"type": "number", "description": "Mean of the headline figure."},
+                    "ci95Low": {"type": "number"},
+                    "ci95High": {"type": "number"},
+                    "samples": {"type": "array", "maxItems": MAX_SAMPLES, "items": {"type": "number"}},
+                    "p99Seconds": {"type": "number"},
+                },
+            },
+        },
+        "ratios": {
+            "type": "object",
+            "description": (
+                "compare: ratios of the paths' mean headline figures (throughput, or transactions/s): "
+                "podToHost = pod / host (what the pod network keeps of the node's), serviceToPod = "
+                "service / pod (what kube-proxy keeps), serviceToHost = service / host."
+            ),
+            "properties": {
+                "podToHost": {"type": "number"},
+                "serviceToPod": {"type": "number"},
+                "serviceToHost": {"type": "number"},
+            },
+        },
         "startedAt": {"type": "string", "format": "date-time"},
         "completedAt": {"type": "string", "format": "date-time"},
         "headline": {
@@ -426,6 +510,11 @@ def combination_errors(spec: dict[str, Any]) -> list[FieldError]:
     for f, _rule, message in _NEEDS_SCHEDULE:
         if spec.get(f) is not None and not spec.get("schedule"):
             errors.append(FieldError(f"spec.{f}", message))
+    if spec.get("path") is not None and spec.get("compare") is not None:
+        errors.append(FieldError("spec.compare", _PATH_OR_COMPARE[1]))
+    compare = spec.get("compare") or []
+    if len(set(compare)) != len(compare):
+        errors.append(FieldError("spec.compare", _COMPARE_UNIQUE[1]))
     window = spec.get("window") or {}
     if window and window.get("startHour") == window.get("endHour"):
         errors.append(FieldError("spec.window", _WINDOW_NOT_EMPTY[1]))
@@ -466,11 +555,39 @@ CRD = CRDSpec(
             "priority": 1,
         },
         {"name": "Streams", "type": "integer", "jsonPath": ".spec.parallel", "priority": 1},
+        {"name": "Path", "type": "string", "jsonPath": ".status.path", "priority": 1},
+        {
+            "name": "Pod/Host",
+            "type": "number",
+            "jsonPath": ".status.ratios.podToHost",
+            "description": "compare: pod path's mean / host path's",
+            "priority": 1,
+        },
+        {
+            "name": "Service/Pod",
+            "type": "number",
+            "jsonPath": ".status.ratios.serviceToPod",
+            "description": "compare: service path's mean / pod path's",
+            "priority": 1,
+        },
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
         {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule", "priority": 1},
         {"name": "Runs", "type": "integer", "jsonPath": ".status.run", "priority": 1},
         {"name": "Next", "type": "date", "jsonPath": ".status.nextRunTime", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ),
-    object_validations=name_rules(),
+    # A Service's name (path service) has no dots and starts with a letter.
+    object_validations=name_rules(SERVICE_REQUESTED),
 )
+
+
+def paths(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The paths a run of ``spec`` measures, in order: compare's, or the one path (default pod)."""
+    if spec.get("compare"):
+        return tuple(spec["compare"])
+    return (spec.get("path") or DEFAULT_PATH,)
+
+
+def requests_service(spec: dict[str, Any]) -> bool:
+    """Whether a run of ``spec`` makes a Service (SERVICE_REQUESTED in Python)."""
+    return "service" in paths(spec)

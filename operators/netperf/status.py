@@ -24,6 +24,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from operators.netperf import schedule
 from operators.netperf.desired import PodNames
 from operators.netperf.parse import Result
 from shared.api import conditions
@@ -41,6 +42,9 @@ RESULT_FIELDS = (
     "reason",
     "message",
     "serverIP",
+    "serviceIP",
+    "paths",
+    "ratios",
 )
 RUNNING = ("Initial", "Server", "Test")
 FINISHED = ("Done", "Error")
@@ -116,7 +120,8 @@ def headline(result: Result) -> str:
     return ""
 
 
-def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) -> dict[str, Any]:
+def result_fields(result: Result, now: datetime.datetime) -> dict[str, Any]:
+    """The top-level result fields of ``result`` (what ``done`` writes besides the phase)."""
     fields: dict[str, Any] = {
         "completedAt": conditions.rfc3339(now),
         "speedBitsPerSec": result.speed_bits_per_sec,
@@ -129,18 +134,79 @@ def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) 
         "message": None,
     }
     fields["headline"] = headline(result)
+    return fields
+
+
+def summary_of(result: Result) -> str:
     if result.throughput_bits is not None:
         n = len(result.throughput_bits.samples)
         summary = f"{result.throughput_bits.mean / 1e9:.3f} Gbit/s, mean of {n} samples"
         if result.streams:
             summary += f" of the sum of {len(result.streams)} parallel streams"
-    elif result.transactions is not None:
+        return summary
+    if result.transactions is not None:
         n = len(result.transactions.samples)
         what = "connections/s" if result.test_type == "TCP_CRR" else "transactions/s"
-        summary = f"{result.transactions.mean:.0f} {what}, mean of {n} samples"
-    else:
-        summary = "completed"
-    return phase(current=current, phase="Done", summary=summary, now=now, **fields)
+        return f"{result.transactions.mean:.0f} {what}, mean of {n} samples"
+    return "completed"
+
+
+def done(*, current: Mapping[str, Any], result: Result, now: datetime.datetime) -> dict[str, Any]:
+    fields = result_fields(result, now)
+    return phase(current=current, phase="Done", summary=summary_of(result), now=now, **fields)
+
+
+# Compare runs (spec.compare): each path's result in status.paths, and the ratios of their means.
+RATIOS = (
+    ("podToHost", "pod", "host"),
+    ("serviceToPod", "service", "pod"),
+    ("serviceToHost", "service", "host"),
+)
+
+
+def path_entry(path: str, result: Result, now: datetime.datetime) -> dict[str, Any]:
+    """One path's compact result (the headline figure's statistics, as a history entry has)."""
+    item = schedule.entry({"status": "Done", **result_fields(result, now)}, run=0, test_type=result.test_type)
+    for key in ("run", "scheduledTime", "completedAt", "testType"):
+        item.pop(key, None)
+    return {"path": path, **item, "headline": headline(result)}
+
+
+def ratios(entries: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The ratios of the paths' mean headline figures that the compared paths allow."""
+    means = {e["path"]: e.get("mean") for e in entries if e.get("result") == "Done"}
+    found = {}
+    for name, a, b in RATIOS:
+        top, bottom = means.get(a), means.get(b)
+        if top is not None and bottom:
+            found[name] = round(top / bottom, 4)
+    return found or None
+
+
+def next_path(
+    *,
+    current: Mapping[str, Any],
+    path: str,
+    names: PodNames,
+    now: datetime.datetime,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A compare run moves on to its next path: Initial again, with that path's pods and its own
+    deadline (startedAt); the results so far stay."""
+    message = f"path {path}: starting server pod {names.server}"
+    generation = int(current.get("observedGeneration") or 0)
+    return {
+        **current,
+        **fields,
+        "status": "Initial",
+        "path": path,
+        "startedAt": conditions.rfc3339(now),
+        "serverPod": names.server,
+        "clientPod": names.client,
+        "serverIP": None,
+        "serviceIP": None,
+        "conditions": _conditions(current, "Initial", "Initial", message, generation=generation, now=now),
+    }
 
 
 def error(

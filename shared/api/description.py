@@ -145,6 +145,8 @@ class OperatorDescription:
     # operator in deploy/install.yaml (a CSV cannot carry one: docs/operations/install.md).
     aggregated_role: str = ""
     aggregate_label: str = ""
+    # RBAC on cluster-scoped kinds beyond the shared ones (the CSV's ``clusterPermissions``).
+    extra_cluster_rules: Sequence[Mapping[str, Any]] = ()
 
     def __post_init__(self) -> None:
         module, _, function = self.reconcile.partition(":")
@@ -201,8 +203,9 @@ class OperatorDescription:
     @property
     def cluster_rules(self) -> list[dict[str, Any]]:
         """RBAC granted cluster-wide (the CSV's ``clusterPermissions``), the same for every
-        operator: the reviews its ``/metrics`` filter makes (:mod:`shared.api.metricsauth`)."""
-        return metricsauth.operator_rules()
+        operator: the reviews its ``/metrics`` filter makes (:mod:`shared.api.metricsauth`); and
+        :attr:`extra_cluster_rules`."""
+        return [*metricsauth.operator_rules(), *(dict(r) for r in self.extra_cluster_rules)]
 
     @property
     def child_resources(self) -> tuple[str, ...]:

@@ -297,6 +297,25 @@ def netperf_tour(cluster: Cluster, namespace: str) -> None:
     core.create_namespaced_pod(namespace, stranger)
     netperfs.create(cluster, namespace, "taken", {})
     assert netperfs.phase_is(cluster, namespace, "taken", "Error")["reason"] == "PodConflict"
+    # The service path: its Service created, and deleted with the run.
+    netperfs.create(cluster, namespace, "svc", {"path": "service", "samples": 1})
+    s = netperfs.in_test(cluster, namespace, "svc")
+    netperfs.finish_client(
+        cluster, namespace, s["clientPod"], netperfs.fixture("tcp_stream").split("SAMPLE=1")[0]
+    )
+    netperfs.phase_is(cluster, namespace, "svc", "Done")
+    # A stranger's Service holding the run's Service name: read after AlreadyExists, left alone.
+    core.create_namespaced_service(
+        namespace, {"metadata": {"name": "svc-taken-server-1"}, "spec": {"ports": [{"port": 80}]}}
+    )
+    netperfs.create(cluster, namespace, "svc-taken", {"path": "service"})
+    assert netperfs.phase_is(cluster, namespace, "svc-taken", "Error")["reason"] == "ServiceConflict"
+    # The host path reads the namespace's Pod Security label first (get on namespaces).
+    core.patch_namespace(
+        namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
+    )
+    netperfs.create(cluster, namespace, "host", {"path": "host"})
+    assert netperfs.phase_is(cluster, namespace, "host", "Error")["reason"] == "HostNetworkForbidden"
 
 
 TOURS: dict[str, Callable[[Cluster, str], None]] = {

@@ -85,6 +85,10 @@ def test_client_pod_runs_the_sample_loop_and_writes_the_termination_message():
         ({"testType": "UDP_RR"}, []),
         ({"testType": "TCP_CRR", "parallel": 2}, ["spec.parallel: parallel > 1 needs testType TCP_STREAM"]),
         ({"parallel": 4, "samples": 10}, ["spec.parallel: samples x parallel must be at most 24"]),
+        ({"path": "host", "serverNode": "a", "clientNode": "a"}, []),  # two pods, one node: fine
+        ({"compare": ["pod", "host"]}, []),
+        ({"path": "pod", "compare": ["pod", "host"]}, ["spec.compare: path and compare are exclusive"]),
+        ({"compare": ["pod", "pod"]}, ["spec.compare: compare: each path at most once"]),
     ],
 )
 def test_impossible_combinations_are_field_errors_in_the_controller_too(spec, errors):
@@ -92,7 +96,7 @@ def test_impossible_combinations_are_field_errors_in_the_controller_too(spec, er
     found = [str(e) for e in schema.combination_errors(spec)]
     assert len(found) == len(errors) and all(f.startswith(e) for f, e in zip(found, errors, strict=True))
     rules = [r["rule"] for r in CRD.openapi_schema()["properties"]["spec"]["x-kubernetes-validations"]]
-    assert len(rules) == 8 and all(r.startswith("(oldSelf.hasValue()") for r in rules)  # ratcheting
+    assert len(rules) == 9 and all(r.startswith("(oldSelf.hasValue()") for r in rules)  # ratcheting
 
 
 @pytest.mark.parametrize(

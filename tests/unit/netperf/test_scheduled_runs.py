@@ -258,3 +258,37 @@ def test_a_schedule_removed_runs_once_as_a_one_off_keeping_the_history():
     )
     p.run()
     assert p.status["status"] == "Done" and [h["run"] for h in p.status["history"]] == [1]
+
+
+def test_a_scheduled_compare_run_measures_each_path_and_keeps_the_first_paths_figure_in_history():
+    """compare with a schedule: one run per due time measures every path in turn; history and
+    regression detection take the first path's figure (docs/operators/netperf.md)."""
+    kube = FakeKube(netperf(compare=["pod", "host"], samples=3))
+    p = Pass(kube, at(12, 0, 1))
+    pod_path, host_path = fixture("tcp_stream"), scaled(fixture("tcp_stream"), 2)
+    for run, minute in ((1, 0), (2, 10)):
+        p.at(at(12, minute, 1)).run()
+        for path, output in (("pod", pod_path), ("host", host_path)):
+            names = desired.pod_names("np", f"r{run}-{path}")
+            assert pods(kube) == [names.server] and p.status["path"] == path
+            p.kubelet(names.server, READY)
+            p.run()
+            terminated = {"exitCode": 0, "message": output}
+            p.kubelet(
+                names.client,
+                {
+                    "phase": "Succeeded",
+                    "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+                },
+            )
+            p.run()
+            if path == "pod":
+                assert p.status["status"] == "Initial" and pods(kube) == []
+                p.run()  # the next pass starts the host path
+        assert p.status["status"] == "Done" and p.status["run"] == run
+        assert p.status["ratios"]["podToHost"] == pytest.approx(0.5, rel=1e-3)
+    history = p.status["history"]
+    assert [h["run"] for h in history] == [1, 2]
+    assert history[0]["samples"] == [9776460000.0, 7182820000.0, 7417150000.0]  # the pod path's
+    regressed = conditions.get(p.status["conditions"], "Regressed")
+    assert regressed is not None and regressed["status"] == "False"
