@@ -10,11 +10,13 @@ is not enough: a Netperf deleted and re-created under the same name starts again
 the very names of its own run (:func:`of_run`).
 
 The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
-readiness probe on the control port. The client runs netperf ``samples`` times through a
-small POSIX sh loop (so any image with ``sh`` and ``netperf`` works) and writes every run's
-keyval output to its termination message (``NETPERF_RESULT``, the container's
-``terminationMessagePath``): the operator reads results from the pod status and needs no
-``pods/log`` permission.
+readiness probe on the control port. The client pod is made once the server's container runs,
+and its first sample retries a refused control connection for a while (``CONNECT_RETRIES``):
+waiting for the readiness probe instead cost up to its period on every run. The client runs
+netperf ``samples`` times through a small POSIX sh loop (so any image with ``sh`` and
+``netperf`` works) and writes every run's keyval output to its termination message
+(``NETPERF_RESULT``, the container's ``terminationMessagePath``): the operator reads results
+from the pod status and needs no ``pods/log`` permission.
 
 Both pods run as non-root (65534) with the ``restricted`` Pod Security profile, CPU/memory
 requests, no service-account token and no service links.
@@ -26,8 +28,7 @@ The path (``spec.path``; a compare run passes each path in turn, its run key ``<
   front of the server pod, with the control port and fixed data ports (``DATA_PORT`` + stream,
   netperf's test-specific ``-P ,<remote>``: only the remote port pinned, the client's stays
   ephemeral); the data ports' protocol is the test's (UDP for UDP_STREAM/UDP_RR). The client
-  targets its ClusterIP and retries the control connection while kube-proxy has not yet
-  programmed the new endpoint (``NETPERF_CONNECT_RETRIES``).
+  targets its ClusterIP.
 - ``host``: both pods ``hostNetwork`` (``dnsPolicy: ClusterFirstWithHostNet``), fixed data ports
   as for ``service``, declared with the control port as host ports on the server.
 """
@@ -47,10 +48,12 @@ CONTROL_PORT = 12865
 # The first fixed data port (service and host paths): stream j uses DATA_PORT + j. One port per
 # stream: two UDP_STREAM processes given the same remote port collide silently (THROUGHPUT=0.00).
 DATA_PORT = 12866
-# Seconds (one attempt a second) the service path's client retries a refused control connection:
-# the Service exists before the server pod, but kube-proxy adds the endpoint only after the pod
-# is Ready, and the client may be quicker.
-CONNECT_RETRIES = 30
+# Attempts, 0.2 s apart (30 s in all), a client makes at a control connection its first sample
+# could not establish. The client pod is created once the server's container runs, not once a
+# readiness probe has seen netserver listen (that probe's period was most of a run's overhead),
+# so the first attempt may come before netserver has bound its port; and on the service path
+# kube-proxy adds the endpoint only once the server pod is Ready.
+CONNECT_RETRIES = 150
 MAX_SERVICE_NAME = 63  # a Service's name is a DNS-1035 label
 RUN_LABEL = "netperf.app.example.com/run"  # the run a pod belongs to: generation, or r<n> when scheduled
 UID_LABEL = "netperf.app.example.com/uid"  # the UID of the Netperf whose run created the pod
@@ -63,8 +66,8 @@ NON_ROOT = 65534
 # with its exit code. One stream writes exactly what the single-process loop wrote before.
 # With $NETPERF_DATA_PORT, stream j pins the server's data port to it + j (-P ,port: the
 # test-specific options come last in the arguments). With $NETPERF_CONNECT_RETRIES, a first
-# sample whose first stream could not establish the control connection starts again after a
-# second, that many times at most (its output is discarded).
+# sample whose first stream could not establish the control connection starts again after
+# 0.2 s, that many times at most (its output is discarded).
 CLIENT_SCRIPT = """\
 n="$1"; shift
 out="${NETPERF_RESULT:-/dev/termination-log}"
@@ -94,7 +97,7 @@ while [ "$i" -lt "$n" ]; do
   done
   if [ "$failed" -ne 0 ] && [ "$i" -eq 0 ] && [ "$retries" -gt 0 ]; then
     case "$(cat "$tmp/netperf-0")" in
-      *"establish control"*) retries=$((retries - 1)); : > "$out"; sleep 1; continue ;;
+      *"establish control"*) retries=$((retries - 1)); : > "$out"; sleep 0.2; continue ;;
     esac
   fi
   [ "$failed" -eq 0 ] || exit "$failed"
@@ -242,7 +245,9 @@ def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | Non
         "image": spec["image"],
         "command": ["netserver", "-D", "-p", str(CONTROL_PORT)],
         "ports": ports,
-        "readinessProbe": {"tcpSocket": {"port": CONTROL_PORT}, "periodSeconds": 2},
+        # Once a second: the client does not wait for it (it retries its connection), but the
+        # service path's endpoint does, and the pod lives only for one test.
+        "readinessProbe": {"tcpSocket": {"port": CONTROL_PORT}, "periodSeconds": 1},
     }
     affinity = _node_affinity(spec["serverNode"]) if spec.get("serverNode") else {}
     return _host_network(_pod(owner, names.server, "server", container, affinity, run=run), spec)
@@ -278,11 +283,7 @@ def client_pod(
             {"name": "NETPERF_RESULT", "value": TERMINATION_LOG},
             {"name": "NETPERF_STREAMS", "value": str(spec["parallel"])},
             *([{"name": "NETPERF_DATA_PORT", "value": str(DATA_PORT)}] if path_of(spec) != "pod" else []),
-            *(
-                [{"name": "NETPERF_CONNECT_RETRIES", "value": str(CONNECT_RETRIES)}]
-                if path_of(spec) == "service"
-                else []
-            ),
+            {"name": "NETPERF_CONNECT_RETRIES", "value": str(CONNECT_RETRIES)},
         ],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",

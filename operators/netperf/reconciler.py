@@ -10,7 +10,8 @@ deterministic pod names, so a restarted operator continues the same run: it find
 its cache or gets AlreadyExists when creating them. Each pass moves a run at most one step:
 
     no run for this generation -> claim it (Initial, startedAt) and clean up older pods
-    Initial/Server -> server pod created; once Running with an IP and Ready -> client pod (Test)
+    Initial/Server -> server pod created; once Running with an IP -> client pod (Test), which
+                      retries its first connection until netserver listens (see :mod:`.desired`)
     Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
     deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
     Done/Error -> pods deleted; then nothing at all happens until the spec changes
@@ -74,7 +75,7 @@ def _server_timeout(server: PodView | None, seconds: int) -> tuple[str, str]:
     detail = f" ({server.waiting})" if server.waiting else ""
     return (
         "ServerNotReady",
-        f"server pod {server.name} was not Running and Ready with an IP within {seconds}s "
+        f"server pod {server.name} was not Running with an IP within {seconds}s "
         f"(phase {server.phase}){detail}",
     )
 
@@ -388,12 +389,13 @@ class NetperfReconciler:
         await self._delete_pods(body, views)
 
     async def server_step(self, p: Pass) -> float | None:
-        """Initial/Server: the server pod until it is Running and Ready with an IP, then the client."""
+        """Initial/Server: the server pod until its container runs with an IP, then the client (not
+        waiting for the readiness probe: the client retries until netserver listens)."""
         server, names = p.server, p.names
         if server is not None and server.finished:
             await p.fail("ServerFailed", f"server pod {server.name} ended: {server.phase}")
             return None
-        if server is not None and server.ready and server.ip and server.phase == "Running":
+        if server is not None and server.ip and server.phase == "Running":
             return await self.start_client(p, server.ip)
         if p.remaining <= 0:
             await p.fail(*_server_timeout(server, p.timeout))
@@ -418,7 +420,7 @@ class NetperfReconciler:
         return await p.create(desired.server_pod(p.body, p.spec, p.run), f"server pod {p.names.server}")
 
     async def start_client(self, p: Pass, server_ip: str) -> float | None:
-        """The server is ready: the client pod against it (or its Service), and phase Test."""
+        """The server runs: the client pod against it (or its Service), and phase Test."""
         target, fields = server_ip, {"serverIP": server_ip}
         if p.path == "service":
             svc = await p.ensure_service()
