@@ -64,13 +64,19 @@ def start_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator
 
 
 def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster, namespace, start_operator):
-    # Due at :00 and :01 of every hour: a pair close enough that the second comes during a run
-    # (within its 135 s deadline). The first full hour at least a minute away: no due time
-    # between the creation and it.
-    hour = (datetime.datetime.now(UTC) + datetime.timedelta(minutes=61)).replace(
-        minute=0, second=0, microsecond=0
-    )
-    spec = {"schedule": "0,1 * * * *", "samples": 3, "serverNode": "kwok-node-0", "clientNode": "kwok-node-1"}
+    # Due at minutes m and m+1 of every hour: a pair close enough that the second comes during a
+    # run (within its 135 s deadline). m is the minute two minutes from now, so no due time lies
+    # between the creation and the first one (a fixed :00 and :01 had two there when the test
+    # ran at minute 59 or 0, and the operator caught up on the latest). ``hour`` is that first
+    # due time; the next pair comes an hour later.
+    hour = (datetime.datetime.now(UTC) + datetime.timedelta(minutes=2)).replace(second=0, microsecond=0)
+    minutes = f"{hour.minute},{(hour.minute + 1) % 60}"
+    spec = {
+        "schedule": f"{minutes} * * * *",
+        "samples": 3,
+        "serverNode": "kwok-node-0",
+        "clientNode": "kwok-node-1",
+    }
     create(cluster, namespace, "nightly", spec)
     second = datetime.timedelta(seconds=1)
 
@@ -88,7 +94,7 @@ def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster
         no_pods_left(cluster, namespace)
         return s
 
-    # Run 1 at hour:00. hour:01 comes while it is in Test: skipped and counted, no second run.
+    # Run 1 at hour. hour + 1 min comes while it is in Test: skipped and counted, no second run.
     op = start_operator(hour - 3 * second)
     s = in_test(cluster, namespace, "nightly")
     assert (s["run"], s["clientPod"], s["scheduledTime"]) == (1, "nightly-client-r1", rfc3339(hour))
@@ -97,14 +103,14 @@ def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster
     wait_for(
         lambda: (st(cluster, namespace, "nightly").get("skippedRuns") or {}).get("overlapping") == 1,
         60,
-        "the due time of hour:01 skipped as overlapping",
+        "the due time of hour + 1 min skipped as overlapping",
     )
     finish_client(cluster, namespace, "nightly-client-r1", fixture("tcp_stream"))
     s = done(1)
     assert s["nextRunTime"] == rfc3339(hour + 3600 * second)
     op.stop()
 
-    # Run 2 at hour+1:00, the operator killed mid-run: the client finishes while it is down.
+    # Run 2 an hour later, the operator killed mid-run: the client finishes while it is down.
     op = start_operator(hour + 3597 * second)
     s = in_test(cluster, namespace, "nightly")
     assert s["run"] == 2
@@ -116,7 +122,7 @@ def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster
     assert s["startedAt"] == started and s["history"][-1]["run"] == 2  # the same run, continued
     op.stop()
 
-    # Run 3 at hour+1:01, on a link at half the speed: a regression.
+    # Run 3 a minute after that, on a link at half the speed: a regression.
     op = start_operator(hour + 3657 * second)
     s = in_test(cluster, namespace, "nightly")
     assert (s["run"], s["scheduledTime"]) == (3, rfc3339(hour + 3660 * second))
