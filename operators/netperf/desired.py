@@ -398,6 +398,19 @@ class PodView:
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
+    # The run's pods have one container and restartPolicy Never, so its terminated state is the
+    # pod's outcome, and the kubelet reports it about a second before the phase it then sets
+    # (a run's overhead waited for that phase).
+    @property
+    def succeeded(self) -> bool:
+        """Ran to the end with exit code 0 (the phase may still say Running)."""
+        return self.phase == "Succeeded" or (self.exit_code == 0 and self.phase != "Failed")
+
+    @property
+    def failed(self) -> bool:
+        """Ended with a non-zero exit code, or the phase says Failed."""
+        return self.phase == "Failed" or self.exit_code not in (None, 0)
+
 
 def pod_view(body: Mapping[str, Any]) -> PodView:
     meta, st = body["metadata"], body.get("status") or {}

@@ -107,7 +107,7 @@ def first_path_run(spec: Mapping[str, Any], run: str) -> str:
 def test_failure(p: Pass) -> tuple[str, str] | None:
     """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
     server, client = p.server, p.client
-    if client is not None and client.phase == "Failed":
+    if client is not None and client.failed:
         text = truncate(client.message) or "(no termination message)"
         return "ClientFailed", f"netperf exited with {client.exit_code}: {text}"
     if p.remaining <= 0:
@@ -492,7 +492,7 @@ class NetperfReconciler:
     async def test_step(self, p: Pass) -> float | None:
         """Test: wait for the client pod to terminate, then record the result or the failure."""
         client = p.client
-        if client is not None and client.phase == "Succeeded":
+        if client is not None and client.succeeded:
             try:
                 result = parse(
                     client.message, p.spec["testType"], int(p.spec["samples"]), int(p.spec["parallel"])

@@ -172,3 +172,55 @@ def test_a_predecessors_adopted_client_pod_is_waited_for_never_taken_as_this_run
     assert kube.object(NP_PATH)["status"]["status"] == "Test"
     mine = kube.object(namespaced(NS, "pods", names.client))
     assert mine["metadata"]["labels"][desired.UID_LABEL] == owner["metadata"]["uid"]
+
+
+def test_the_client_starts_when_the_server_runs_and_its_result_is_read_when_its_container_ends():
+    """Neither waits for what comes a period later: the server's readiness probe (the client
+    retries its connection), the client's phase (its one container, restartPolicy Never, has
+    ended with exit code 0: the kubelet sets Succeeded about a second after)."""
+    kube = FakeKube(netperf())
+    p = Pass(kube)
+    p.run()
+    [server] = [pod["metadata"]["name"] for pod in kube.objects("pods", NS)]
+    p.kubelet(
+        server,
+        {"phase": "Running", "podIP": "10.0.0.5", "conditions": [{"type": "Ready", "status": "False"}]},
+    )
+    p.run()
+    [client] = [
+        pod["metadata"]["name"] for pod in kube.objects("pods", NS) if pod["metadata"]["name"] != server
+    ]
+    assert kube.object(NP_PATH)["status"]["status"] == "Test"
+
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        client,
+        {"phase": "Running", "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}]},
+    )
+    p.run()
+    assert kube.object(NP_PATH)["status"]["status"] == "Done"
+    assert kube.objects("pods", NS) == []
+
+
+def test_a_client_container_that_ended_with_an_error_fails_the_run_before_the_phase_says_so():
+    kube = FakeKube(netperf())
+    p = Pass(kube)
+    p.run()
+    [server] = [pod["metadata"]["name"] for pod in kube.objects("pods", NS)]
+    p.kubelet(server, {"phase": "Running", "podIP": "10.0.0.5"})
+    p.run()
+    [client] = [
+        pod["metadata"]["name"] for pod in kube.objects("pods", NS) if pod["metadata"]["name"] != server
+    ]
+    terminated = {
+        "exitCode": 255,
+        "message": "establish control: are you sure there is a netserver listening",
+    }
+    p.kubelet(
+        client,
+        {"phase": "Running", "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}]},
+    )
+    p.run()
+    st = kube.object(NP_PATH)["status"]
+    assert (st["status"], st["reason"]) == ("Error", "ClientFailed")
+    assert "netperf exited with 255: establish control" in st["message"]
