@@ -12,10 +12,12 @@ runs): pod creation, scheduling, image start on the real node, status writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from kubernetes import client, config, watch
@@ -45,15 +47,14 @@ def one_run(api: client.ApiClient, ns: str, name: str, spec: dict[str, object]) 
     raise SystemExit(f"{name} did not finish")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--duration", type=int, default=2)
-    parser.add_argument("--samples", type=int, default=1)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def real_node_operator(pod_ingress_rate: int | None = None) -> Iterator[tuple[client.ApiClient, str, str]]:
+    """The local control plane with this machine as its real node (traffic into its pods shaped to
+    ``pod_ingress_rate`` bits/s, if given), the netperf image imported and the Netperf operator
+    running from this tree: (API client, a fresh namespace, the image)."""
     crds = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
     archives = ensure_images(["netperf"])
-    with localcluster.running(crds=crds, nodes=0, real_node=True) as cl:
+    with localcluster.running(crds=crds, nodes=0, real_node=True, pod_ingress_rate=pod_ingress_rate) as cl:
         assert cl.node is not None
         cl.node.import_images(archives.values())
         api = config.new_client_from_config(config_file=str(cl.kubeconfig))
@@ -63,19 +64,29 @@ def main() -> None:
             "operators.netperf", cl.kubeconfig, Path(tempfile.mkdtemp()) / "netperf.log"
         ).start()
         try:
-            spec: dict[str, object] = {"placement": "SameNode", "image": next(iter(archives))}
-            spec |= {"duration": args.duration, "samples": args.samples}
-            test_time = args.duration * args.samples
-            overheads = []
-            for i in range(args.runs):
-                total = one_run(api, ns, f"b{i}", spec)
-                overheads.append(total - test_time)
-                print(
-                    f"[bench] run {i + 1}: creation -> Done {total:.2f}s, overhead {overheads[-1]:.2f}s",
-                    flush=True,
-                )
+            yield api, ns, next(iter(archives))
         finally:
             op.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--duration", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=1)
+    args = parser.parse_args()
+    with real_node_operator() as (api, ns, image):
+        spec: dict[str, object] = {"placement": "SameNode", "image": image}
+        spec |= {"duration": args.duration, "samples": args.samples}
+        test_time = args.duration * args.samples
+        overheads = []
+        for i in range(args.runs):
+            total = one_run(api, ns, f"b{i}", spec)
+            overheads.append(total - test_time)
+            print(
+                f"[bench] run {i + 1}: creation -> Done {total:.2f}s, overhead {overheads[-1]:.2f}s",
+                flush=True,
+            )
     print(
         f"Netperf overhead (creation -> Done minus {args.samples} x {args.duration}s), {args.runs} runs: "
         f"min {min(overheads):.2f}s median {statistics.median(overheads):.2f}s max {max(overheads):.2f}s"
