@@ -75,6 +75,21 @@ def namespace(core: client.CoreV1Api, prefix: str) -> str:
     return ns
 
 
+def drop(core: client.CoreV1Api, ns: str) -> None:
+    """Delete the namespace and wait until it is gone: the next measurement starts on a kubelet
+    that is not still stopping the last one's pods (their preStop hooks, sandboxes, veths)."""
+    core.delete_namespace(ns)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(ns)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    until(gone, 300)
+
+
 def pod_start(core: client.CoreV1Api, image: str, count: int) -> list[float]:
     ns = namespace(core, "bench-pod")
     times = []
@@ -84,12 +99,29 @@ def pod_start(core: client.CoreV1Api, image: str, count: int) -> list[float]:
         core.create_namespaced_pod(ns, {"metadata": {"name": f"p{i}"}, "spec": {"containers": [container]}})
         until(lambda i=i: ready(core.read_namespaced_pod(f"p{i}", ns)))
         times.append(time.monotonic() - t0)
-    core.delete_namespace(ns)
+    drop(core, ns)
     return times
 
 
 def all_ready(core: client.CoreV1Api, ns: str, n: int) -> bool:
     return sum(ready(p) for p in core.list_namespaced_pod(ns).items) == n
+
+
+def until_all_ready(core: client.CoreV1Api, ns: str, n: int, t0: float) -> tuple[float, float]:
+    """Polls until the n pods are Ready: seconds from t0 until the poll first saw n pods (the
+    controller's part) and until all were Ready (the kubelet's, after it)."""
+    created = None
+    deadline = t0 + 300
+    while True:
+        pods = core.list_namespaced_pod(ns).items
+        now = time.monotonic()
+        if created is None and len(pods) >= n:
+            created = now - t0
+        if sum(ready(p) for p in pods) == n:
+            return created if created is not None else now - t0, now - t0
+        if now > deadline:
+            raise TimeoutError("benchmark step did not finish")
+        time.sleep(0.05)
 
 
 def webserver_body(image: str, n: int, **spec: Any) -> dict[str, Any]:
@@ -109,10 +141,10 @@ def webserver(api: client.ApiClient, image: str, n: int) -> tuple[float, dict[st
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         *WS, ns, "webservers", webserver_body(image, n)
     )
-    until(lambda: all_ready(core, ns, n))
-    took = time.monotonic() - t0
+    created, took = until_all_ready(core, ns, n, t0)
+    print(f"[bench]   WebServer: {n} pods created by {created:.2f}s, all Ready by {took:.2f}s", flush=True)
     pod = api.sanitize_for_serialization(core.list_namespaced_pod(ns).items[0])
-    core.delete_namespace(ns)
+    drop(core, ns)
     keep = ("containers", "securityContext", "automountServiceAccountToken")
     return took, {key: pod["spec"][key] for key in keep if key in pod["spec"]}
 
@@ -139,9 +171,9 @@ def deployment(api: client.ApiClient, pod_spec: dict[str, Any], n: int) -> float
     }
     t0 = time.monotonic()
     client.AppsV1Api(api).create_namespaced_deployment(ns, body)
-    until(lambda: all_ready(core, ns, n))
-    took = time.monotonic() - t0
-    core.delete_namespace(ns)
+    created, took = until_all_ready(core, ns, n, t0)
+    print(f"[bench]   Deployment: {n} pods created by {created:.2f}s, all Ready by {took:.2f}s", flush=True)
+    drop(core, ns)
     return took
 
 
@@ -230,7 +262,7 @@ def rollback(
 
         until(done, 300)
         took = time.monotonic() - t0
-    core.delete_namespace(ns)
+    drop(core, ns)
     return took, traffic.ok, traffic.failed
 
 
