@@ -1,7 +1,8 @@
 """The TDSet reconciler: one level-based pass that keeps a TDSet's Deployment on its schedule.
 
 A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
-(``spec.scaleTargetRef``: read and written through ``/scale``, claimed but never owned, given
+(``spec.scaleTargetRef``: written through ``/scale`` and read through it, or for the apps kinds
+from the object whose fields their ``/scale`` serves; claimed but never owned, given
 back by :class:`TargetSweeps`; :mod:`.target`).
 
 Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
