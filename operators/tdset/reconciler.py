@@ -1,7 +1,8 @@
 """The TDSet reconciler: one level-based pass that keeps a TDSet's Deployment on its schedule.
 
 A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
-(``spec.scaleTargetRef``: read and written through ``/scale``, claimed but never owned, given
+(``spec.scaleTargetRef``: written through ``/scale`` and read through it, or for the apps kinds
+from the object whose fields their ``/scale`` serves; claimed but never owned, given
 back by :class:`TargetSweeps`; :mod:`.target`).
 
 Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
@@ -402,6 +403,8 @@ class TDSetReconciler:
         self.known_targets: dict[str, KnownTarget] = {}
         # The spec's errors by TDSet, for the generation checked (uid -> (generation, errors)).
         self.checked_specs: dict[str, tuple[int, list[FieldError]]] = {}
+        # The notes on overlapping windows by TDSet, for the generation (uid -> (generation, notes)).
+        self.overlap_notes: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -508,6 +511,7 @@ class TDSetReconciler:
         self.wanted.pop(uid, None)
         self.known_targets.pop(uid, None)
         self.checked_specs.pop(uid, None)
+        self.overlap_notes.pop(uid, None)
         self.floor_sweeps.request()
         self.target_sweeps.request()
 
@@ -890,7 +894,13 @@ class TDSetReconciler:
                     f"{ref} is scaled by TDSet {claim.holder_name} (uid {claim.holder}); one TDSet "
                     "at a time scales an object: this one leaves it alone until that one lets go"
                 )
-            scale = scaletarget.scale_view(await api.get_scale(namespace, plural, ref.name, ref.api_version))
+            if ref.key[:2] in scaletarget.OWN_FIELDS_SCALE:
+                # One GET where two were (a pass polling a target that catches up reads it each time).
+                scale = scaletarget.scale_of_object(obj)
+            else:
+                scale = scaletarget.scale_view(
+                    await api.get_scale(namespace, plural, ref.name, ref.api_version)
+                )
             found = FoundTarget(plural, obj, claim, scale, claimed_now=claim.holder != uid)
             if not found.claimed_now:
                 break
@@ -986,6 +996,23 @@ class TDSetReconciler:
         self.checked_specs[uid] = (generation, errors)
         return errors
 
+    def autoscaler_of(self, namespace: str, name: str, ref: scaletarget.Ref | None) -> AutoscalerView | None:
+        """The HPA scaling what the TDSet ``name`` scales: its scaleTargetRef, else its own Deployment."""
+        in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
+        if ref is None:
+            return desired.autoscaler_for(in_namespace, name)
+        return desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
+
+    def spec_overlaps(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[str]:
+        """The notes on overlapping windows (:func:`.schedule.overlaps`): a function of the spec
+        alone, so worked out once per generation, as :meth:`spec_errors`."""
+        noted = self.overlap_notes.get(uid)
+        if generation and noted is not None and noted[0] == generation:
+            return list(noted[1])
+        notes = schedule.overlaps(spec)
+        self.overlap_notes[uid] = (generation, tuple(notes))
+        return notes
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -1003,20 +1030,18 @@ class TDSetReconciler:
             return None
 
         holidays, holidays_error = self.holidays.dates(namespace, name, spec)
-        decision = schedule.decide(spec, now, meta.get("annotations"), holidays=holidays)
-        decision = dataclasses.replace(decision, holidays_error=holidays_error)
+        ahead = schedule.Lookahead(spec, now, meta.get("annotations"), holidays)
+        # The next transition only: all a pass that just writes the target needs; a pass that
+        # writes the status asks for the rest of status.upcoming below.
+        decision = dataclasses.replace(ahead.decision(1), holidays_error=holidays_error)
         # No write of this pass, however throttled or retried, may hold it past the next boundary
         # of any layer (override, holiday, pre-warm, window).
         bound = schedule.recheck_delay(spec, decision, now)
         why = schedule.describe(spec, decision.decided)
-        warnings = schedule.overlaps(spec) + list(decision.warnings)
+        warnings = list(decision.warnings)
         suspended = bool(spec.get("suspend"))
         ref = scaletarget.ref_of(spec)
-        in_namespace = (a for (ns, _), a in self.autoscalers.items() if ns == namespace)
-        if ref is None:
-            hpa = desired.autoscaler_for(in_namespace, name)
-        else:
-            hpa = desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
+        hpa = self.autoscaler_of(namespace, name, ref)
         target = decision.replicas
         held = None
         if hpa is not None and not suspended:
@@ -1043,6 +1068,8 @@ class TDSetReconciler:
             # status writes, instead of each waiting behind those of the TDSets before it (docs/benchmarks.md:
             # p99 lag 39 s before).
             return 0.0
+        decision = dataclasses.replace(ahead.decision(schedule.UPCOMING), holidays_error=holidays_error)
+        warnings = self.spec_overlaps(uid, generation, spec) + warnings
         self._announce(body, previous, warnings, suspended, why)
         self._announce_calendar(body, previous, decision)
         new_status = status.compute(

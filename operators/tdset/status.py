@@ -199,7 +199,7 @@ def calendar_fields(decision: Decision, zone: str) -> dict[str, Any]:
 # double, 5, 10, 20, 40 s... So the status (READY, Progressing, preWarm.readyAt) lags the
 # target by at most the time the target took, at a few reads per change (a tenth instead gave
 # 22 passes and 43 GETs per flip at 1000 TDSets: docs/benchmarks.md), and a target that never
-# gets there costs two GETs every 5 minutes.
+# gets there costs a GET (two for a kind outside the apps group) every 5 minutes.
 TARGET_POLL = (5.0, 300.0)
 UNSETTLED = frozenset({"Scaling", "RollingOut", "WaitingForReady"})
 

@@ -181,6 +181,32 @@ def scale_view(scale: Mapping[str, Any]) -> ScaleView:
     )
 
 
+# The kinds whose /scale is their own object's fields, as the apps registry serves it (spec.replicas,
+# status.replicas, spec.selector): read from the object, the Scale costs no request of its own.
+# (group, kind)
+OWN_FIELDS_SCALE = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
+
+
+def scale_of_object(obj: Mapping[str, Any]) -> ScaleView:
+    """The Scale of a Deployment, StatefulSet or ReplicaSet (:data:`OWN_FIELDS_SCALE`) from the
+    object itself: what its ``/scale`` answers, read in the same request as the object."""
+    spec, st = obj.get("spec") or {}, obj.get("status") or {}
+    selector = spec.get("selector") or {}
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for e in selector.get("matchExpressions") or ():
+        key, op, values = e.get("key", ""), e.get("operator", ""), ",".join(sorted(e.get("values") or ()))
+        terms.append(
+            {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key}.get(
+                op, f"!{key}"
+            )
+        )
+    return ScaleView(
+        replicas=int(spec.get("replicas") or 0),
+        status_replicas=int(st.get("replicas") or 0),
+        selector=",".join(terms),
+    )
+
+
 def readiness(obj: Mapping[str, Any], scale: ScaleView) -> tuple[int, int, bool, bool]:
     """(ready, updated, available, rolled out) of a target, from the status fields workloads
     commonly have (``readyReplicas``, ``updatedReplicas``, an ``Available`` condition,

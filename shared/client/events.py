@@ -12,10 +12,11 @@ namespace being deleted, an outage) is logged and dropped, as client-go drops it
 retries; the queue is bounded, so an outage cannot grow memory without end (the oldest are
 dropped first, counted in the log).
 
-Events share the client's rate limit (``--kube-api-qps``) with every other write, as they do in
-client-go. So a burst (3000 new WebServers: 3000 pod creates, 6000 status writes, 3000 Events
-at 50 QPS) leaves Events waiting for minutes: the bound is set for such a burst, not for
-client-go's 1000 (which dropped 1358 of the 3000 in the scale benchmark), at about 1 KiB each.
+Events share the client's rate limit (``--kube-api-qps``, none by default) and connections with
+every other write, as they do in client-go. So a burst (3000 new WebServers: 3000 pod creates,
+6000 status writes, 3000 Events, at a limit of 50 QPS) can leave Events waiting for minutes:
+the bound is set for such a burst, not for client-go's 1000 (which dropped 1358 of the 3000 in
+the scale benchmark), at about 1 KiB each.
 """
 
 from __future__ import annotations

@@ -7,16 +7,20 @@ this client sends and receives plain dicts over one aiohttp session on kopf's ev
 Credentials come from the official package's loaders (in-cluster service account when running
 in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``), including token refresh.
 
-Throttling, as client-go does it:
+Throttling, as controller-runtime's client does it (fairness by namespace added):
 
-- a client-side token bucket (:class:`TokenBucket`) in front of every request, so a burst of
-  passes (every object after a restart, a WebServer creating 100 pods) cannot flood the API
-  server: ``burst`` requests at once, then ``qps`` per second; the requests that wait take
-  turns by namespace, so one namespace's burst does not hold back the others'. client-go's defaults (5 QPS,
-  burst 10) would hold the creates of a 100-pod WebServer for 18 s; 50/100 lets such a burst
-  through at once and sustains 50 requests per second, still far below what an API server
-  serves, and the server's own priority-and-fairness protects it beyond that. 0 QPS turns the
-  limiter off;
+- no client-side rate limit by default, as controller-runtime since
+  kubernetes-sigs/controller-runtime#3119 (2025): the API server's priority and fairness is what
+  protects it, and it does so better than a fixed rate in each client, which holds back an
+  operator with work to do on an idle server (1000 TDSets flipping at one boundary took at least
+  18 s at the 50 QPS this client had by default, docs/benchmarks.md). ``--kube-api-qps`` sets
+  one: a token bucket (:class:`TokenBucket`, client-go's) in front of every request, ``burst``
+  requests at once, then ``qps`` per second, the requests that wait taking turns by namespace;
+- what bounds the requests in flight is the connection pool (``connections``, aiohttp's 100),
+  and the requests waiting for a connection take turns by namespace too
+  (:class:`FairConnections`): a WebServer creating 1000 pods does not hold back another
+  namespace's request behind all of them (fairness across namespaces, :mod:`shared.client.fair`:
+  the API server's fairness shares by user, and every request of the operator is one user's);
 - a 429 (the API server's priority-and-fairness or max-in-flight rejection) or a 503 with
   ``Retry-After`` (a server or aggregated API that cannot serve now) was not processed, so it
   is retried, writes included, after the ``Retry-After`` seconds it names (1 s when a 429 names
@@ -49,7 +53,7 @@ import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -65,7 +69,9 @@ if TYPE_CHECKING:
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
-DEFAULT_QPS = 50.0
+# No client-side rate limit unless --kube-api-qps sets one (module docstring); the burst a
+# QPS set without one gets.
+DEFAULT_QPS = 0.0
 DEFAULT_BURST = 100
 MAX_RETRIES = 10  # client-go's maxRetries for answers with Retry-After
 # A longer Retry-After is not waited for inside a request, which holds its pass's slot.
@@ -196,6 +202,59 @@ class TokenBucket:
             await self._sleep((1 - self._tokens) / self.qps)
 
 
+class FairConnections:
+    """At most ``limit`` requests in flight at once (the session's connection pool); the
+    requests that find every slot taken take turns by group (the namespace), round-robin
+    (:class:`~shared.client.fair.RoundRobin`), first come first served within a group.
+
+    Without it, those requests would wait in aiohttp's pool, one first-come line: with no
+    client-side rate limit (the default, module docstring) that pool is where a WebServer
+    creating 1000 pods queues, and a request of another namespace would wait behind all of
+    them. A slot handed to a request that was cancelled meanwhile goes to the next.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, not {limit}")
+        self.limit = limit
+        self._busy = 0
+        self._waiters = RoundRobin()
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot now."""
+        return len(self._waiters)
+
+    @property
+    def busy(self) -> int:
+        """Slots taken now."""
+        return self._busy
+
+    async def acquire(self, group: Hashable = None) -> None:
+        # A free slot means nobody live waits: a release hands its slot on at once (_pass_on).
+        if self._busy < self.limit:
+            self._busy += 1
+            return
+        # Woken means handed a slot, already counted by _pass_on.
+        await self._waiters.wait(group, abandon=self.release)
+
+    def release(self) -> None:
+        self._busy -= 1
+        self._pass_on()
+
+    def _pass_on(self) -> None:
+        while self._busy < self.limit and self._waiters.wake() is not None:
+            self._busy += 1
+
+    @contextlib.asynccontextmanager
+    async def slot(self, group: Hashable = None) -> AsyncIterator[None]:
+        await self.acquire(group)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 def namespace_of(path: str) -> str:
     """The namespace a request path is in (``""`` for a cluster-scoped one)."""
     parts = path.split("?", 1)[0].strip("/").split("/")
@@ -307,6 +366,7 @@ class KubeClient:
             raise ValueError(f"connections must be >= 1, not {connections}")
         self._connections = connections
         self._limiter = TokenBucket(qps, burst, clock, sleep)
+        self._in_flight = FairConnections(connections)
         self.fence: Fence | None = None
 
     def limit_rate(self, qps: float, burst: int) -> None:
@@ -379,26 +439,30 @@ class KubeClient:
         url = cfg.host.rstrip("/") + path
         data = dumps(body) if body is not None else None
         host = urllib.parse.urlsplit(cfg.host).netloc
+        namespace = namespace_of(path)
         for attempt in range(self.max_retries + 1):
-            waited = await self._limiter.wait(namespace_of(path))
+            waited = await self._limiter.wait(namespace)
             if waited > 1:
                 logger.info(f"waited {waited:.2f}s for client-side throttling before {method} {path}")
             # Asked again once the attempt has its connection (FencedConnector); this first ask
             # only spares a refused write the wait for a connection.
             self._fence_write(method, path)
-            start = time.monotonic()
-            code: int | str = "<error>"
-            try:
-                async with self._session.request(
-                    method, url, data=data, params=params, headers=self._headers(content_type), ssl=tls
-                ) as resp:
-                    status, reason = resp.status, resp.reason
-                    code = status
-                    raw = await resp.read()
-                    delay = retry_after(status, resp.headers.get("Retry-After"))
-            finally:
-                if self._observer is not None:
-                    self._observer(method, host, code, time.monotonic() - start)
+            # A connection of the pool, in the namespace's turn (FairConnections), held until
+            # the answer is read.
+            async with self._in_flight.slot(namespace):
+                start = time.monotonic()
+                code: int | str = "<error>"
+                try:
+                    async with self._session.request(
+                        method, url, data=data, params=params, headers=self._headers(content_type), ssl=tls
+                    ) as resp:
+                        status, reason = resp.status, resp.reason
+                        code = status
+                        raw = await resp.read()
+                        delay = retry_after(status, resp.headers.get("Retry-After"))
+                finally:
+                    if self._observer is not None:
+                        self._observer(method, host, code, time.monotonic() - start)
             if delay is None or delay > MAX_RETRY_AFTER or attempt == self.max_retries:
                 break
             logger.debug(f"{method} {path}: {status}, retry {attempt + 1} after {delay:g}s")

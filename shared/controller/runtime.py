@@ -209,13 +209,14 @@ def parse_options(
         "--kube-api-qps",
         type=at_least(0.0, float),
         default=env.get("KUBE_API_QPS") or str(DEFAULT_QPS),
-        help=f"API requests per second, 0 = unlimited (default: $KUBE_API_QPS, else {DEFAULT_QPS:g})",
+        help="client-side limit of API requests per second, 0 = none (default: $KUBE_API_QPS, else "
+        f"{DEFAULT_QPS:g}, as controller-runtime)",
     )
     parser.add_argument(
         "--kube-api-burst",
         type=at_least(0, int),
         default=env.get("KUBE_API_BURST") or str(DEFAULT_BURST),
-        help=f"API requests at once above the QPS (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
+        help=f"API requests at once above --kube-api-qps (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
     )
     add_leader_election_options(parser, env, prog)
     args = parser.parse_args(list(argv) if argv is not None else None)

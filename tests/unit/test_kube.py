@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from shared.client.kube import (
     MAX_RETRY_AFTER,
     ApiError,
+    FairConnections,
     KubeClient,
     TokenBucket,
     dumps,
@@ -295,6 +296,58 @@ async def test_a_token_due_when_the_only_waiter_was_just_cancelled_does_not_spin
     await asyncio.gather(gone, return_exceptions=True)
     assert bucket.waiting == 0
     assert await bucket.wait("c") == 0  # the token was given back, not lost
+
+
+async def test_requests_waiting_for_a_connection_take_turns_by_namespace():
+    """With no client-side rate limit (the default) the requests queue for the connection pool:
+    20 of namespace a wait (a pass creating pods), then one of b: b's gets the second connection
+    freed, not the 21st; a's go out in their order."""
+    slots = FairConnections(1)
+    order: list[str] = []
+    done: dict[str, asyncio.Event] = {}
+
+    async def request(namespace: str, name: str) -> None:
+        done[name] = asyncio.Event()
+        async with slots.slot(namespace):
+            order.append(name)
+            await done[name].wait()
+
+    holder = asyncio.create_task(request("a", "first"))
+    await until(lambda: order == ["first"], "the first request to hold the connection")
+    flood = [asyncio.create_task(request("a", f"a{i}")) for i in range(20)]
+    await until(lambda: slots.waiting == 20, "a's requests waiting")
+    quiet = asyncio.create_task(request("b", "b"))
+    await until(lambda: slots.waiting == 21, "b's request waiting")
+    done["first"].set()
+    await until(lambda: len(order) == 2, "the connection handed on")
+    done["a0"].set()
+    await until(lambda: len(order) == 3, "the connection handed on again")
+    assert order == ["first", "a0", "b"]
+    done["b"].set()
+    for i in range(1, 20):
+        await until(lambda i=i: f"a{i}" in done, f"a{i} holding the connection")
+        done[f"a{i}"].set()
+    await asyncio.gather(holder, quiet, *flood)
+    assert order[3:] == [f"a{i}" for i in range(1, 20)]
+    assert (slots.busy, slots.waiting) == (0, 0)
+
+
+async def test_a_connection_slot_handed_to_a_cancelled_request_goes_to_the_next():
+    slots = FairConnections(2)
+    await slots.acquire("a")
+    await slots.acquire("a")
+    gone = asyncio.create_task(slots.acquire("a"))
+    stays = asyncio.create_task(slots.acquire("b"))
+    await until(lambda: slots.waiting == 2, "two waiting")
+    slots.release()  # handed to `gone` ...
+    gone.cancel()  # ... cancelled before it ran: the slot goes on to b
+    await asyncio.gather(gone, return_exceptions=True)
+    await stays
+    assert (slots.busy, slots.waiting) == (2, 0)
+    slots.release()
+    slots.release()
+    await slots.acquire("c")  # nothing lost: a free slot at once
+    assert slots.busy == 1
 
 
 @pytest.mark.parametrize(

@@ -124,14 +124,20 @@ def test_the_metric_reports_the_limit_the_controllers_run_with():
 
 def test_kube_api_rate_limit_options():
     opts = parse_options([], env={})
-    assert (opts.kube_api_qps, opts.kube_api_burst) == (50.0, 100)
+    # No client-side limit by default, as controller-runtime (#3119); the burst applies once a QPS is set.
+    assert (opts.kube_api_qps, opts.kube_api_burst) == (0.0, 100)
     env = {"KUBE_API_QPS": "20", "KUBE_API_BURST": "30"}
     assert parse_options([], env=env).kube_api_qps == 20.0
     assert parse_options([], env=env).kube_api_burst == 30
     cli = parse_options(["--kube-api-qps", "0.5", "--kube-api-burst", "2"], env=env)
     assert (cli.kube_api_qps, cli.kube_api_burst) == (0.5, 2)
     assert parse_options(["--kube-api-qps", "0", "--kube-api-burst", "0"], env={}).kube_api_qps == 0  # off
-    for bad in (["--kube-api-qps", "-1"], ["--kube-api-qps", "x"], ["--kube-api-burst", "0"]):
+    assert parse_options(["--kube-api-burst", "0"], env={}).kube_api_burst == 0  # no limit to burst over
+    for bad in (
+        ["--kube-api-qps", "-1"],
+        ["--kube-api-qps", "x"],
+        ["--kube-api-qps", "5", "--kube-api-burst", "0"],
+    ):
         with pytest.raises(SystemExit):
             parse_options(bad, env={})
 

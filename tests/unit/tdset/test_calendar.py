@@ -204,6 +204,21 @@ def test_every_layer_at_an_instant_matches_the_oracle(case):
     assert decision.replicas == decision.decided.replicas
 
 
+@settings(max_examples=60)
+@given(calendars(), st.integers(0, schedule.UPCOMING))
+def test_a_lookahead_asked_for_fewer_transitions_first_decides_as_decide_does(case, first):
+    """A pass that only flips asks for one transition, then the status pass for all of them:
+    the look-ahead continues its walk and must give what a fresh decide() gives."""
+    spec, now, annotation = case
+    ann = annotations(annotation)
+    ahead = schedule.Lookahead(spec, now, ann)
+    early = ahead.decision(first)
+    fresh = schedule.decide(spec, now, ann)
+    assert early == schedule.decide(spec, now, ann, count=first)
+    assert early.next_transition == fresh.next_transition
+    assert ahead.decision(schedule.UPCOMING) == fresh
+
+
 @settings(max_examples=40)
 @given(calendars())
 def test_upcoming_is_what_decide_gives_at_each_instant_and_nothing_changes_between(case):
