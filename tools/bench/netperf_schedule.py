@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import cluster as localcluster
-from operators.netperf import cron
+from operators.netperf import cron, schedule
 from tests.framework.operator_process import OperatorProcess
 from tools.bench import lib
 from tools.bench.lib import Api, AuditLog, ProcStats, Sample, control_plane, load, operator_kubeconfig, say
@@ -89,8 +89,10 @@ class Schedules:
         if st.get("status") in ("Done", "Error") and seen.finished is None:
             seen.finished, seen.completed = st["status"], _time(st.get("completedAt"))
 
-    def of_run(self, number: int) -> list[RunSeen]:
-        return [seen for (_, n), seen in self.runs.items() if n == number]
+    def of_due(self, due: datetime.datetime) -> list[RunSeen]:
+        """The runs started for due time ``due`` (a Netperf that skipped one has a lower run
+        number than the others from then on: runs are matched by due time, not by number)."""
+        return [seen for seen in self.runs.values() if seen.scheduled == due]
 
 
 def quantiles(values: list[float]) -> str:
@@ -171,16 +173,16 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                     await asyncio.sleep(min(1.0, (due - early - datetime.datetime.now(UTC)).total_seconds()))
                 marks.append((audit.mark(), stats.sample()))
                 if len(marks) > 1:
-                    n = len(marks) - 1
-                    runs = seen.of_run(n)
+                    runs = seen.of_due(dues[len(marks) - 2])
                     say(
-                        f"run {n}: {len(runs)} started, {sum(1 for r in runs if r.finished)} finished; "
+                        f"due {dues[len(marks) - 2]:%H:%M:%S}: {len(runs)} started, "
+                        f"{sum(1 for r in runs if r.finished)} finished; "
                         f"{len(kubelet.pods)} pods; {load()}"
                     )
             # Runs that were still going at the next due time: let them finish for their figures.
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline and any(
-                r.finished is None for n in range(1, args.runs + 1) for r in seen.of_run(n)
+                r.finished is None for due in dues[:-1] for r in seen.of_due(due)
             ):
                 await asyncio.sleep(0.5)
             end = stats.sample()
@@ -216,23 +218,30 @@ def report(
     minutes = (dues[1] - dues[0]).total_seconds() / 60  # of the first interval; "* * * * *": 1
     print(f"\n{args.netperfs} Netperfs scheduled {args.schedule!r} on kwok, {args.runs} due times:")
     cpu_per_run = []
+    total: Counter[str] = Counter()
+    started = 0
     for i in range(args.runs):
         (mark, before), (until, after) = marks[i], marks[i + 1]
         cpu = after.cpu_s - before.cpu_s
         cpu_per_run.append(cpu)
-        runs = seen.of_run(i + 1)
+        runs = seen.of_due(dues[i])
         lag_status = [(r.started - r.scheduled).total_seconds() for r in runs if r.started]
         lag_seen = [r.seen - r.scheduled.timestamp() for r in runs]
         to_done = [(r.completed - r.scheduled).total_seconds() for r in runs if r.completed]
         counts = requests(user, mark, until)
+        total += counts
+        started += len(runs)
         errors = sum(1 for r in runs if r.finished == "Error")
         print(
-            f"run {i + 1} (due {dues[i]:%H:%M:%S}): {len(runs)} started, {errors} in Error; operator CPU "
+            f"due time {i + 1} ({dues[i]:%H:%M:%S}): {len(runs)} runs started, {errors} in Error; "
+            f"operator CPU "
             f"{cpu:.1f}s; API requests {describe(counts)}\n"
             f"  lag due -> startedAt {quantiles(lag_status)}; due -> claim seen {quantiles(lag_seen)}; "
             f"due -> completedAt {quantiles(to_done)}"
         )
-    all_lags = [r.seen - r.scheduled.timestamp() for r in seen.runs.values()]
+    per_run = ", ".join(f"{n / started:.2f} {what}" for what, n in total.most_common())
+    print(f"all {args.runs} intervals: {started} runs started, API requests per run started: {per_run}")
+    all_lags = [r.seen - r.scheduled.timestamp() for due in dues[:-1] for r in seen.of_due(due)]
     total_cpu = sum(cpu_per_run)
     skipped: Counter[str] = Counter()
     for item in items:
@@ -240,6 +249,15 @@ def report(
     sizes = [status_bytes(item) for item in items]
     objects = [len(json.dumps(item, separators=(",", ":"))) for item in items]
     histories = [len((item.get("status") or {}).get("history") or []) for item in items]
+    # What the status would weigh with a full history (the default limit, and the most allowed).
+    entries = [e for item in items for e in (item.get("status") or {}).get("history") or []]
+    per_entry = statistics.mean(len(json.dumps(e, separators=(",", ":"))) for e in entries or [{}])
+    without = statistics.median(
+        status_bytes(item)
+        - len(json.dumps((item.get("status") or {}).get("history") or [], separators=(",", ":")))
+        for item in items
+    )
+    full, most = ((without + n * per_entry) / 1024 for n in (schedule.DEFAULT_HISTORY, schedule.MAX_HISTORY))
     print(
         f"operator CPU {statistics.mean(cpu_per_run):.1f}s per run (min {min(cpu_per_run):.1f}, "
         f"max {max(cpu_per_run):.1f}), {total_cpu / (args.netperfs * minutes * args.runs) * 1000:.1f} ms "
@@ -249,7 +267,9 @@ def report(
         f"{(end.rss_mib - base.rss_mib) * 1024 / args.netperfs:.0f} KiB per Netperf\n"
         f"skipped runs {dict(skipped) or 0}; history entries {min(histories)}-{max(histories)}; "
         f"status {statistics.median(sizes):.0f} B median, {max(sizes)} B max; whole object "
-        f"{statistics.median(objects):.0f} B median, {max(objects)} B max\n"
+        f"{statistics.median(objects):.0f} B median, {max(objects)} B max; a history entry "
+        f"{per_entry:.0f} B: a status of about {full:.1f} KiB at the default "
+        f"{schedule.DEFAULT_HISTORY} entries, {most:.1f} KiB at the most ({schedule.MAX_HISTORY})\n"
         f"{lib.operator_limits(args)}; {load()}"
     )
 
