@@ -224,15 +224,24 @@ class AuditLog:
 
     def writes(self, user: str, since: int = 0) -> Counter[str]:
         """Completed write requests ``user`` made after ``since``, counted by "verb resource"."""
+        return self.requests(user, since, verbs=WRITE_VERBS)
+
+    def requests(
+        self, user: str, since: int = 0, until: int | None = None, verbs: frozenset[str] | None = None
+    ) -> Counter[str]:
+        """Completed requests ``user`` made between the marks ``since`` and ``until`` (None: the
+        end), of ``verbs`` (None: all, reads and watches too), counted by "verb resource"."""
         counts: Counter[str] = Counter()
         with self.path.open("rb") as f:
             f.seek(since)
             for line in f:
+                if until is not None and f.tell() > until:
+                    break
                 event = json.loads(line)
                 ref = event.get("objectRef") or {}
                 if (
                     event.get("stage") != "ResponseComplete"
-                    or event.get("verb") not in WRITE_VERBS
+                    or (verbs is not None and event.get("verb") not in verbs)
                     or (event.get("user") or {}).get("username") != user
                 ):
                     continue
