@@ -150,6 +150,10 @@ class Bench:
     kind: str = "webservers"  # what --memory creates: "webservers" or "tdsets"
 
     @property
+    def lease(self) -> str:
+        return f"{'tdset' if self.kind == 'tdsets' else 'webserver'}-leader"
+
+    @property
     def stats(self) -> ProcStats:
         assert self.op.proc is not None
         return ProcStats(self.op.proc.pid)
@@ -243,6 +247,14 @@ class Bench:
         except OSError:  # its probe port is not listening yet
             return False
 
+    async def leads(self, op: OperatorProcess) -> bool:
+        """Whether ``op`` holds its operator's Lease (its identity starts with its POD_NAME)."""
+        lease = await self.api.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{self.lease}"
+        )
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        return holder.startswith(f"{op.extra_env.get('POD_NAME')}_")
+
     async def restart(self, start: Any) -> None:
         """SIGKILL the leader, start a new process: its start-up peak, and the standby's takeover."""
         old = self.stats_of(self.op).sample()
@@ -257,7 +269,18 @@ class Bench:
             await asyncio.sleep(0.5)
         ready = time.monotonic() - t0
         quiet = await new.quiet()
+        took_over = None
         if self.standby is not None:
+            # The standby leads once the killed leader's Lease expires (LEADER_ELECTION_LEASE_
+            # DURATION): its takeover (a pass for every object) is sampled until it holds the
+            # Lease and has gone quiet, then 30 s more.
+            stats = self.stats_of(self.standby)
+            deadline = time.monotonic() + 900
+            while time.monotonic() < deadline and not await self.leads(self.standby):
+                standby_peak = max(standby_peak, stats.sample().rss_mib)
+                await asyncio.sleep(0.5)
+            took_over = time.monotonic() - t0
+            standby_peak = max(standby_peak, (await stats.quiet()).hwm_mib)
             standby_peak = max(standby_peak, (await self.peak(30, self.standby))[0])
         print(f"restart: killed the leader at RSS {old.rss_mib:.1f} MiB (peak {old.hwm_mib:.1f})")
         print(
@@ -265,7 +288,10 @@ class Bench:
             f"RSS {quiet.rss_mib:.1f}, peak {quiet.hwm_mib:.1f} MiB"
         )
         if self.standby is not None:
-            print(f"restart: standby peak {standby_peak:.1f} MiB through the takeover")
+            print(
+                f"restart: standby peak {standby_peak:.1f} MiB (VmHWM) through the takeover "
+                f"(it held the Lease {took_over:.0f}s after the kill)"
+            )
         print(f"restart: {load()}")
 
     async def dump_breakdown(self) -> dict[str, Any]:
