@@ -54,6 +54,9 @@ class StatusWriter:
             seen_at = revision(body)
             if written_at is None or seen_at is None or seen_at < written_at:
                 return written
+            # The body is as new as our write. Its echo may have come before the write's answer
+            # (then it was not told apart as an echo, and this pass followed it): share now.
+            self._share(body)
         return dict(body.get("status") or {})
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
@@ -74,6 +77,8 @@ class StatusWriter:
         status = body.get("status")
         if last is None or not isinstance(status, Mapping):
             return
+        if all(status.get(key) is value for key, value in last[1].items()):
+            return  # shared already
         shared = {key: status.get(key) for key in last[1]}
         if shared == last[1]:
             self._last[uid] = (last[0], shared)

@@ -107,14 +107,15 @@ class Tombstone(NamedTuple):
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Tombstone:
         meta = body.get("metadata") or {}
+        # One string for every tombstone's kind, namespace and creation second, not one each.
         return cls(
-            body.get("apiVersion") or "",
-            body.get("kind") or "",
+            sys.intern(body.get("apiVersion") or ""),
+            sys.intern(body.get("kind") or ""),
             meta.get("name") or "",
             sys.intern(meta.get("namespace") or ""),
             meta.get("uid") or "",
             meta.get("resourceVersion") or "",
-            meta.get("creationTimestamp") or "",
+            sys.intern(meta.get("creationTimestamp") or ""),
             compact(meta.get("labels")),
             compact(meta.get("ownerReferences")),
         )
@@ -134,14 +135,20 @@ class Tombstone(NamedTuple):
 
 class Store:
     """The objects one watch stream last reported, by UID: a :class:`Tombstone` of each, not its
-    body (no spec, no status), which is all a deletion found by a relist needs."""
+    body (no spec, no status), which is all a deletion found by a relist needs.
+
+    A listing updates the tombstones of the objects held in place and notes which UIDs it
+    named; only objects new to the store wait aside until the listing ends (one that broke off
+    adds nothing). A relist of 10,000 objects once built a second full set of tombstones beside
+    the first, and the standby's resident memory rose by 69 MiB while every watch relisted."""
 
     def __init__(self) -> None:
         self._objects: dict[str, Tombstone] = {}
-        self._listing: dict[str, Tombstone] | None = None
+        self._listed: set[str] | None = None  # the UIDs the listing in progress named
+        self._new: dict[str, Tombstone] = {}  # ... and those of them the store did not hold
 
     def begin_listing(self) -> None:
-        self._listing = {}
+        self._listed, self._new = set(), {}
 
     def observe(self, event: Mapping[str, Any]) -> None:
         body = event.get("object") or {}
@@ -149,8 +156,13 @@ class Store:
         if not uid:
             return  # BOOKMARK, or a body without identity
         kind = event.get("type")
-        if kind is None and self._listing is not None:
-            self._listing[uid] = Tombstone.of(body)
+        if kind is None and self._listed is not None:
+            tomb = Tombstone.of(body)
+            self._listed.add(tomb.uid)
+            if uid in self._objects:
+                self._objects[uid] = tomb
+            else:
+                self._new[uid] = tomb
         elif kind == "DELETED":
             self._objects.pop(uid, None)
         elif kind in (None, "ADDED", "MODIFIED"):
@@ -158,10 +170,11 @@ class Store:
 
     def end_listing(self) -> list[dict[str, Any]]:
         """The listing is complete: it is the truth. Returns DELETED events for what it lacked."""
-        listed, self._listing = self._listing or {}, None
-        vanished = [tomb for uid, tomb in self._objects.items() if uid not in listed]
-        self._objects = listed
-        return [{"type": "DELETED", "object": tomb.body()} for tomb in vanished]
+        listed, new, self._listed, self._new = self._listed or set(), self._new, None, {}
+        vanished = [uid for uid in self._objects if uid not in listed]
+        events = [{"type": "DELETED", "object": self._objects.pop(uid).body()} for uid in vanished]
+        self._objects.update(new)
+        return events
 
     def __len__(self) -> int:
         return len(self._objects)

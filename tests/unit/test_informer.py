@@ -185,3 +185,22 @@ def test_compact_is_an_equal_copy_with_shared_strings():
     assert ca["status"] is cb["status"]  # short values shared
     assert ca["message"] is not cb["message"]  # long strings (messages, annotations) are not
     assert informer.compact(None) is None and informer.compact(3) == 3
+
+
+async def test_a_relist_updates_held_objects_in_place_and_adds_new_ones_at_its_end():
+    store = informer.Store()
+    await run(store, [{"type": None, "object": pod("a", "1", resourceVersion="1")}, LISTED])
+    store.begin_listing()
+    store.observe({"type": None, "object": pod("a", "1", resourceVersion="2")})
+    store.observe({"type": None, "object": pod("b", "2")})
+    # No second set of tombstones: the held object is updated where it is, the new one waits.
+    assert [t.resource_version for t in store._objects.values()] == ["2"] and list(store._new) == ["2"]
+    assert store.end_listing() == []
+    assert sorted(t.name for t in store._objects.values()) == ["a", "b"] and not store._new
+    store.begin_listing()
+    store.observe({"type": None, "object": pod("c", "3")})  # this listing breaks off
+    assert names(await run(store, [{"type": None, "object": pod("a", "1")}, LISTED])) == [
+        (None, "a"),
+        ("DELETED", "b"),
+    ]
+    assert [t.name for t in store._objects.values()] == ["a"]  # c was never held

@@ -135,3 +135,21 @@ def test_after_its_echo_the_last_write_is_held_as_the_bodys_objects_not_a_copy()
     assert last is not None and last["conditions"] is echo["status"]["conditions"]
     assert writer.is_echo(echo) and writer.current(echo) == echo["status"]
     assert not writer.is_echo(at(11, {"ready": 0, "conditions": conditions}))
+
+
+def test_an_echo_that_came_before_the_writes_answer_is_shared_by_the_next_pass():
+    """Under load the watch can deliver our write before the PATCH's answer is back: is_echo
+    then compares with the write before, the pass it wakes reads the body, and from then on
+    the last write is held as the body's values all the same."""
+    kube = AnsweringKube(first_revision=9)
+    writer = StatusWriter(kube, "g.io", "v1", "things")  # type: ignore[arg-type]
+    echo = at(10, {"ready": 1, "conditions": [{"type": "Ready", "status": "True"}]})
+    assert not writer.is_echo(echo)  # nothing written yet: a pass is woken
+    assert asyncio.run(
+        writer.write(at(9, {}), {"ready": 1, "conditions": [{"type": "Ready", "status": "True"}]})
+    )
+    assert writer.current(echo) == echo["status"]  # the pass: the body is as new as the write
+    last = writer.last(echo)
+    assert last is not None and last["conditions"] is echo["status"]["conditions"]
+    assert writer.is_echo(echo) and not writer.is_echo(at(11, {"ready": 0}))
+    assert writer.current(at(9, {})) == last  # an older body still reads our write

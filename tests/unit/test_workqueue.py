@@ -184,6 +184,7 @@ async def test_loops_behind_a_closed_gate_share_one_poll():
     await asyncio.sleep(0.05)
     polls = [t for t in asyncio.all_tasks() if t.get_name() == "c/gate" and not t.done()]
     assert len(polls) == 1 and seen == []
+    assert not ctl._tasks  # a standby holds no task per object it watches
     ctl.observe("DELETED", {"metadata": {"uid": "u0", "name": "o0"}})
     await asyncio.sleep(0.05)
     assert not polls[0].done()
@@ -496,11 +497,12 @@ async def test_a_same_name_delete_and_re_create_during_a_pass_is_one_loop(order)
     events = [("DELETED", _obj("old")), ("ADDED", _obj("new"))]
     for event_type, body in events if order == "deleted-first" else events[::-1]:
         ctl.observe(event_type, body)
-    rec.hold.set()
-    await _until(lambda: rec.seen == ["old", "new"])
-    await _until(lambda: rec.finished == ["new"])  # the old pass never finished
+    await _until(lambda: rec.seen == ["old", "new"])  # the new pass is running, held
     assert list(ctl._tasks) == [("ns", "web")] and ctl._tasks[("ns", "web")] is loop_task
-    assert not loop_task.done()
+    rec.hold.set()
+    await _until(lambda: rec.finished == ["new"])  # the old pass never finished
+    await asyncio.wait_for(loop_task, 5)  # idle: the loop parks
+    assert not ctl._tasks
     assert ctl.body("ns", "web")["metadata"]["uid"] == "new"
     ctl.kick("ns", "web")
     await _until(lambda: rec.seen == ["old", "new", "new"])
@@ -520,7 +522,6 @@ async def test_late_events_of_a_replaced_object_change_nothing():
     await _until(lambda: len(rec.seen) == 3)
     assert rec.seen == ["old", "new", "new"]
     assert ctl.body("ns", "web")["metadata"]["uid"] == "new" and ctl.uids() == {"new"}
-    assert not ctl._tasks[("ns", "web")].done()
     await ctl.shutdown()
 
 
@@ -529,9 +530,8 @@ async def test_a_deleted_event_ends_the_loop():
     ctl = Controller("c", rec)
     ctl.observe("ADDED", _obj("u"))
     await _until(lambda: rec.seen == ["u"])
-    task = ctl._tasks[("ns", "web")]
-    ctl.observe("DELETED", _obj("u"))  # the loop is idle, waiting for a kick: it wakes and ends
-    await asyncio.wait_for(task, 5)
+    await _until(lambda: not ctl._tasks)  # idle: parked, no task
+    ctl.observe("DELETED", _obj("u"))  # the parked loop is not started again
     assert ("ns", "web") not in ctl.triggers and ctl.body("ns", "web") is None and not ctl.uids()
     assert not ctl._tasks  # no finished loop kept for a free name
     ctl.kick("ns", "web")  # no loop any more: nothing runs
@@ -721,4 +721,71 @@ async def test_without_an_echo_test_every_status_change_wakes_a_pass():
     await _until(lambda: len(seen) == 1)
     ctl.observe("MODIFIED", {"metadata": {**meta, "resourceVersion": "2"}, "spec": {}, "status": {"r": 1}})
     await _until(lambda: len(seen) == 2)
+    await ctl.shutdown()
+
+
+async def test_an_idle_loop_parks_and_the_next_kick_or_its_timer_starts_it_again():
+    """An object whose pass has nothing more to do holds no task: a kick, or the delay its
+    pass asked for, runs the next pass as before."""
+    rec, delays = _Recorder(), iter([None, 0.05, None])
+
+    async def reconcile(body: Mapping[str, Any]) -> float | None:
+        await rec(body)
+        return next(delays)
+
+    ctl = Controller("c", reconcile)
+    ctl.observe("ADDED", _obj("u"))
+    await _until(lambda: rec.finished == ["u"] and not ctl._tasks)
+    assert ("ns", "web") not in ctl.triggers  # no task, no event: parked
+    ctl.kick("ns", "web")
+    await _until(lambda: rec.finished == ["u", "u"])  # asked to look again in 0.05 s
+    await _until(lambda: not ctl._tasks and ("ns", "web") in ctl._timers)
+    await _until(lambda: len(rec.finished) == 3)  # the timer ran it
+    await _until(lambda: not ctl._tasks and not ctl._timers)
+    await ctl.shutdown()
+
+
+async def test_a_kick_of_a_parked_loop_cancels_its_timer():
+    rec = _Recorder()
+    delays = iter([60.0, None])
+
+    async def reconcile(body: Mapping[str, Any]) -> float | None:
+        await rec(body)
+        return next(delays)
+
+    ctl = Controller("c", reconcile)
+    ctl.observe("ADDED", _obj("u"))
+    await _until(lambda: ("ns", "web") in ctl._timers)
+    timer = ctl._timers[("ns", "web")]
+    ctl.kick("ns", "web")
+    assert timer.cancelled() and not ctl._timers
+    await _until(lambda: rec.finished == ["u", "u"] and not ctl._tasks)
+    await ctl.shutdown()
+
+
+async def test_the_echo_of_a_parked_objects_status_starts_no_pass():
+    rec = _Recorder()
+    ctl = Controller("c", rec, echo=lambda body: body.get("status") == {"ready": 1})
+    ctl.observe("ADDED", _obj("u", spec={"replicas": 1}))
+    await _until(lambda: rec.finished == ["u"] and not ctl._tasks)
+    ctl.observe("MODIFIED", _obj("u", spec={"replicas": 1}, status={"ready": 1}))  # our write's echo
+    await asyncio.sleep(0.05)
+    assert rec.seen == ["u"] and not ctl._tasks
+    ctl.observe("MODIFIED", _obj("u", spec={"replicas": 2}, status={"ready": 1}))  # a spec change
+    await _until(lambda: rec.finished == ["u", "u"])
+    await ctl.shutdown()
+
+
+async def test_a_failing_loop_keeps_its_task_for_its_backoff():
+    calls: list[int] = []
+
+    async def reconcile(body: Mapping[str, Any]) -> float | None:
+        calls.append(1)
+        raise ValueError("the API server is down")
+
+    ctl = Controller("c", reconcile, backoff=Backoff(base=60.0, jitter=0))
+    ctl.observe("ADDED", _obj("u"))
+    await _until(lambda: calls == [1])
+    await asyncio.sleep(0.05)
+    assert not ctl._tasks[("ns", "web")].done() and not ctl._timers
     await ctl.shutdown()

@@ -452,7 +452,9 @@ class Tracker:
         if kind == "DELETED":
             self.owners_ready.pop(name, None)
             return
-        want = (owner.get("spec") or {}).get("replicas")
+        spec = owner.get("spec") or {}
+        # A TDSet of one replica all day (tools.bench.scale --kind tdsets) has no spec.replicas.
+        want = spec.get("replicas", spec.get("defaultReplica"))
         self.owners_ready[name] = (owner.get("status") or {}).get("readyReplicas") == want
 
     def ready_pods(self) -> int:

@@ -7,6 +7,7 @@
     python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
     python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
     python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
+    python -m tools.bench.scale --memory 2000,10000 --kind tdsets ...      # the TDSet operator
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
@@ -41,7 +42,10 @@ samples both processes' RSS every 0.5 s for 1.2 S seconds: the peak while each w
 its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process: the
 new process's peak (VmHWM) through its start-up listing, and the standby's through its
 takeover. Every figure comes with the load average; the operator's API writes are counted
-from the audit log.
+from the audit log. ``--kind tdsets`` measures the TDSet operator the same way: TDSets that
+each run a container (so each owns a Deployment, whose ReplicaSet kube-controller-manager
+keeps at one pod) with one window and one replica in and out of it, Ready once each TDSet's
+status reports its pod ready.
 
 The ratio depends on the client-side rate limits: the operator's (``KUBE_API_QPS`` 50,
 ``KUBE_API_BURST`` 100 unless ``--operator-qps``/``--operator-burst``) and
@@ -81,6 +85,7 @@ from tools.bench.lib import (
 IMAGE = "nginxdemos/hello"
 WEBSERVERS = "/apis/demo.k8s.io/v1alpha1/namespaces/{ns}/webservers"
 REPLICASETS = "/apis/apps/v1/namespaces/{ns}/replicasets"
+TDSETS = "/apis/schedule.rs/v1/namespaces/{ns}/tdsets"
 PODS = "/api/v1/namespaces/{ns}/pods"
 
 
@@ -90,6 +95,20 @@ def webserver(name: str, replicas: int) -> dict[str, Any]:
         "kind": "WebServer",
         "metadata": {"name": name},
         "spec": {"replicas": replicas},
+    }
+
+
+def tdset(name: str) -> dict[str, Any]:
+    """A TDSet of its own Deployment at one replica all day (one window, the default outside it)."""
+    return {
+        "apiVersion": "schedule.rs/v1",
+        "kind": "TDSet",
+        "metadata": {"name": name},
+        "spec": {
+            "container": {"image": IMAGE, "port": 80},
+            "schedulingConfig": [{"startTime": 0, "endTime": 12, "replica": 1}],
+            "defaultReplica": 1,
+        },
     }
 
 
@@ -128,6 +147,11 @@ class Bench:
     costs: dict[str, list[dict[str, tuple[Sample, Sample]]]] = field(default_factory=dict)
     breakdown: Path | None = None
     standby: OperatorProcess | None = None
+    kind: str = "webservers"  # what --memory creates: "webservers" or "tdsets"
+
+    @property
+    def lease(self) -> str:
+        return f"{'tdset' if self.kind == 'tdsets' else 'webserver'}-leader"
 
     @property
     def stats(self) -> ProcStats:
@@ -223,6 +247,14 @@ class Bench:
         except OSError:  # its probe port is not listening yet
             return False
 
+    async def leads(self, op: OperatorProcess) -> bool:
+        """Whether ``op`` holds its operator's Lease (its identity starts with its POD_NAME)."""
+        lease = await self.api.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{self.lease}"
+        )
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        return holder.startswith(f"{op.extra_env.get('POD_NAME')}_")
+
     async def restart(self, start: Any) -> None:
         """SIGKILL the leader, start a new process: its start-up peak, and the standby's takeover."""
         old = self.stats_of(self.op).sample()
@@ -237,7 +269,18 @@ class Bench:
             await asyncio.sleep(0.5)
         ready = time.monotonic() - t0
         quiet = await new.quiet()
+        took_over = None
         if self.standby is not None:
+            # The standby leads once the killed leader's Lease expires (LEADER_ELECTION_LEASE_
+            # DURATION): its takeover (a pass for every object) is sampled until it holds the
+            # Lease and has gone quiet, then 30 s more.
+            stats = self.stats_of(self.standby)
+            deadline = time.monotonic() + 900
+            while time.monotonic() < deadline and not await self.leads(self.standby):
+                standby_peak = max(standby_peak, stats.sample().rss_mib)
+                await asyncio.sleep(0.5)
+            took_over = time.monotonic() - t0
+            standby_peak = max(standby_peak, (await stats.quiet()).hwm_mib)
             standby_peak = max(standby_peak, (await self.peak(30, self.standby))[0])
         print(f"restart: killed the leader at RSS {old.rss_mib:.1f} MiB (peak {old.hwm_mib:.1f})")
         print(
@@ -245,7 +288,10 @@ class Bench:
             f"RSS {quiet.rss_mib:.1f}, peak {quiet.hwm_mib:.1f} MiB"
         )
         if self.standby is not None:
-            print(f"restart: standby peak {standby_peak:.1f} MiB through the takeover")
+            print(
+                f"restart: standby peak {standby_peak:.1f} MiB (VmHWM) through the takeover "
+                f"(it held the Lease {took_over:.0f}s after the kill)"
+            )
         print(f"restart: {load()}")
 
     async def dump_breakdown(self) -> dict[str, Any]:
@@ -257,27 +303,31 @@ class Bench:
         return memtrace.load(self.breakdown)
 
     async def memory(self, steps: list[int]) -> None:
-        """WebServers of one replica in steps up to each count: memory and CPU at each step."""
+        """Owners of one pod (WebServers, or TDSets with ``kind``) in steps up to each count:
+        memory and CPU at each step."""
         ns = await self.api.namespace("bench-mem")
-        collection = WEBSERVERS.format(ns=ns)
+        tdsets = self.kind == "tdsets"
+        collection = (TDSETS if tdsets else WEBSERVERS).format(ns=ns)
+        owners = "TDSets" if tdsets else "WebServers"
         tracker = Tracker(self.api, ns, collection).start()
         base = await self.stats.quiet()
         rows = [(0, base, 0.0)]
         standby_rows: list[tuple[int, Sample]] = []
         if self.standby is not None:
             standby_rows.append((0, await self.stats_of(self.standby).quiet()))
-        say(f"memory: 0 WebServers: RSS {base.rss_mib:.1f} MiB, peak {base.hwm_mib:.1f} MiB; {load()}")
+        say(f"memory: 0 {owners}: RSS {base.rss_mib:.1f} MiB, peak {base.hwm_mib:.1f} MiB; {load()}")
         have = 0
         for count in steps:
             t0 = time.monotonic()
-            await self.api.create_all(collection, [webserver(f"w{i}", 1) for i in range(have, count)])
+            bodies = [tdset(f"t{i}") if tdsets else webserver(f"w{i}", 1) for i in range(have, count)]
+            await self.api.create_all(collection, bodies)
             await tracker.wait(count, count)
             took = time.monotonic() - t0
             have = count
             sample = await self.stats.quiet()
             rows.append((count, sample, took))
             say(
-                f"memory: {count} WebServers Ready ({took:.0f}s): RSS {sample.rss_mib:.1f} MiB, "
+                f"memory: {count} {owners} Ready ({took:.0f}s): RSS {sample.rss_mib:.1f} MiB, "
                 f"peak {sample.hwm_mib:.1f} MiB, CPU {sample.cpu_s - rows[-2][1].cpu_s:.1f}s for "
                 f"{count - rows[-2][0]} more; {load()}"
             )
@@ -289,11 +339,11 @@ class Bench:
                 standby_rows.append((count, other))
         await tracker.stop()
         if standby_rows:
-            print("\nstandby: WebServers | RSS MiB | peak MiB | RSS per 1000 from 0")
+            print(f"\nstandby: {owners} | RSS MiB | peak MiB | RSS per 1000 from 0")
             for n, sample in standby_rows:
                 per = (sample.rss_mib - standby_rows[0][1].rss_mib) / n * 1000 if n else 0.0
                 print(f"{n:>19} | {sample.rss_mib:7.1f} | {sample.hwm_mib:8.1f} | {per:.1f}")
-        print("\nWebServers (1 pod each) | RSS MiB | peak MiB | +RSS per 1000 | CPU s per 1000 created")
+        print(f"\n{owners} (1 pod each) | RSS MiB | peak MiB | +RSS per 1000 | CPU s per 1000 created")
         for (n0, s0, _), (n1, s1, _) in itertools.pairwise(rows):
             per = 1000 / (n1 - n0)
             print(
@@ -301,7 +351,7 @@ class Bench:
                 f"{(s1.rss_mib - s0.rss_mib) * per:13.1f} | {(s1.cpu_s - s0.cpu_s) * per:.1f}"
             )
         slope = (rows[-1][1].rss_mib - base.rss_mib) / rows[-1][0] * 1000
-        print(f"RSS from 0 to {rows[-1][0]}: {slope:.1f} MiB per 1000 WebServers; {load()}")
+        print(f"RSS from 0 to {rows[-1][0]}: {slope:.1f} MiB per 1000 {owners}; {load()}")
 
 
 def ratio(a: float, b: float) -> str:
@@ -382,6 +432,9 @@ def main() -> None:
     parser.add_argument("--raw-posts", action="store_true", help="also the same pods as plain POSTs")
     parser.add_argument("--memory", default="", help="instead: RSS/CPU at these counts, e.g. 1000,2000")
     parser.add_argument("--breakdown", action="store_true", help="with --memory: what each cache holds")
+    parser.add_argument(
+        "--kind", choices=("webservers", "tdsets"), default="webservers", help="with --memory: which operator"
+    )
     parser.add_argument("--standby", action="store_true", help="with --memory: two replicas, leader elected")
     parser.add_argument("--relist", type=float, default=0, help="with --memory: relist every S s, peak RSS")
     parser.add_argument(
@@ -402,19 +455,21 @@ def main() -> None:
         env.update(LEADER_ELECT="true", LEADER_ELECTION_NAMESPACE="default")
         # A leader that misses its renew deadline exits (by design): on a loaded 2-core machine
         # the shipped 15/10 s would end the run, and the benchmark measures memory, not failover.
-        env.update(LEADER_ELECTION_LEASE_DURATION="60", LEADER_ELECTION_RENEW_DEADLINE="45")
+        # 60/45 s ended a run at 4000 WebServers at load 25 (last renewal 58.5 s before).
+        env.update(LEADER_ELECTION_LEASE_DURATION="150", LEADER_ELECTION_RENEW_DEADLINE="120")
     with control_plane(args.nodes, args.pods_per_node) as cl:
-        kubeconfig, user = operator_kubeconfig(cl, "webserver")
+        operator = "tdset" if args.kind == "tdsets" else "webserver"
+        kubeconfig, user = operator_kubeconfig(cl, operator)
         started: list[OperatorProcess] = []
 
         def start(name: str, wait: bool = True) -> OperatorProcess:
-            log = workdir / f"webserver-{name}.log"
+            log = workdir / f"{operator}-{name}.log"
             proc = OperatorProcess(
-                "operators.webserver", kubeconfig, log, env={**env, "POD_NAME": name}, verbose=False
+                f"operators.{operator}", kubeconfig, log, env={**env, "POD_NAME": name}, verbose=False
             ).launch()
             if wait:
                 proc.wait_ready()
-            say(f"WebServer operator {name} running (pid {proc.proc.pid if proc.proc else '?'}, log {log})")
+            say(f"{operator} operator {name} running (pid {proc.proc.pid if proc.proc else '?'}, log {log})")
             started.append(proc)
             return proc
 
@@ -422,7 +477,11 @@ def main() -> None:
         standby = start("b") if args.standby else None
         try:
             asyncio.run(
-                scenarios(Bench(cl, Api(cl), op, user, breakdown=breakdown, standby=standby), args, start)
+                scenarios(
+                    Bench(cl, Api(cl), op, user, breakdown=breakdown, standby=standby, kind=args.kind),
+                    args,
+                    start,
+                )
             )
         finally:
             for proc in started:
