@@ -312,11 +312,10 @@ def test_a_rollout_past_its_deadline_goes_back_to_the_last_available_pods_and_sa
     assert set(pod_names(kube)) == good and not [a for a in kube.writes() if a.resource == "pods"]
 
 
-def test_a_rollback_whose_status_write_fails_is_said_once_when_a_later_pass_writes_it():
-    """Sieve's kind of bug: the Event and the counter came before the status write, so a write
-    refused (a conflict, the API server away) made the next pass, which finds no rollback in the
-    status, say it a second time."""
-    ws = webserver(2)
+def past_the_deadline_of_a_bad_image(replicas: int) -> tuple[FakeKube, Pass]:
+    """A WebServer (60 s deadline, autoRollback) whose Ready pods were rolled to an image that
+    never starts, 61 s ago: its next pass is the one that rolls back."""
+    ws = webserver(replicas)
     ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
     kube = FakeKube(ws)
     clock = Clock()
@@ -329,6 +328,14 @@ def test_a_rollback_whose_status_write_fails_is_said_once_when_a_later_pass_writ
     p.run()
     p.watch()
     clock.advance(61)
+    return kube, p
+
+
+def test_a_rollback_whose_status_write_fails_is_said_once_when_a_later_pass_writes_it():
+    """Sieve's kind of bug: the Event and the counter came before the status write, so a write
+    refused (a conflict, the API server away) made the next pass, which finds no rollback in the
+    status, say it a second time."""
+    kube, p = past_the_deadline_of_a_bad_image(2)
     kube.prepend_reactor("patch", "webservers/status", fail(409), times=1)
 
     with pytest.raises(ApiError) as refused:
@@ -362,19 +369,7 @@ def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
 
 
 def test_reverting_the_spec_by_hand_after_a_rollback_clears_it_from_the_stored_status():
-    ws = webserver(1)
-    ws["spec"].update(progressDeadlineSeconds=60, rollout={"autoRollback": True})
-    kube = FakeKube(ws)
-    clock = Clock()
-    p = Pass(kube, clock)
-    p.run()
-    make_ready(kube)
-    p.watch()
-    p.run()
-    asyncio.run(kube.merge_patch(WS_PATH, {"spec": {"image": "nginx:does-not-start"}}))
-    p.run()
-    p.watch()
-    clock.advance(61)
+    kube, p = past_the_deadline_of_a_bad_image(1)
     p.run()
     assert kube.object(WS_PATH)["status"]["rollback"]["toRevision"] == 1
 
