@@ -14,9 +14,10 @@ from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescri
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
 # A scale target: read (the claim) and patched (the claim's label and annotations, never its
 # spec), listed (the start-up sweep finds claims of TDSets deleted while it was down), and its
-# /scale read and written.
-TARGET_SCALE_VERBS = ("get", "patch")
-TARGET: dict[str, Any] = {"verbs": ("get", "list", "patch"), "watched": False, "scale": TARGET_SCALE_VERBS}
+# /scale written. The apps kinds' /scale is never read: their Scale comes from the object the
+# pass has read (operators.tdset.target.OWN_FIELDS_SCALE); a custom resource's /scale is.
+APPS_SCALE_VERBS = ("patch",)
+TARGET: dict[str, Any] = {"verbs": ("get", "list", "patch"), "watched": False, "scale": APPS_SCALE_VERBS}
 # The aggregated ClusterRole a cluster admin extends to let TDSets scale more kinds: every
 # ClusterRole with this label is folded into it (deploy/install.yaml binds it to the operator).
 SCALER_ROLE = "k8s-operators-py:tdset-operator-scaler"
@@ -30,14 +31,14 @@ DESCRIPTION = OperatorDescription(
     resources=(
         # create it, patch (scale, template, adopt an orphan); get after AlreadyExists. As a
         # spec.scaleTargetRef (not a child then): get and patch (the claim's label and
-        # annotations), list (the start-up sweep of claims), /scale read and written.
+        # annotations), list (the start-up sweep of claims), /scale written.
         Resource(
             "Deployment",
             "v1",
             "deployments",
             group="apps",
             verbs=("create", "delete", "get", "patch"),
-            scale=TARGET_SCALE_VERBS,
+            scale=APPS_SCALE_VERBS,
         ),
         # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
         Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
@@ -51,11 +52,18 @@ DESCRIPTION = OperatorDescription(
             verbs=("patch",),
         ),
         # The other kinds a spec.scaleTargetRef may name out of the box (operators.tdset.target);
-        # read by name, never watched (a pass reads /scale: docs/operators/tdset-targets.md). A cluster
+        # read by name, never watched (docs/operators/tdset-targets.md). A cluster
         # admin allows more kinds through the aggregated ClusterRole (SCALER_ROLE).
         Resource("StatefulSet", "v1", "statefulsets", child=False, group="apps", **TARGET),
         Resource("ReplicaSet", "v1", "replicasets", child=False, group="apps", **TARGET),
-        Resource("WebServer", "v1alpha1", "webservers", child=False, group="demo.k8s.io", **TARGET),
+        Resource(
+            "WebServer",
+            "v1alpha1",
+            "webservers",
+            child=False,
+            group="demo.k8s.io",
+            **{**TARGET, "scale": ("get", "patch")},
+        ),
         # Holidays (spec.holidays.configMapRef): labelled ConfigMaps only, watched, never written.
         Resource("ConfigMap", "v1", "configmaps", child=False),
     ),
