@@ -46,6 +46,7 @@ from tests.framework.install import (
 )
 from tests.framework.namespaces import delete_namespace, fresh_namespace, hold_pods_at
 from tests.framework.prometheus import Prometheus
+from tests.framework.traffic import Traffic
 from tests.framework.waits import wait_for
 from tools.generate.bundle import OPERATOR_REPLICAS
 
@@ -379,59 +380,8 @@ def test_operator_killed_mid_scale_up_converges_without_duplicates(installed, ns
 # -- TDSet ---------------------------------------------------------------------------------------
 
 
-class Traffic:
-    """A client sending GETs to each Service's cluster IP, one after another, and counting the
-    answers that are not 200 (refused, reset, timed out, or an error status), per Service.
-
-    Bounded: it stops when told, or after ``limit`` requests per Service."""
-
-    def __init__(self, installed: Install, ns: str, services: tuple[str, ...], limit: int = 3000) -> None:
-        self.ips = {
-            name: installed.core.read_namespaced_service(name, ns).spec.cluster_ip for name in services
-        }
-        self.ok = dict.fromkeys(services, 0)
-        self.failed: dict[str, list[str]] = {name: [] for name in services}
-        self._stop = threading.Event()
-        self._limit = limit
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        for _ in range(self._limit):
-            for name, ip in self.ips.items():
-                if self._stop.is_set():
-                    return
-                try:
-                    status, _ = http_get(f"http://{ip}/")
-                    if status == 200:
-                        self.ok[name] += 1
-                    else:
-                        self.failed[name].append(f"HTTP {status}")
-                except OSError as exc:
-                    self.failed[name].append(repr(exc))
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> Traffic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def answered(self, at_least: int) -> bool:
-        """Whether every Service has answered ``at_least`` requests so far."""
-        return all(n >= at_least for n in self.ok.values())
-
-    def answering(self, in_a_row: int) -> bool:
-        """Whether the last ``in_a_row`` requests to every Service were answered: a new Service
-        refuses connections until kube-proxy has its endpoints. Then the count starts."""
-        if not all(n >= in_a_row for n in self.ok.values()):
-            return False
-        if any(self.failed.values()):
-            self.ok = dict.fromkeys(self.ok, 0)
-            self.failed = {name: [] for name in self.failed}
-            return False
-        return True
+def cluster_ips(installed: Install, ns: str, services: tuple[str, ...]) -> dict[str, str]:
+    return {name: installed.core.read_namespaced_service(name, ns).spec.cluster_ip for name in services}
 
 
 def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(installed, baseline_ns):
@@ -483,7 +433,7 @@ def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(in
             bool(web_new) and bool(shop_new) and all(p.status.phase == "Running" for p in web_new + shop_new)
         )
 
-    with Traffic(installed, ns, ("web", "shop")) as traffic:
+    with Traffic(cluster_ips(installed, ns, ("web", "shop"))) as traffic:
         wait_for(lambda: traffic.answering(10), 120, "both Services answering, 10 in a row")
         patch(8081)
         wait_for(new_pods_started, 120, "pods on 8081 running (never Ready: nothing listens there)")
@@ -552,7 +502,7 @@ def test_a_bad_image_rolls_back_by_itself_while_the_service_keeps_answering(inst
         done = st.get("rollback") and st.get("lastRolloutOutcome") == "Available"
         return st if done and {p.metadata.name for p in web_pods(installed, ns, "web")} == old else None
 
-    with Traffic(installed, ns, ("web",)) as traffic:
+    with Traffic(cluster_ips(installed, ns, ("web",))) as traffic:
         wait_for(lambda: traffic.answering(10), 120, "the Service answering, 10 in a row")
         started = datetime.datetime.now(datetime.UTC)
         installed.co.patch_namespaced_custom_object(

@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +38,7 @@ from kubernetes import client, config
 
 from localcluster import cluster as localcluster
 from localcluster.images import ensure_images
+from tests.framework.traffic import Traffic
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = [
@@ -50,8 +49,6 @@ CRDS = [
 # user writing a Deployment of the web image would give it.
 PROBE = {"tcpSocket": {"port": 8080}, "periodSeconds": 5, "failureThreshold": 3}
 WS = ("demo.k8s.io", "v1alpha1")
-# Straight to the cluster IP: no proxy from the environment.
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def until(pred: Callable[[], bool], timeout: float = 300) -> None:
@@ -177,46 +174,6 @@ def deployment(api: client.ApiClient, pod_spec: dict[str, Any], n: int) -> float
     return took
 
 
-class Traffic:
-    """GETs to one cluster IP from the host, one after another, 0.1 s apart: answered (200) and
-    failed (anything else) counted. Bounded by ``limit`` requests."""
-
-    def __init__(self, ip: str, limit: int = 6000) -> None:
-        self.ip, self.limit = ip, limit
-        self.ok = 0
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        for _ in range(self.limit):
-            if self._stop.is_set():
-                return
-            try:
-                with DIRECT.open(f"http://{self.ip}/", timeout=5) as resp:
-                    if resp.status == 200:
-                        self.ok += 1
-                    else:
-                        self.failed.append(f"HTTP {resp.status}")
-            except OSError as exc:
-                self.failed.append(repr(exc))
-            self._stop.wait(0.1)
-
-    def answering(self, in_a_row: int) -> bool:
-        """Whether the last ``in_a_row`` requests were answered (a failure starts the count again)."""
-        if self.failed:
-            self.ok, self.failed = 0, []
-        return self.ok >= in_a_row
-
-    def __enter__(self) -> Traffic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
 def rollback(
     api: client.ApiClient, image: str, deadline: int, max_unavailable: int
 ) -> tuple[float, int, list[str]]:
@@ -246,9 +203,9 @@ def rollback(
     assert ip is not None
     # kube-proxy refuses a new Service's connections until it has its endpoints: wait for 10
     # answers in a row before the clock starts.
-    with Traffic(ip) as warm:
+    with Traffic({"b": ip}, limit=6000) as warm:
         until(lambda: warm.answering(10), 120)
-    with Traffic(ip) as traffic:
+    with Traffic({"b": ip}, limit=6000) as traffic:
         t0 = time.monotonic()
         co.patch_namespaced_custom_object(
             *WS, ns, "webservers", "b", {"spec": {"image": "localcluster.dev/unpullable:latest"}}
@@ -263,7 +220,7 @@ def rollback(
         until(done, 300)
         took = time.monotonic() - t0
     drop(core, ns)
-    return took, traffic.ok, traffic.failed
+    return took, traffic.ok["b"], traffic.failed["b"]
 
 
 def summary(values: list[float]) -> str:
