@@ -35,9 +35,8 @@ template hash with and without a token (docs/operations/upgrades.md).
 **Configuration** (``env``, ``envFrom``, ``volumes``, ``command``, ``args``, ``podMetadata``,
 ``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
 only when set, so WebServers that use none of them keep their hash across the upgrade that
-introduced them. Every pod also has a startup probe on its port, once a second, so it is Ready
-as soon as it listens rather than at the readiness probe's next period (outside the template:
-see :func:`_startup_probe`). The content of the ConfigMaps the spec references is in the template too, as
+introduced them. The readiness probe runs once a second, so a pod is Ready within a second of
+listening (outside the template: see ``READINESS_PERIOD_SECONDS``). The content of the ConfigMaps the spec references is in the template too, as
 one digest (``config_hash``, computed by the reconciler from the labelled ConfigMaps it
 watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
 access to them); ``restartedAt`` rolls the pods when one changed.
@@ -287,18 +286,18 @@ def _volumes(tpl: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     return volumes, mounts
 
 
-# Ready as soon as the port opens. The kubelet runs a readiness probe on its period, and a
-# container that opens its port just after the first one waits up to a period (5 s) for the
-# next: that wait was most of a WebServer's 0 -> N time. A startup probe every second ends as
-# soon as the port opens, and the status sync its result causes makes the kubelet run the
-# readiness probe at once (kubelet 1.34, pkg/kubelet/prober: a started, not yet ready
-# container's readiness worker is triggered on each status update). Readiness and liveness
-# wait for it. A failing startup probe restarts the container, which the readiness probe
-# alone never did: an hour of failures (3600 x 1 s) means only a container that has not
-# listened for an hour is restarted. Not part of the template hash: running pods are not
-# rolled for it, pods created after the upgrade carry it.
-def _startup_probe() -> dict[str, Any]:
-    return {"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 3600}
+# Ready within a second of the port opening. The kubelet probes a new container's readiness at
+# once when it starts (a started container with no readiness result triggers its probe on each
+# status update, kubelet 1.34 pkg/kubelet/prober), and when that first probe comes before the
+# server listens, the next comes a period later: at 5 s that wait was most of a WebServer's
+# 0 -> N time. A readiness probe every second bounds it, and 15 failures in a row keep the
+# 15 s a failing pod used to get (3 x 5 s) before it leaves the Service's endpoints. A startup
+# probe every second did the same for the first probe but, ticking on its own clock, made every
+# pod wait half a second on average even when it listened at once: the last of 20 pods about a
+# second. The period is not part of the template hash: running pods are not rolled for it,
+# pods created after the upgrade carry it.
+READINESS_PERIOD_SECONDS = 1
+READINESS_FAILURE_THRESHOLD = 15
 
 
 def _http_probe(path: str, period: int, failures: int, delay: int = 0) -> dict[str, Any]:
@@ -331,11 +330,14 @@ def pod_manifest(
         "image": tpl["image"],
         "ports": [{"name": "http", "containerPort": tpl["port"], "protocol": "TCP"}],
         "readinessProbe": (
-            _http_probe(tpl["readinessPath"], 5, 3)
+            _http_probe(tpl["readinessPath"], READINESS_PERIOD_SECONDS, READINESS_FAILURE_THRESHOLD)
             if tpl.get("readinessPath")
-            else {"tcpSocket": {"port": tpl["port"]}, "periodSeconds": 5, "failureThreshold": 3}
+            else {
+                "tcpSocket": {"port": tpl["port"]},
+                "periodSeconds": READINESS_PERIOD_SECONDS,
+                "failureThreshold": READINESS_FAILURE_THRESHOLD,
+            }
         ),
-        "startupProbe": _startup_probe(),
         "lifecycle": GRACEFUL_STOP,
     }
     if tpl.get("liveness"):

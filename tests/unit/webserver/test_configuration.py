@@ -93,8 +93,8 @@ def test_pod_manifest_carries_the_configuration():
     assert c["command"] == ["nginx"] and c["args"] == ["-g", "daemon off;"]
     assert c["readinessProbe"] == {
         "httpGet": {"path": "/healthz", "port": "http"},
-        "periodSeconds": 5,
-        "failureThreshold": 3,
+        "periodSeconds": 1,
+        "failureThreshold": 15,
     }
     assert c["livenessProbe"] == {
         "httpGet": {"path": "/livez", "port": "http"},
@@ -326,11 +326,14 @@ def test_content_digest_covers_binary_data():
     )
 
 
-def test_every_pod_has_a_startup_probe_that_is_not_part_of_its_template():
-    """Ready once it listens (the kubelet probes readiness at once after a startup probe
-    succeeds); outside the template hash, so an upgrade rolls no running pod for it."""
+def test_readiness_is_probed_every_second_outside_the_template():
+    """Ready within a second of listening, a failing pod still out of the endpoints only after
+    15 s; no startup probe (which made every pod wait for its own tick); the period outside the
+    template hash, so an upgrade rolls no running pod for it."""
     c = desired.pod_manifest(OWNER, SPEC, 0)["spec"]["containers"][0]
-    assert c["startupProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 3600}
-    assert "startupProbe" not in repr(desired.template(SPEC))
+    assert c["readinessProbe"] == {"tcpSocket": {"port": SPEC["port"]}, "periodSeconds": 1, "failureThreshold": 15}
+    assert "startupProbe" not in c
+    assert "periodSeconds" not in repr(desired.template(SPEC))
     with_path = desired.pod_manifest(OWNER, {**SPEC, "readinessPath": "/healthz"}, 0)
-    assert with_path["spec"]["containers"][0]["startupProbe"]["tcpSocket"] == {"port": "http"}
+    probe = with_path["spec"]["containers"][0]["readinessProbe"]
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (1, 15)
