@@ -9,9 +9,11 @@ Deployment in ``--targets`` (a JSON object, name -> UID) all at once, the body t
 flip sends (``{"metadata": {"uid": ...}, "spec": {"replicas": N}}``, a merge patch with the UID
 as the precondition), and prints one JSON line: how late it started, how long the writes took,
 their latencies and errors. The client is the operator's own
-(:class:`shared.client.kube.KubeClient`, no client-side rate limit) with its pool widened to
-``--connections`` (default: one per write, so nothing waits for a connection); one GET before the
-instant opens a connection first, as a running operator has one.
+(:class:`shared.client.kube.KubeClient`, no client-side rate limit) with ``--connections``
+in its pool (default: the operator's 100), every one of them opened by a GET just before the
+instant, as a busy operator's are: a connection per write (``--connections 1000``) made the
+API server and the client do 1000 TLS handshakes at the boundary, 17.9 s for the 1000 writes on
+the loaded machine (docs/benchmarks.md), slower than the operator's 7 slots.
 
 ``--floor go`` runs the Go equivalent instead: ``tools/bench/go/flipfloor`` (client-go, HTTP/2,
 QPS -1), built by :func:`go_binary` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/``
@@ -31,9 +33,11 @@ from pathlib import Path
 
 from localcluster.binaries import run_go
 from localcluster.gotools import cache_root
+from shared.client.kube import CONNECTIONS
 from tools.bench.lib import percentile
 
 GO_MODULE = Path(__file__).resolve().parent / "go" / "flipfloor"
+WARM_UP = 4.0  # seconds before the instant that the connections are opened
 
 
 def go_binary() -> Path:
@@ -60,12 +64,16 @@ async def flip_all(args: argparse.Namespace) -> dict[str, object]:
     from shared.client.kube import ApiError, KubeClient
 
     uids: dict[str, str] = json.loads(Path(args.targets).read_text())
-    connections = args.connections or len(uids)
+    connections = args.connections
     kube = KubeClient(qps=0, connections=connections)
     base = f"/apis/apps/v1/namespaces/{args.namespace}/deployments"
     try:
         await kube.load()
-        await kube.get(base, params={"limit": "1"})  # a connection up before the instant
+        # The pool's connections up (TLS done) shortly before the instant, within aiohttp's
+        # keep-alive of 15 s: as many GETs at once as there are connections.
+        if args.at:
+            await asyncio.sleep(max(0.0, args.at - WARM_UP - time.time()))
+        await asyncio.gather(*(kube.get(base, params={"limit": "1"}) for _ in range(connections)))
         if args.at:
             await asyncio.sleep(max(0.0, args.at - time.time()))
         late = time.time() - args.at if args.at else 0.0
@@ -106,7 +114,9 @@ def main() -> None:
     parser.add_argument("--targets", required=True, help="JSON file: Deployment name -> UID")
     parser.add_argument("--replicas", type=int, required=True)
     parser.add_argument("--at", type=float, default=0.0, help="Unix time to send the writes at (0: now)")
-    parser.add_argument("--connections", type=int, default=0, help="the client's pool (0: one per write)")
+    parser.add_argument(
+        "--connections", type=int, default=CONNECTIONS, help="the client's pool, opened first"
+    )
     args = parser.parse_args()
     os.environ["KUBECONFIG"] = args.kubeconfig
     print(json.dumps(asyncio.run(flip_all(args))), flush=True)

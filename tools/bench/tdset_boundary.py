@@ -314,6 +314,11 @@ async def floor_clients(
             f"--targets={targets}",
             f"--replicas={replicas}",
             f"--at={boundary.timestamp():.6f}",
+            *(
+                [f"--{'connections' if args.floor == 'python' else 'concurrency'}={args.floor_concurrency}"]
+                if args.floor_concurrency
+                else []
+            ),
             cwd=lib.REPO,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -473,6 +478,13 @@ def main() -> None:
         choices=("python", "go"),
         default=None,
         help="no operator: a client of this kind sends every flip's PATCH at each boundary (with --targets)",
+    )
+    parser.add_argument(
+        "--floor-concurrency",
+        type=int,
+        default=0,
+        help="writes in flight at most: the python floor's pool (default: the operator's 100), the go "
+        "floor's limit (default: all at once)",
     )
     args = parser.parse_args()
     if args.floor and (not args.targets or args.lead_time):
