@@ -2,6 +2,7 @@
 
     python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
                                          [--targets] [--lead-time 30]
+                                         [--targets --floor python|go [--floor-concurrency N]]
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
 thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
@@ -33,11 +34,14 @@ so the requests per flip are printed beside the audit log's writes.
 ``--floor python|go`` (with ``--targets``): the floor, what bounds the flips on this machine
 with no operator at all. The same Deployments on the same control plane, but no operator and no
 TDSets: at each boundary a client process (:mod:`tools.bench.flip_floor`: ``python``, the
-operator's own client with a connection per write; ``go``, client-go over HTTP/2 with no rate
-limit) sends the boundary's 1000 PATCHes of ``/scale`` at once, as the operator's identity, the
-body of the operator's flip, and the same watch measures the same lag. The first boundary is the
-first whole minute at least 20 s after every Deployment has its pods Ready (kube-controller-
-manager quiet, as it is by the operator arm's first boundary after its longer lead).
+operator's own client on a warm pool of ``--floor-concurrency`` connections, default 100;
+``go``, client-go over HTTP/2 with no rate limit, all at once unless ``--floor-concurrency``
+bounds the writes in flight) sends the boundary's 1000 PATCHes of ``/scale``, as the
+operator's identity, the body of the operator's flip, and the same watch measures the same
+lag. The first boundary is the first whole minute at least 20 s after every Deployment has its
+pods Ready (kube-controller-manager quiet, as it is by the operator arm's first boundary after
+its longer lead). Reported beside the lag: what the client measured (how long the writes took,
+their latency) and the control plane's CPU over the boundaries.
 """
 
 from __future__ import annotations
