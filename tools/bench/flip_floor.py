@@ -12,12 +12,13 @@ their latencies and errors. The client is the operator's own
 (:class:`shared.client.kube.KubeClient`, no client-side rate limit) with ``--connections``
 in its pool (default: the operator's 100), every one of them opened by a GET just before the
 instant, as a busy operator's are: a connection per write (``--connections 1000``) made the
-API server and the client do 1000 TLS handshakes at the boundary, 17.9 s for the 1000 writes on
-the loaded machine (docs/benchmarks.md), slower than the operator's 7 slots.
+API server and the client do 1000 TLS handshakes at the boundary: 17.9 s for the 1000 writes on
+the loaded machine, against 12.6 s with 100 warm ones at the next boundary (docs/benchmarks.md).
 
 ``--floor go`` runs the Go equivalent instead: ``tools/bench/go/flipfloor`` (client-go, HTTP/2,
-QPS -1), built by :func:`go_binary` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/``
-(``$GOTOOLS_CACHE`` overrides) from its pinned ``go.mod``/``go.sum``; never part of ``make test``.
+QPS -1, all writes at once unless its ``--concurrency`` bounds them), built by
+:func:`go_binary` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/`` (``$GOTOOLS_CACHE``
+overrides) from its pinned ``go.mod``/``go.sum``; never part of ``make test``.
 """
 
 from __future__ import annotations
