@@ -2,6 +2,7 @@
 
     python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
                                          [--targets] [--lead-time 30]
+                                         [--targets --floor python|go [--floor-concurrency N]]
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
 thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
@@ -29,6 +30,18 @@ start (negative: ready before it opened, the goal; infinite: not within the wind
 Between the first and the last boundary the operator's own ``/metrics`` give its requests by
 method (``rest_client_requests_total``) and its passes (``controller_runtime_reconcile_total``),
 so the requests per flip are printed beside the audit log's writes.
+
+``--floor python|go`` (with ``--targets``): the floor, what bounds the flips on this machine
+with no operator at all. The same Deployments on the same control plane, but no operator and no
+TDSets: at each boundary a client process (:mod:`tools.bench.flip_floor`: ``python``, the
+operator's own client on a warm pool of ``--floor-concurrency`` connections, default 100;
+``go``, client-go over HTTP/2 with no rate limit, all at once unless ``--floor-concurrency``
+bounds the writes in flight) sends the boundary's 1000 PATCHes of ``/scale``, as the
+operator's identity, the body of the operator's flip, and the same watch measures the same
+lag. The first boundary is the first whole minute at least 20 s after every Deployment has its
+pods Ready (kube-controller-manager quiet, as it is by the operator arm's first boundary after
+its longer lead). Reported beside the lag: what the client measured (how long the writes took,
+their latency) and the control plane's CPU over the boundaries.
 """
 
 from __future__ import annotations
@@ -36,8 +49,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import json
 import math
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,7 +61,7 @@ from typing import Any
 from localcluster import cluster as localcluster
 from shared.api.clock import OFFSET_ENV
 from tests.framework.operator_process import OperatorProcess
-from tools.bench import lib
+from tools.bench import flip_floor, lib
 from tools.bench.lib import (
     Api,
     AuditLog,
@@ -130,12 +145,14 @@ class ReplicaWatch:
         self.ready: list[tuple[datetime.datetime, str, int]] = []
         self.last_ready: dict[str, int] = {}
         self.claimed: set[str] = set()  # Deployments a TDSet holds (scaleTargetRef)
+        self.uids: dict[str, str] = {}  # name -> UID (the floor's precondition)
 
     def __call__(self, kind: str, dep: dict[str, Any]) -> None:
         seen = datetime.datetime.now(UTC) + self.offset
         name, replicas = dep["metadata"]["name"], dep["spec"]["replicas"]
         if kind == "DELETED":
             return
+        self.uids[name] = dep["metadata"]["uid"]
         if CLAIM in (dep["metadata"].get("labels") or {}):
             self.claimed.add(name)
         if self.last.get(name) != replicas:
@@ -148,6 +165,10 @@ class ReplicaWatch:
 
     def at(self, replicas: int) -> int:
         return sum(1 for r in self.last.values() if r == replicas)
+
+    def ready_at(self, replicas: int) -> int:
+        """Deployments at ``replicas`` with that many pods Ready."""
+        return sum(1 for n, r in self.last.items() if r == replicas and self.last_ready.get(n) == replicas)
 
 
 async def boundaries(
@@ -263,6 +284,109 @@ def report(
     )
 
 
+PLANE = ("kube-apiserver", "etcd", "kube-controller-manager")
+
+
+def plane_cpu(cl: localcluster.LocalCluster) -> dict[str, float]:
+    """CPU seconds so far of the control plane's processes that serve and follow the flips."""
+    return {c.name: ProcStats(c.proc.pid).sample().cpu_s for c in cl.components if c.name in PLANE and c.proc}
+
+
+def describe_cpu(before: dict[str, float], after: dict[str, float]) -> str:
+    return ", ".join(f"{name} {after[name] - before[name]:.1f}s" for name in after if name in before)
+
+
+async def floor_clients(
+    args: argparse.Namespace, kubeconfig: Path, ns: str, targets: Path, first: datetime.datetime
+) -> list[dict[str, Any]]:
+    """At each boundary, one client process (``--floor``) sending every flip's PATCH at once;
+    started 10 s before the boundary so that it is set up (and its connection open) by then."""
+    results: list[dict[str, Any]] = []
+    for b in range(args.boundaries):
+        boundary = first + datetime.timedelta(minutes=b)
+        replicas = args.high if b % 2 == 0 else args.low
+        await asyncio.sleep(max(0.0, boundary.timestamp() - 10 - time.time()))
+        command = (
+            [str(flip_floor.go_binary())]
+            if args.floor == "go"
+            else [sys.executable, "-m", "tools.bench.flip_floor"]
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={ns}",
+            f"--targets={targets}",
+            f"--replicas={replicas}",
+            f"--at={boundary.timestamp():.6f}",
+            *(
+                [f"--{'connections' if args.floor == 'python' else 'concurrency'}={args.floor_concurrency}"]
+                if args.floor_concurrency
+                else []
+            ),
+            cwd=lib.REPO,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"the {args.floor} floor client failed (exit {proc.returncode})")
+        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+        say(f"  floor client at {boundary:%H:%M:%S}: {results[-1]}")
+    return results
+
+
+async def floor_bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None:
+    """``--floor``: the boundaries' writes from a plain client, no operator (module docstring)."""
+    kubeconfig, user = operator_kubeconfig(cl, "tdset")
+    audit = AuditLog(cl.audit_log)
+    async with Api(cl) as api:
+        ns = await api.namespace("bench-tds")
+        watcher = ReplicaWatch(0.0)
+        watch = asyncio.create_task(api.watch(DEPLOYMENTS.format(ns=ns), watcher))
+        try:
+            took = await api.create_all(
+                DEPLOYMENTS.format(ns=ns), [target_deployment(f"d{i}", args.low) for i in range(args.tdsets)]
+            )
+            say(f"{args.tdsets} target Deployments created in {took:.1f}s")
+            t0 = time.monotonic()
+            while watcher.ready_at(args.low) < args.tdsets:
+                if watch.done():
+                    watch.result()
+                await asyncio.sleep(0.2)
+            now = datetime.datetime.now(UTC)
+            first = (now + datetime.timedelta(seconds=20 + 59)).replace(second=0, microsecond=0)
+            say(
+                f"all {args.tdsets} Deployments with {args.low} pods Ready after "
+                f"{time.monotonic() - t0:.1f}s; {args.boundaries} boundaries from {first:%H:%M}:00; {load()}"
+            )
+            targets = Path(tempfile.mkdtemp()) / "targets.json"
+            targets.write_text(json.dumps({f"d{i}": watcher.uids[f"d{i}"] for i in range(args.tdsets)}))
+            mark, cpu0 = audit.mark(), plane_cpu(cl)
+            clients = asyncio.create_task(floor_clients(args, kubeconfig, ns, targets, first))
+            lags, _ = await boundaries(watcher, first, args)
+            results = await clients
+            cpu1 = plane_cpu(cl)
+            early = sum(1 for lag in lags if lag < 0)
+            missed = sum(1 for lag in lags if lag == math.inf)
+            print(
+                f"\nboundary -> Deployment replicas (floor: {results[0]['client']}, no operator), "
+                f"{len(lags)} flips ({args.tdsets} Deployments x {args.boundaries} boundaries): "
+                f"{summary(lags)} "
+                f"(inf: missed: {missed}); early flips: {early}\n"
+                + "".join(
+                    f"client at boundary {b + 1}: {r['sent']} PATCHes in {r['took_s']:.3f}s from "
+                    f"{r['late_start_s']:+.3f}s, latency p50 {r['latency_p50']:.3f}s "
+                    f"p99 {r['latency_p99']:.3f}s, "
+                    f"errors {r['errors']} {r['first_error']}\n"
+                    for b, r in enumerate(results)
+                )
+                + f"client API writes over the boundaries: {describe_writes(audit.writes(user, mark))}\n"
+                f"control plane CPU over the boundaries: {describe_cpu(cpu0, cpu1)}; "
+                f"kube-controller-manager {kcm_limits(cl)}; {load()}"
+            )
+        finally:
+            watch.cancel()
+
+
 async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None:
     kubeconfig, user = operator_kubeconfig(cl, "tdset")
     audit = AuditLog(cl.audit_log)
@@ -322,15 +446,16 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
                 f"{to_first:.0f}s before the first boundary; {load()}")  # fmt: skip
             if to_first < 0:
                 raise SystemExit("the Deployments were not all there before the first boundary: raise --lead")
-            mark, cpu0 = audit.mark(), stats.sample()
+            mark, cpu0, plane0 = audit.mark(), stats.sample(), plane_cpu(cl)
             before = request_counts(op.metrics())
             lags, ready_at = await boundaries(watcher, first, args)
-            cpu1 = stats.sample()
+            cpu1, plane1 = stats.sample(), plane_cpu(cl)
             after = request_counts(op.metrics())
             print(report(args, lags, ready_at, before, after))
             print(
                 f"operator over the boundaries: API writes {describe_writes(audit.writes(user, mark))}; "
                 f"CPU {cpu1.cpu_s - cpu0.cpu_s:.1f}s; RSS {cpu1.rss_mib:.0f} MiB (peak {cpu1.hwm_mib:.0f})\n"
+                f"control plane CPU over the boundaries: {describe_cpu(plane0, plane1)}\n"
                 f"limits: {lib.operator_limits(args)}; kube-controller-manager {kcm_limits(cl)}; "
                 f"{load()}"
             )
@@ -352,9 +477,26 @@ def main() -> None:
     parser.add_argument(
         "--lead-time", type=int, default=0, help="leadTime (seconds) of every window; 0: none"
     )
+    parser.add_argument(
+        "--floor",
+        choices=("python", "go"),
+        default=None,
+        help="no operator: a client of this kind sends every flip's PATCH at each boundary (with --targets)",
+    )
+    parser.add_argument(
+        "--floor-concurrency",
+        type=int,
+        default=0,
+        help="writes in flight at most: the python floor's pool (default: the operator's 100), the go "
+        "floor's limit (default: all at once)",
+    )
     args = parser.parse_args()
+    if args.floor and (not args.targets or args.lead_time):
+        parser.error("--floor measures --targets flips at the boundary (no --lead-time)")
+    if args.floor == "go":
+        flip_floor.go_binary()  # built before the control plane starts, not during the boundaries
     with control_plane(args.nodes, args.pods_per_node) as cl:
-        asyncio.run(bench(cl, args))
+        asyncio.run(floor_bench(cl, args) if args.floor else bench(cl, args))
 
 
 if __name__ == "__main__":
