@@ -36,10 +36,11 @@ template hash with and without a token (docs/operations/upgrades.md).
 ``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
 only when set, so WebServers that use none of them keep their hash across the upgrade that
 introduced them. The readiness probe runs once a second, so a pod is Ready within a second of
-listening (outside the template: see ``READINESS_PERIOD_SECONDS``). The content of the ConfigMaps the spec references is in the template too, as
-one digest (``config_hash``, computed by the reconciler from the labelled ConfigMaps it
-watches): editing such a ConfigMap rolls the pods. Secrets are not read (the operator has no
-access to them); ``restartedAt`` rolls the pods when one changed.
+listening (outside the template: see ``READINESS_PERIOD_SECONDS``). The content of the
+ConfigMaps the spec references is in the template too, as one digest (``config_hash``,
+computed by the reconciler from the labelled ConfigMaps it watches): editing such a ConfigMap
+rolls the pods. Secrets are not read (the operator has no access to them); ``restartedAt``
+rolls the pods when one changed.
 
 **Revisions, rollback, pause** are :mod:`.rollout`'s: :func:`plan` runs the template hash it
 is given (an automatic rollback's, kept in the status) and moves nothing while paused with old

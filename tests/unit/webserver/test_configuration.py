@@ -331,7 +331,8 @@ def test_readiness_is_probed_every_second_outside_the_template():
     15 s; no startup probe (which made every pod wait for its own tick); the period outside the
     template hash, so an upgrade rolls no running pod for it."""
     c = desired.pod_manifest(OWNER, SPEC, 0)["spec"]["containers"][0]
-    assert c["readinessProbe"] == {"tcpSocket": {"port": SPEC["port"]}, "periodSeconds": 1, "failureThreshold": 15}
+    tcp = {"tcpSocket": {"port": SPEC["port"]}, "periodSeconds": 1, "failureThreshold": 15}
+    assert c["readinessProbe"] == tcp
     assert "startupProbe" not in c
     assert "periodSeconds" not in repr(desired.template(SPEC))
     with_path = desired.pod_manifest(OWNER, {**SPEC, "readinessPath": "/healthz"}, 0)
