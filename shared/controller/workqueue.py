@@ -9,10 +9,10 @@ fair queue (:class:`FairSlots`: one entry per request however often it is kicked
 no task); it gets a task running :func:`reconcile_loop` (see :class:`Controller`) when it gets
 a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
 until a kick or until the delay its pass asked for (the next kick or its timer queues it
-again), or a kick during the pass with no slot free (it goes back in the queue). A task costs
-about 4 KB with its frames and event: one per idle object, or per object waiting for a slot
-whenever every object is woken at once (a relist, a restart, a takeover), was that much per
-object; now tasks exist for the passes running and the loops backing off after a failure.
+again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
+exist only for the passes running and for loops backing off after a failure: not for every
+idle object, nor for every object at once when all are woken together (a relist, a restart,
+a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
 
 A request is a namespace and a name (:class:`Request`, controller-runtime's
 ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
