@@ -27,9 +27,11 @@ from typing import NamedTuple
 
 
 class Woken(NamedTuple):
-    """The group of the waiter :meth:`RoundRobin.wake` woke."""
+    """Whom :meth:`RoundRobin.wake` served: the group, and the item if it was one
+    (:meth:`RoundRobin.put`), None for a waiter."""
 
     group: Hashable
+    item: Hashable = None
 
 
 class RoundRobin:
@@ -40,27 +42,41 @@ class RoundRobin:
     joins at the end, so it waits for at most one waiter of each group ahead of it.
     :meth:`to_back` sends a group to the end out of turn (the one that was just served by
     other means). Waiters live on the running event loop.
+
+    A place in the line can also be held by an item (:meth:`put`: a key, not None, that has no
+    task waiting for it): :meth:`wake` hands it back to the caller instead of waking anyone, in
+    its turn like any waiter. It costs a reference in a deque where a waiting task costs its
+    coroutine's frames, a future and their bookkeeping (about 4 KB).
     """
 
     def __init__(self) -> None:
-        # Group -> its waiters in arrival order; the dict's order is the round. A cancelled
-        # waiter stays in its queue and is skipped when reached.
-        self._groups: dict[Hashable, deque[asyncio.Future[None]]] = {}
+        # Group -> its waiters (futures) and items in arrival order; the dict's order is the
+        # round. A cancelled waiter stays in its queue and is skipped when reached.
+        self._groups: dict[Hashable, deque[Hashable]] = {}
         self._waiting = 0
 
     def __len__(self) -> int:
-        """Waiters not yet woken (cancelled ones not counted)."""
+        """Waiters not yet woken (cancelled ones not counted) and items not yet taken."""
         return self._waiting
+
+    def _append(self, group: Hashable, entry: Hashable) -> None:
+        queue = self._groups.get(group)
+        if queue is None:
+            queue = self._groups[group] = deque()
+        queue.append(entry)
+        self._waiting += 1
+
+    def put(self, group: Hashable, item: Hashable) -> None:
+        """Queue ``item`` in ``group``: :meth:`wake` returns it in its turn."""
+        if item is None:
+            raise ValueError("an item cannot be None (None means a waiter was woken)")
+        self._append(group, item)
 
     async def wait(self, group: Hashable, abandon: Callable[[], None]) -> None:
         """Wait in ``group`` until woken. A waiter cancelled after it was woken calls ``abandon``
         (to give back what it was handed) before it raises."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue = self._groups.get(group)
-        if queue is None:
-            queue = self._groups[group] = deque()
-        queue.append(waiter)
-        self._waiting += 1
+        self._append(group, waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -72,21 +88,25 @@ class RoundRobin:
 
     def wake(self, eligible: Callable[[Hashable], bool] | None = None) -> Woken | None:
         """Wake the first waiter of the first group of the round (of the first ``eligible``
-        group, if given), and send that group to the end; None when there is none."""
+        group, if given), or take its first item, and send that group to the end; None when
+        there is none."""
         for group in list(self._groups) if eligible is not None else self._first():
             if eligible is not None and not eligible(group):
                 continue
             queue = self._groups.pop(group)
-            while queue and queue[0].done():  # cancelled while waiting: dropped here
+            # A waiter cancelled while waiting: dropped here.
+            while queue and isinstance(first := queue[0], asyncio.Future) and first.done():
                 queue.popleft()
             if not queue:
                 continue
-            waiter = queue.popleft()
+            entry = queue.popleft()
             if queue:
                 self._groups[group] = queue
-            waiter.set_result(None)
             self._waiting -= 1
-            return Woken(group)
+            if isinstance(entry, asyncio.Future):
+                entry.set_result(None)
+                return Woken(group)
+            return Woken(group, entry)
         return None
 
     def _first(self) -> Iterator[Hashable]:

@@ -2,11 +2,17 @@
 
 kopf calls handlers on changes of the object itself; a controller also has to react to its
 children (a pod deleted by someone else), to time (a schedule boundary) and to its own
-failures (backoff). controller-runtime solves this with a work queue of *requests*; here each
-request gets a task running :func:`reconcile_loop` (see :class:`Controller`) while it has
-work: an idle one (nothing to do until a kick, or until the delay its pass asked for) parks,
-its task ended, and the next kick or its timer starts it again. An idle task per object cost
-about 4 KB each (3.8 MiB per 1000 objects, on the leader and the standby alike).
+failures (backoff). controller-runtime solves this with a work queue of *requests* (a queue, a
+dirty set, the set being processed) served by a fixed number of workers. Here a request that is
+due (woken by a kick, or its delay is up) takes a free slot, or waits for one as a key in a
+fair queue (:class:`FairSlots`: one entry per request however often it is kicked meanwhile,
+no task); it gets a task running :func:`reconcile_loop` (see :class:`Controller`) when it gets
+a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
+until a kick or until the delay its pass asked for (the next kick or its timer queues it
+again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
+exist only for the passes running and for loops backing off after a failure: not for every
+idle object, nor for every object at once when all are woken together (a relist, a restart,
+a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
 
 A request is a namespace and a name (:class:`Request`, controller-runtime's
 ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
@@ -32,7 +38,8 @@ pass in flight, if any, is cut short); a late event of a replaced object changes
 Within a loop:
 
 - :meth:`Triggers.kick` (from a child's watch event, or the object's own) wakes the loop;
-  kicks that arrive while a reconcile runs coalesce into exactly one more pass;
+  kicks that arrive while a reconcile runs coalesce into exactly one more pass, and kicks of
+  a request waiting in the queue into the pass it waits for;
 - the reconcile function returns when to look again (``None`` = only on a kick), so a
   schedule boundary is hit exactly instead of at a polling interval;
 - a failing pass is retried after the shared :class:`~shared.controller.retry.Backoff` for the number of
@@ -48,13 +55,14 @@ is due (kicked, its delay or backoff over) but waits for a slot is an item in
 controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
 is how long each waited.
 
-Only one pass per request runs at a time (its loop is the only caller), so a reconcile never
-races itself. Across requests, :class:`Controller` runs at most ``max_concurrent_reconciles``
-passes at once (controller-runtime's option of that name): after a restart or an outage every
-object wants a pass at the same moment, and without a bound they would all hit the API server
-(and this process's memory) together. The bound is a slot taken per pass, not per object,
-so an idle object (its loop waiting for a kick or a deadline) holds no slot, and
-``controller_runtime_active_workers`` counts the passes that hold one, not those waiting.
+Only one pass per request runs at a time (a request has one loop, the only caller, or one
+place in the queue), so a reconcile never races itself. Across requests, :class:`Controller`
+runs at most ``max_concurrent_reconciles`` passes at once (controller-runtime's option of that
+name): after a restart or an outage every object wants a pass at the same moment, and without
+a bound they would all hit the API server (and this process's memory) together. The bound is
+a slot taken per pass, not per object, so an idle object (parked until a kick or a deadline)
+holds no slot, and ``controller_runtime_active_workers`` counts the passes that hold one, not
+those waiting.
 
 The slots are shared fairly across namespaces (:class:`FairSlots`): one that comes free goes
 round-robin over the namespaces that have passes waiting, first come first served within
@@ -79,7 +87,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
@@ -212,9 +220,14 @@ class FairSlots:
 
     A slot is handed straight from the holder that gives it back to the waiter it goes to, so
     no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
+
+    Who waits need not be a task: :meth:`take_or_queue` queues a key in the same line, and the
+    slot that comes to it is handed to ``start(key)``, held, which starts the key's work then
+    (:class:`Controller` starts a request's task only then). ``start`` returning False (the key
+    is no longer wanted) passes the slot on.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, start: Callable[[Hashable], bool] | None = None) -> None:
         if limit < 1:
             raise ValueError(f"the limit must be >= 1, not {limit}")
         self.limit = limit
@@ -223,6 +236,7 @@ class FairSlots:
         self._held_by: dict[Hashable, int] = {}
         self._at_most = 0  # groups holding per_group slots
         self._waiters = RoundRobin()
+        self._start = start
 
     @property
     def held(self) -> int:
@@ -231,7 +245,7 @@ class FairSlots:
 
     @property
     def waiting(self) -> int:
-        """Holders waiting for a slot now."""
+        """Holders waiting for a slot now, and keys queued for one."""
         return len(self._waiters)
 
     def held_by(self, group: Hashable) -> int:
@@ -249,6 +263,13 @@ class FairSlots:
         held = self._held_by[group] = self._held_by.get(group, 0) + 1
         self._at_most += held == self.per_group
 
+    def _give_back(self, group: Hashable) -> None:
+        held = self._held_by.pop(group) - 1
+        self._at_most -= held + 1 == self.per_group
+        if held:
+            self._held_by[group] = held
+        self._held -= 1
+
     async def acquire(self, group: Hashable) -> None:
         # A slot free for this group means no waiter may take it (release hands every slot it
         # can to a waiter): nobody is passed over.
@@ -257,17 +278,32 @@ class FairSlots:
             return
         await self._waiters.wait(group, abandon=lambda: self.release(group))
 
+    def try_acquire(self, group: Hashable) -> bool:
+        """Take a slot if one is free for ``group`` now, without waiting."""
+        if self._may_take(group):
+            self._take(group)
+            return True
+        return False
+
+    def take_or_queue(self, group: Hashable, key: Hashable) -> bool:
+        """Take a slot for ``key`` now (True), or queue ``key`` in ``group`` (False): the slot
+        that comes to it is handed to ``start(key)``. The caller queues a key once."""
+        if self._start is None:
+            raise RuntimeError("queueing keys needs a start function")
+        if self.try_acquire(group):
+            return True
+        self._waiters.put(group, key)
+        return False
+
     def release(self, group: Hashable) -> None:
-        held = self._held_by.pop(group) - 1
-        self._at_most -= held + 1 == self.per_group
-        if held:
-            self._held_by[group] = held
-        self._held -= 1
+        self._give_back(group)
         self._waiters.to_back(group)  # its turn is over
         # Only a group at its most is passed over (the one busy group, if any).
-        woken = self._waiters.wake(self._may_take if self._at_most else None)
-        if woken is not None:
+        while (woken := self._waiters.wake(self._may_take if self._at_most else None)) is not None:
             self._take(woken.group)  # the slot passes to it, held all along
+            if woken.item is None or self._start is None or self._start(woken.item):
+                return
+            self._give_back(woken.group)  # a key no longer wanted: the slot goes on
 
 
 class _Slot:
@@ -303,30 +339,39 @@ async def reconcile_loop(
     slots: FairSlots | None = None,
     group: Hashable = None,
     park: Callable[[float | None], None] | None = None,
+    due: float | None = None,
 ) -> None:
     """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
 
     ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
     pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
     ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
+    With ``due``, the first pass's slot is already held, handed to the key in the queue where
+    it waited since ``due`` (:meth:`FairSlots.take_or_queue`); the loop gives it back.
 
     With ``park``, a loop that would sleep after a pass that did not fail (and was not kicked
-    meanwhile) returns instead, calling ``park(seconds)`` (None: until a kick) first: the
-    caller then starts a new loop on the next kick or when the seconds are up. An idle loop
-    costs a task, an event and their frames, about 4 KB, for every object of a cluster; a
-    parked one costs nothing, or a timer. A failing loop keeps its task (its backoff counts
-    its consecutive failures).
+    meanwhile) returns instead, calling ``park(seconds)`` (None: until a kick) first; one that
+    must run again at once (kicked during its pass, or cut short) but finds no slot free returns
+    too, calling ``park(0)`` (the caller queues its key for a slot). The caller starts a new
+    loop on the next kick, when the seconds are up, or when a slot is handed to the key. An
+    idle loop costs a task, an event and their frames, about 4 KB, for every object of a
+    cluster, and so does one waiting for a slot; a parked one costs nothing, or a timer, or a
+    place in the queue. A failing loop keeps its task (its backoff counts its consecutive
+    failures) and waits for its slot with it.
     """
     event = triggers.event(key)
     failures = 0
-    slot: contextlib.AbstractAsyncContextManager[Any] = (
-        slots.slot(group) if slots is not None else contextlib.nullcontext()
-    )
+    held = slots is not None and due is not None  # the first pass's slot, handed in the queue
     parked = False
     try:
         while not parked and not stopped():
-            due = time.monotonic()
-            async with slot:
+            if due is None:
+                due = time.monotonic()
+            if slots is not None and not held:
+                if not await _take_slot(slots, group, None if failures else park):
+                    break
+                held = True
+            try:
                 if stopped():  # gone while waiting for a slot
                     break
                 # Cleared only now: kicks that came while waiting for a slot are seen by this pass.
@@ -334,36 +379,71 @@ async def reconcile_loop(
                 started = time.monotonic()
                 if metrics is not None:
                     metrics.queue_duration.labels(controller, controller).observe(started - due)
-                    metrics.active_workers.labels(controller).inc()
-                try:
-                    after = await reconcile()
-                    failures = 0
-                    outcome: tuple[str, BaseException | None] = (
-                        "success" if after is None else "requeue_after",
-                        None,
-                    )
-                except asyncio.CancelledError:
-                    raise
-                except SupersededError:
-                    after, outcome = 0.0, ("requeue", None)
-                except Exception as exc:
-                    after = backoff.delay(failures)
-                    if isinstance(exc, RetryError) and exc.not_after is not None:
-                        after = min(after, exc.not_after)
-                    failures += 1
-                    outcome = ("error", exc)
-                    if logger is not None:
-                        logger.warning(
-                            f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}"
-                        )
-                finally:
-                    if metrics is not None:
-                        metrics.active_workers.labels(controller).dec()
+                after, failures, outcome = await _one_pass(
+                    reconcile,
+                    failures,
+                    backoff=backoff,
+                    logger=logger,
+                    metrics=metrics,
+                    controller=controller,
+                )
+            finally:
+                if slots is not None and held:
+                    held = False
+                    slots.release(group)
+            due = None
             if metrics is not None:
                 metrics.observe(controller, outcome[0], time.monotonic() - started, outcome[1])
             parked = await _idle(event, _capped(after, max_idle), None if failures else park)
     finally:
+        if slots is not None and held:
+            slots.release(group)  # handed a slot, never ran a pass: stopped before it
         triggers.forget(key)
+
+
+async def _take_slot(slots: FairSlots, group: Hashable, park: Callable[[float | None], None] | None) -> bool:
+    """Take a slot for the next pass, waiting for it; with ``park``, only if one is free now:
+    else ``park(0)`` queues the key (no task waits for a slot) and the loop ends (False)."""
+    if park is None:
+        await slots.acquire(group)
+        return True
+    if slots.try_acquire(group):
+        return True
+    park(0.0)
+    return False
+
+
+async def _one_pass(
+    reconcile: Reconcile,
+    failures: int,
+    *,
+    backoff: Backoff,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None,
+    metrics: Metrics | None,
+    controller: str,
+) -> tuple[float | None, int, tuple[str, BaseException | None]]:
+    """One call of ``reconcile``, an active worker meanwhile: when to look again, the
+    consecutive failures since, and the outcome (controller-runtime's result, and the error)."""
+    if metrics is not None:
+        metrics.active_workers.labels(controller).inc()
+    try:
+        after = await reconcile()
+    except asyncio.CancelledError:
+        raise
+    except SupersededError:
+        return 0.0, failures, ("requeue", None)
+    except Exception as exc:
+        after = backoff.delay(failures)
+        if isinstance(exc, RetryError) and exc.not_after is not None:
+            after = min(after, exc.not_after)
+        failures += 1
+        if logger is not None:
+            logger.warning(f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}")
+        return after, failures, ("error", exc)
+    finally:
+        if metrics is not None:
+            metrics.active_workers.labels(controller).dec()
+    return after, 0, ("success" if after is None else "requeue_after", None)
 
 
 async def _idle(
@@ -394,8 +474,10 @@ class _Pass:
 
 
 class Controller:
-    """A :func:`reconcile_loop` task per :class:`Request` with work to do, fed by kopf watch
-    events; idle requests are parked (no task: :meth:`_wake` starts one, a timer for a delay).
+    """A :func:`reconcile_loop` task per :class:`Request` whose pass runs (or that backs off
+    after a failure), fed by kopf watch events; idle requests are parked (no task: :meth:`_wake`
+    queues one, a timer for a delay), and due ones wait for a slot as keys in the queue of
+    :class:`FairSlots`, their task started when the slot is handed to them.
 
     The store (:meth:`observe`) holds the latest body under each namespace/name, as the watch
     says: a later UID under a name replaces the earlier object (:func:`is_later`; the earlier
@@ -449,6 +531,10 @@ class Controller:
         # Idle loops end (reconcile_loop's ``park``): a request stored without a task is parked,
         # woken by the next kick (_wake), or by its timer when its pass asked to look again.
         self._timers: dict[Request, asyncio.TimerHandle] = {}
+        # Woken requests waiting for a slot, without a task, and since when: each is in the
+        # slots' line once (a kick of a queued request changes nothing); its task starts when a
+        # slot is handed to it (_start).
+        self._queued: dict[Request, float] = {}
         self._passes: dict[Request, _Pass] = {}
         self._forget_uid: list[ForgetUid] = []
         self._forget_name: list[ForgetName] = []
@@ -473,7 +559,7 @@ class Controller:
         start-up); running loops keep the slots they were started with."""
         if value < 1:
             raise ValueError(f"max_concurrent_reconciles must be >= 1, not {value}")
-        if self._tasks:  # parked loops hold no slots: they start again with the new ones
+        if self._tasks or self._queued:  # parked loops hold no slots: they start with the new ones
             raise RuntimeError("max_concurrent_reconciles must be set before any object is observed")
         self._max_concurrent = value
         self._slots = None
@@ -482,13 +568,14 @@ class Controller:
 
     @property
     def queued(self) -> int:
-        """Passes waiting for a slot now: due (kicked, or their delay is up) but not yet running."""
+        """Passes waiting for a slot now: due (kicked, or their delay is up) but not yet running
+        (requests in the queue, and failing loops whose backoff is over)."""
         return self._slots.waiting if self._slots is not None else 0
 
     def _pass_slots(self) -> FairSlots:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots_loop is not loop:
-            self._slots, self._slots_loop = FairSlots(self._max_concurrent), loop
+            self._slots, self._slots_loop = FairSlots(self._max_concurrent, self._start), loop
         return self._slots
 
     def on_forget(self, *, uid: ForgetUid | None = None, name: ForgetName | None = None) -> None:
@@ -575,8 +662,9 @@ class Controller:
         self._wake(Request(namespace, name))
 
     def _wake(self, request: Request) -> None:
-        """One more pass for ``request``: kick its loop, or start one if it is parked (or new).
-        Behind a closed gate no loop starts: the gate's poll starts them all once it opens."""
+        """One more pass for ``request``: kick its loop, or queue it for a slot if it is parked
+        (or new). Behind a closed gate none is queued: the gate's poll wakes them all once it
+        opens."""
         timer = self._timers.pop(request, None)
         if timer is not None:
             timer.cancel()
@@ -585,13 +673,41 @@ class Controller:
         task = self._tasks.get(request)
         if task is not None and not task.done():
             return  # started, not yet at its first pass: that pass is still to come
+        self._queue(request)
+
+    def _queue(self, request: Request) -> None:
+        """Start the task of ``request`` if a slot is free for it, else queue it (once)."""
+        if request in self._queued:
+            return  # queued already: its pass will see this kick
         if self._gate is not None and not self._gate():
             self._start_gate_poll()
             return
-        self._tasks[request] = asyncio.create_task(self._run(request), name=f"{self.name}/{request}")
+        now = time.monotonic()
+        if self._pass_slots().take_or_queue(request.namespace, request):
+            self._start_task(request, now)
+        else:
+            self._queued[request] = now
+
+    def _start(self, key: Hashable) -> bool:
+        """A slot for a queued request (FairSlots' ``start``): start its task, which holds it.
+        False when it is gone (deleted while queued, or shut down): the slot goes on."""
+        request = cast(Request, key)
+        due = self._queued.pop(request, None)
+        if due is None or request not in self._bodies:
+            return False
+        if self._gate is not None and not self._gate():  # closed since: queued again once open
+            self._start_gate_poll()
+            return False
+        self._start_task(request, due)
+        return True
+
+    def _start_task(self, request: Request, due: float) -> None:
+        self._tasks[request] = asyncio.create_task(self._run(request, due), name=f"{self.name}/{request}")
 
     def _park(self, request: Request, seconds: float | None) -> None:
-        if seconds is not None:
+        if seconds == 0:
+            self._queue(request)  # due again now (kicked during its pass): back in the line
+        elif seconds is not None:
             self._timers[request] = asyncio.get_running_loop().call_later(seconds, self._wake, request)
 
     def request_for(self, uid: str) -> Request | None:
@@ -622,8 +738,10 @@ class Controller:
 
     def _start_gate_poll(self) -> asyncio.Task[None]:
         """The one task polling ``gate`` for this controller; once it opens, every stored object
-        not yet running gets its loop (none starts behind the closed gate: a standby holds
-        no task per object it watches)."""
+        not yet running is woken (none is queued behind the closed gate: a standby holds no task
+        per object it watches). One poll for all: a restart over 3000 objects had 3000 loops
+        polling every 0.1 s, and their timers took the event loop from the very listing they
+        were waiting for (39 s to ready)."""
         loop = asyncio.get_running_loop()
         if self._gate_poll is None or self._gate_poll.done() or self._gate_poll.get_loop() is not loop:
 
@@ -636,19 +754,8 @@ class Controller:
             self._gate_poll = loop.create_task(poll(self._gate or (lambda: True)), name=f"{self.name}/gate")
         return self._gate_poll
 
-    async def _gate_open(self) -> None:
-        """Until ``gate`` says yes. One task polls it for all the loops of this controller: a
-        restart over 3000 objects had 3000 loops polling every 0.1 s, and their timers took
-        the event loop from the very listing they were waiting for (39 s to ready); a standby
-        (leader election) waits like that with every object it watches, for hours."""
-        if self._gate is None or self._gate():
-            return
-        # Shielded: a loop cancelled while waiting (its object deleted) leaves the poll running.
-        await asyncio.shield(self._start_gate_poll())
-
-    async def _run(self, request: Request) -> None:
+    async def _run(self, request: Request, due: float) -> None:
         try:
-            await self._gate_open()
             await reconcile_loop(
                 request,
                 lambda: self._pass(request),
@@ -662,6 +769,7 @@ class Controller:
                 slots=self._pass_slots(),
                 group=request.namespace,
                 park=lambda seconds: self._park(request, seconds),
+                due=due,
             )
         finally:
             if self._tasks.get(request) is asyncio.current_task():
@@ -691,6 +799,7 @@ class Controller:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        self._queued.clear()  # the slots the cancelled loops give back start nothing more
         tasks = list(self._tasks.values())
         if self._gate_poll is not None:
             tasks.append(self._gate_poll)
@@ -699,3 +808,4 @@ class Controller:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._slots = None  # a loop cancelled before it ran never gave its slot back

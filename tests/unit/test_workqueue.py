@@ -789,3 +789,124 @@ async def test_a_failing_loop_keeps_its_task_for_its_backoff():
     await asyncio.sleep(0.05)
     assert not ctl._tasks[("ns", "web")].done() and not ctl._timers
     await ctl.shutdown()
+
+
+async def test_a_woken_request_holds_no_task_until_a_slot_is_handed_to_it():
+    """#25.1: 50 objects woken at once, one slot: one task (the pass running), 49 keys in the
+    queue; each task starts when the slot comes to it and ends with its pass."""
+    release, running, done = asyncio.Event(), [], []
+
+    async def reconcile(body):
+        running.append(body["metadata"]["name"])
+        await release.wait()
+        done.append(body["metadata"]["name"])
+
+    ctl = Controller("c", reconcile, max_concurrent_reconciles=1)
+    for i in range(50):
+        ctl.observe(None, _obj(f"u{i}", f"o{i}"))
+    await _until(lambda: running == ["o0"])
+    assert ctl.queued == 49 and len(ctl._tasks) == 1
+    assert len([t for t in asyncio.all_tasks() if t.get_name().startswith("c/")]) == 1
+    release.set()
+    await _until(lambda: len(done) == 50)
+    assert done == [f"o{i}" for i in range(50)]  # one namespace: first come first served
+    await _until(lambda: not ctl._tasks)
+    assert ctl.queued == 0 and not ctl._queued
+    await ctl.shutdown()
+
+
+async def test_a_kick_of_a_queued_request_does_not_queue_it_twice():
+    """Kicks and watch events of a request waiting for a slot coalesce into the one pass it
+    waits for, which sees the latest body."""
+    rec = _Recorder()
+    rec.hold = asyncio.Event()
+    ctl = Controller("c", rec, max_concurrent_reconciles=1)
+    ctl.observe("ADDED", _obj("a", "a"))
+    await _until(lambda: rec.seen == ["a"])
+    ctl.observe("ADDED", _obj("b", "b", spec={"v": 1}))
+    for _ in range(5):
+        ctl.kick("ns", "b")
+    ctl.observe("MODIFIED", _obj("b", "b", spec={"v": 2}))
+    assert ctl.queued == 1 and list(ctl._tasks) == [("ns", "a")]
+    rec.hold.set()
+    await _until(lambda: rec.finished == ["a", "b"] and not ctl._tasks)
+    await asyncio.sleep(0.05)
+    assert rec.seen == ["a", "b"] and ctl.queued == 0
+    await ctl.shutdown()
+
+
+async def test_a_request_kicked_during_its_pass_waits_in_the_queue_without_its_task():
+    """With no slot free for it, a request kicked during its pass goes back in the line (at the
+    end of its namespace's turn) and its task ends; its one more pass runs when a slot comes."""
+    order: list[str] = []
+    gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    async def reconcile(body):
+        name = body["metadata"]["name"]
+        order.append(name)
+        if order.count(name) == 1:
+            await gates[name].wait()
+
+    ctl = Controller("c", reconcile, max_concurrent_reconciles=1)
+    ctl.observe("ADDED", _obj("a", "a"))
+    await _until(lambda: order == ["a"])
+    ctl.observe("ADDED", _obj("b", "b"))  # queued behind a
+    ctl.kick("ns", "a")  # during a's pass: one more pass for a
+    gates["a"].set()
+    await _until(lambda: order == ["a", "b"])  # b was first in line
+    assert ctl.queued == 1 and list(ctl._tasks) == [("ns", "b")]  # a waits as a key
+    gates["b"].set()
+    await _until(lambda: order == ["a", "b", "a"] and not ctl._tasks)
+    await asyncio.sleep(0.05)
+    assert order == ["a", "b", "a"]
+    await ctl.shutdown()
+
+
+async def test_a_request_deleted_while_queued_gets_no_task_and_passes_the_slot_on():
+    rec = _Recorder()
+    rec.hold = asyncio.Event()
+    ctl = Controller("c", rec, max_concurrent_reconciles=1)
+    for name in ("a", "b", "c"):
+        ctl.observe("ADDED", _obj(name, name))
+    await _until(lambda: rec.seen == ["a"])
+    ctl.observe("DELETED", _obj("b", "b"))
+    rec.hold.set()
+    await _until(lambda: rec.finished == ["a", "c"] and not ctl._tasks)
+    assert rec.seen == ["a", "c"] and ctl.queued == 0
+    await ctl.shutdown()
+
+
+async def test_queued_keys_take_turns_by_group_with_waiting_tasks():
+    """Keys (take_or_queue) and waiting holders (acquire) stand in one line: round-robin over
+    the groups, first come first served within each; a key handed a slot holds it until its
+    work gives it back, and a key no longer wanted passes the slot on."""
+    started: list[str] = []
+    unwanted = {"b1"}
+
+    def start(key):
+        if key in unwanted:
+            return False
+        started.append(key)
+        return True
+
+    slots = FairSlots(1, start)
+    assert slots.take_or_queue("x", "x0")  # free: taken at once
+    for group, names in (("a", ["a0", "a1", "a2"]), ("b", ["b0", "b1"]), ("c", ["c0"])):
+        for name in names:
+            assert not slots.take_or_queue(group, name)
+    waiter = asyncio.create_task(slots.acquire("b"))  # a task waiting in b, behind b0 and b1
+    await _until(lambda: slots.waiting == 7)
+    # Each holder's work ends in turn, giving its slot back to the next in line.
+    for group, now_started in (("x", "a0"), ("a", "b0"), ("b", "c0"), ("c", "a1"), ("a", "a2")):
+        slots.release(group)
+        assert started[-1] == now_started and slots.held == 1
+    # b1, no longer wanted, passed the slot on to a2 above; the waiting task is next.
+    assert not waiter.done() and slots.waiting == 1
+    slots.release("a")
+    await waiter
+    assert started == ["a0", "b0", "c0", "a1", "a2"]
+    assert (slots.held, slots.held_by("b"), slots.waiting) == (1, 1, 0)
+    slots.release("b")
+    assert slots.held == 0
+    with pytest.raises(RuntimeError):
+        FairSlots(1).take_or_queue("a", "k")  # keys need a start function
