@@ -152,6 +152,22 @@ def until_all_ready(core: client.CoreV1Api, ns: str, n: int, t0: float) -> tuple
         time.sleep(0.05)
 
 
+def arm(core: client.CoreV1Api, ns: str, n: int, what: str, create: Callable[[], object]) -> float:
+    """One arm: ``create()`` the controller's object, then seconds until its n pods are Ready;
+    prints where the time went and the controllers' CPU meanwhile."""
+    before = cpu_seconds("operators.webserver"), cpu_seconds("kube-controller-manager")
+    t0 = time.monotonic()
+    create()
+    created, took, spread = until_all_ready(core, ns, n, t0)
+    print(
+        f"[bench]   {what}: {n} pods created by {created:.2f}s, all Ready by {took:.2f}s ({spread}); CPU "
+        f"operator {cpu_seconds('operators.webserver') - before[0]:.2f}s, "
+        f"kube-controller-manager {cpu_seconds('kube-controller-manager') - before[1]:.2f}s",
+        flush=True,
+    )
+    return took
+
+
 def webserver_body(image: str, n: int, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "demo.k8s.io/v1alpha1",
@@ -165,17 +181,13 @@ def webserver(api: client.ApiClient, image: str, n: int) -> tuple[float, dict[st
     """0 -> n Ready pods of a WebServer; also the pod spec the operator gave them."""
     core = client.CoreV1Api(api)
     ns = namespace(core, "bench-ws")
-    before = cpu_seconds("operators.webserver"), cpu_seconds("kube-controller-manager")
-    t0 = time.monotonic()
-    client.CustomObjectsApi(api).create_namespaced_custom_object(
-        *WS, ns, "webservers", webserver_body(image, n)
-    )
-    created, took, spread = until_all_ready(core, ns, n, t0)
-    print(
-        f"[bench]   WebServer: {n} pods created by {created:.2f}s, all Ready by {took:.2f}s ({spread}); CPU "
-        f"operator {cpu_seconds('operators.webserver') - before[0]:.2f}s, "
-        f"kube-controller-manager {cpu_seconds('kube-controller-manager') - before[1]:.2f}s",
-        flush=True,
+    co = client.CustomObjectsApi(api)
+    took = arm(
+        core,
+        ns,
+        n,
+        "WebServer",
+        lambda: co.create_namespaced_custom_object(*WS, ns, "webservers", webserver_body(image, n)),
     )
     pod = api.sanitize_for_serialization(core.list_namespaced_pod(ns).items[0])
     drop(core, ns)
@@ -203,15 +215,8 @@ def deployment(api: client.ApiClient, pod_spec: dict[str, Any], n: int) -> float
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
-    before = cpu_seconds("operators.webserver"), cpu_seconds("kube-controller-manager")
-    t0 = time.monotonic()
-    client.AppsV1Api(api).create_namespaced_deployment(ns, body)
-    created, took, spread = until_all_ready(core, ns, n, t0)
-    print(
-        f"[bench]   Deployment: {n} pods created by {created:.2f}s, all Ready by {took:.2f}s ({spread}); CPU "
-        f"operator {cpu_seconds('operators.webserver') - before[0]:.2f}s, "
-        f"kube-controller-manager {cpu_seconds('kube-controller-manager') - before[1]:.2f}s",
-        flush=True,
+    took = arm(
+        core, ns, n, "Deployment", lambda: client.AppsV1Api(api).create_namespaced_deployment(ns, body)
     )
     drop(core, ns)
     return took
