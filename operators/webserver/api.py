@@ -36,6 +36,8 @@ class DeleteExpectations:
         pending = self._pending.get(owner_uid, {})
         for name in names:
             pending.pop(name, None)
+        if not pending:
+            self._pending.pop(owner_uid, None)
 
     def apply(self, owner_uid: str, pods: Sequence[PodView]) -> list[PodView]:
         """Pods as they will be: our pending deletes shown as terminating."""
@@ -45,6 +47,9 @@ class DeleteExpectations:
         for name in list(pending):
             if name not in seen_alive or pending[name] < now:
                 del pending[name]  # the watch caught up (or we gave up waiting)
+        if not pending:
+            # No empty dict kept for every WebServer that once scaled down.
+            self._pending.pop(owner_uid, None)
         return [dataclasses.replace(p, deleting=True) if p.name in pending else p for p in pods]
 
     def forget(self, owner_uid: str) -> None:

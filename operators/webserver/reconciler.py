@@ -83,7 +83,11 @@ class ConfigMaps:
         """The digest of the referenced ConfigMaps' content ("" for none) and what is missing."""
         ws = (namespace, name)
         for old in self._reads.pop(ws, set()):
-            self._readers.get(old, set()).discard(name)
+            readers = self._readers.get(old)
+            if readers is not None:
+                readers.discard(name)
+                if not readers:  # no empty set left behind for a ConfigMap no one reads now
+                    del self._readers[old]
         if not refs:
             return "", None
         wanted = {(namespace, cm) for cm in refs}
@@ -116,8 +120,9 @@ class WebServerReconciler:
         self.services = caches.OwnerCache(desired.service_view)
         self.budgets = caches.OwnerCache(desired.budget_view)
         self.configmaps = ConfigMaps(ctx.controller.kick)
-        # UID -> (generation, the schema's errors of its spec at that generation).
-        self.spec_checked: dict[str, tuple[int, list[FieldError]]] = {}
+        # UID -> (generation, the schema's errors of its spec at that generation); a tuple, so
+        # the usual none is the one empty tuple, not an empty list per WebServer.
+        self.spec_checked: dict[str, tuple[int, tuple[FieldError, ...]]] = {}
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
         self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
@@ -155,11 +160,11 @@ class WebServerReconciler:
         WebServer runs a pass (the check was 2 % of the operator's CPU creating 1000)."""
         checked = self.spec_checked.get(uid)
         if checked is not None and generation and checked[0] == generation:
-            return checked[1]
+            return list(checked[1])
         # The CEL rules' Python twins once the types are known to be right.
         errors = VALIDATOR.errors(spec) or rule_errors(spec)
         if generation:
-            self.spec_checked[uid] = (generation, errors)
+            self.spec_checked[uid] = (generation, tuple(errors))
         return errors
 
     async def reconcile_service(

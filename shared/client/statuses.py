@@ -53,7 +53,9 @@ class StatusWriter:
             written_at, written = last
             seen_at = revision(body)
             if written_at is None or seen_at is None or seen_at < written_at:
-                return written
+                # A copy: a pass may set keys on it (Netperf does), and it may be the stored
+                # body's own status (see _share).
+                return dict(written)
             # The body is as new as our write. Its echo may have come before the write's answer
             # (then it was not told apart as an echo, and this pass followed it): share now.
             self._share(body)
@@ -79,6 +81,11 @@ class StatusWriter:
             return
         if all(status.get(key) is value for key, value in last[1].items()):
             return  # shared already
+        if type(status) is dict and status.keys() == last[1].keys() and status == last[1]:
+            # The usual case, the body's status is our write whole: hold its dict itself, not
+            # a dict of its values (about 0.5 KB per object on the leader, measured at 2000).
+            self._last[uid] = (last[0], status)
+            return
         shared = {key: status.get(key) for key in last[1]}
         if shared == last[1]:
             self._last[uid] = (last[0], shared)

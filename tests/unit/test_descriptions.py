@@ -31,13 +31,19 @@ from operators import PACKAGES, description, descriptions
 from shared.api import leases
 from shared.api.description import OperatorDescription
 from shared.controller.builder import Operator
-from shared.controller.metrics import TABLE, Metrics
+from shared.controller.metrics import TABLE, Metrics, ObjectCounter, ObjectGauge
 from shared.controller.runtime import Runtime
 from shared.controller.watches import Watch
 from tools.generate import bundle, docs, manifests, monitoring
 
 REPO = Path(__file__).resolve().parents[2]
-METRIC_TYPES = (prometheus_client.Counter, prometheus_client.Gauge, prometheus_client.Histogram)
+METRIC_TYPES = (
+    prometheus_client.Counter,
+    prometheus_client.Gauge,
+    prometheus_client.Histogram,
+    ObjectCounter,
+    ObjectGauge,
+)
 
 
 def test_packages_are_exactly_the_operator_packages():

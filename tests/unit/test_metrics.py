@@ -1,10 +1,20 @@
 import shutil
 import subprocess
 
+import prometheus_client
 import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from operators import PACKAGES, description
-from shared.controller.metrics import NAMESPACED, RECONCILE_BUCKETS, RESULTS, TABLE, Metrics, MetricSpec
+from shared.controller.metrics import (
+    NAMESPACED,
+    RECONCILE_BUCKETS,
+    RESULTS,
+    TABLE,
+    Metrics,
+    MetricSpec,
+    ObjectGauge,
+)
 
 
 def test_all_results_initialised_to_zero():
@@ -106,3 +116,42 @@ def test_a_deleted_objects_series_go_also_where_they_have_more_labels_than_names
     text = m.exposition().decode()
     assert 'name="np"' not in text
     assert 'netperf_regressed{name="other",namespace="ns",test_type="TCP_STREAM"} 0.0' in text
+
+
+def test_per_object_series_scrape_as_prometheus_clients_own_would():
+    """The dict-backed per-object families give the exposition prometheus_client's Gauge and
+    Counter give for the same calls (names, HELP, TYPE, labels, values, order)."""
+    own = description("webserver").metrics
+    compact = Metrics(domain=own)
+    assert all(not isinstance(m, Gauge | Counter) for m in (compact.gauge(own[0].name),))
+    plain = CollectorRegistry(auto_describe=True)
+    made = {
+        s.name: (Counter if s.kind == "counter" else Gauge)(s.name, s.help, s.labels, registry=plain)
+        for s in own
+    }
+    for metrics in (compact._made, made):
+        metrics["webserver_desired_replicas"].labels("ns", "a").set(3)
+        metrics["webserver_desired_replicas"].labels(namespace="ns", name="b").set(1)
+        metrics["webserver_ready_replicas"].labels("ns", "a").set(2)
+        metrics["webserver_rollbacks_total"].labels("ns", "a")
+        metrics["webserver_rollbacks_total"].labels("ns", "b").inc()
+        metrics["webserver_rollbacks_total"].labels("ns", "b").inc(2)
+        metrics["webserver_ready_replicas"].labels("ns", "c").set(0)
+        metrics["webserver_ready_replicas"].remove("ns", "c")
+    text = compact.exposition().decode()
+    assert prometheus_client.generate_latest(plain).decode() in text
+    assert 'webserver_rollbacks_total{name="b",namespace="ns"} 3.0' in text
+    compact.forget_object("ns", "a")
+    assert 'name="a"' not in compact.exposition().decode()
+    with pytest.raises(KeyError):
+        compact.gauge("webserver_ready_replicas").remove("ns", "a")
+    with pytest.raises(ValueError):
+        compact.counter("webserver_rollbacks_total").labels("ns", "b").inc(-1)
+
+
+def test_a_per_object_series_costs_a_dict_entry_not_a_child_with_a_lock():
+    m = Metrics(domain=description("webserver").metrics)
+    gauge = m.gauge("webserver_desired_replicas")
+    assert isinstance(gauge, ObjectGauge)
+    gauge.labels("ns", "a").set(1)
+    assert gauge.values == {("ns", "a"): 1.0}

@@ -153,3 +153,17 @@ def test_an_echo_that_came_before_the_writes_answer_is_shared_by_the_next_pass()
     assert last is not None and last["conditions"] is echo["status"]["conditions"]
     assert writer.is_echo(echo) and not writer.is_echo(at(11, {"ready": 0}))
     assert writer.current(at(9, {})) == last  # an older body still reads our write
+
+
+def test_an_echo_of_the_whole_write_is_held_as_the_bodys_status_itself_and_read_as_a_copy():
+    """When the echo's status has exactly the keys written (the usual case), the writer keeps
+    the stored body's status dict, not a dict of its values; a pass changing what current()
+    gives it changes neither the body nor the writer's last write."""
+    kube = AnsweringKube(first_revision=9)
+    writer = StatusWriter(kube, "g.io", "v1", "things")  # type: ignore[arg-type]
+    assert asyncio.run(writer.write(at(9, {}), {"ready": 1, "conditions": [{"type": "Ready"}]}))
+    echo = at(10, {"ready": 1, "conditions": [{"type": "Ready"}]})
+    assert writer.is_echo(echo) and writer.last(echo) is echo["status"]
+    older = writer.current(at(9, {}))  # a body older than the write reads the write, as a copy
+    older["path"] = "changed"
+    assert "path" not in echo["status"] and writer.is_echo(echo)
