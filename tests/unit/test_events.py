@@ -93,19 +93,26 @@ async def test_a_standby_posts_nothing_and_a_refused_event_fails_nobody():
     await refused.close()
 
 
+class Gated(Recording):
+    """Every POST waits for ``gate``; ``waiting`` lists the Events' reasons as their POSTs start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.waiting: list[str] = []
+
+    async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        self.waiting.append(body["reason"])
+        await self.gate.wait()
+        return await super().request(method, path, body, **kw)
+
+
 async def test_the_queue_is_bounded_when_events_are_not_taken():
-    gate = asyncio.Event()
-
-    class Slow(Recording):
-        async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
-            await gate.wait()
-            return await super().request(method, path, body, **kw)
-
-    kube = Slow()
+    kube = Gated()
     recorder = EventRecorder(kube, "webserver-operator", max_queued=5)
     for i in range(20):
         recorder.record(WS, type="Normal", reason=f"R{i}", message="")
-    gate.set()
+    kube.gate.set()
     await recorder.flush()
     # Recorded without a pause (the poster never ran in between): the newest 5 were kept.
     assert [body["reason"] for _, body in kube.posted] == ["R15", "R16", "R17", "R18", "R19"]
@@ -116,24 +123,15 @@ async def test_the_queue_is_bounded_when_events_are_not_taken():
 async def test_a_few_events_are_posted_at_once_never_more():
     """Started in the order recorded, MAX_IN_FLIGHT overlapping round trips (one at a time fell
     behind 200 scheduled Netperfs' Events), and all of them posted."""
-    gate = asyncio.Event()
-    waiting: list[str] = []
-
-    class Slow(Recording):
-        async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
-            waiting.append(body["reason"])
-            await gate.wait()
-            return await super().request(method, path, body, **kw)
-
-    kube = Slow()
+    kube = Gated()
     recorder = EventRecorder(kube, "webserver-operator", max_in_flight=3)
     for i in range(7):
         recorder.record(WS, type="Normal", reason=f"R{i}", message="")
     for _ in range(20):  # the poster gets every chance to start more than three: it must not
         await asyncio.sleep(0)
-    assert waiting == ["R0", "R1", "R2"]
-    gate.set()
+    assert kube.waiting == ["R0", "R1", "R2"]
+    kube.gate.set()
     await recorder.flush()
-    assert waiting == [f"R{i}" for i in range(7)]
+    assert kube.waiting == [f"R{i}" for i in range(7)]
     assert sorted(body["reason"] for _, body in kube.posted) == [f"R{i}" for i in range(7)]
     await recorder.close()
