@@ -148,6 +148,8 @@ class Bench:
     breakdown: Path | None = None
     standby: OperatorProcess | None = None
     kind: str = "webservers"  # what --memory creates: "webservers" or "tdsets"
+    # CPU seconds per second each process ("operator", "kcm") spends with nothing to do
+    idle: dict[str, float] = field(default_factory=dict)
 
     @property
     def lease(self) -> str:
@@ -212,6 +214,21 @@ class Bench:
         await self.stats.quiet()
         return elapsed
 
+    async def measure_idle(self, seconds: float = 60.0) -> None:
+        """Each controller's CPU rate with nothing to do (kube-controller-manager renews its
+        Lease, resyncs and runs its periodic controllers), to set against a phase's length."""
+        await self.stats.quiet()
+        procs = {"operator": self.stats, "kcm": self.kcm}
+        before = {name: st.sample() for name, st in procs.items()}
+        await asyncio.sleep(seconds)
+        for name, st in procs.items():
+            after = st.sample()
+            self.idle[name] = (after.cpu_s - before[name].cpu_s) / (after.at - before[name].at)
+        say(
+            f"idle for {seconds:.0f}s: operator {self.idle['operator'] * 1000:.1f} ms/s, "
+            f"kube-controller-manager {self.idle['kcm'] * 1000:.1f} ms/s of CPU; {load()}"
+        )
+
     @staticmethod
     def stats_of(op: OperatorProcess) -> ProcStats:
         assert op.proc is not None
@@ -256,42 +273,49 @@ class Bench:
         return holder.startswith(f"{op.extra_env.get('POD_NAME')}_")
 
     async def restart(self, start: Any) -> None:
-        """SIGKILL the leader, start a new process: its start-up peak, and the standby's takeover."""
+        """SIGKILL the leader, start a new process: the peaks of the new process and the standby
+        through start-up and takeover, whichever of them wins the Lease."""
         old = self.stats_of(self.op).sample()
         self.op.kill()
         t0 = time.monotonic()
         self.op = start("c", wait=False)
-        new = self.stats_of(self.op)
-        standby_peak = 0.0
+        ops = {"new process": self.op} | ({"standby": self.standby} if self.standby is not None else {})
+        stats = {name: self.stats_of(op) for name, op in ops.items()}
+        peaks = dict.fromkeys(ops, 0.0)
+
+        def sample() -> None:
+            for name, st in stats.items():
+                peaks[name] = max(peaks[name], st.sample().rss_mib)
+
         while not self.ready(self.op):
-            if self.standby is not None:
-                standby_peak = max(standby_peak, self.stats_of(self.standby).sample().rss_mib)
+            sample()
             await asyncio.sleep(0.5)
         ready = time.monotonic() - t0
-        quiet = await new.quiet()
-        took_over = None
-        if self.standby is not None:
-            # The standby leads once the killed leader's Lease expires (LEADER_ELECTION_LEASE_
-            # DURATION): its takeover (a pass for every object) is sampled until it holds the
-            # Lease and has gone quiet, then 30 s more.
-            stats = self.stats_of(self.standby)
-            deadline = time.monotonic() + 900
-            while time.monotonic() < deadline and not await self.leads(self.standby):
-                standby_peak = max(standby_peak, stats.sample().rss_mib)
-                await asyncio.sleep(0.5)
-            took_over = time.monotonic() - t0
-            standby_peak = max(standby_peak, (await stats.quiet()).hwm_mib)
-            standby_peak = max(standby_peak, (await self.peak(30, self.standby))[0])
+        # Once the killed leader's Lease expires (LEADER_ELECTION_LEASE_DURATION) one of the two
+        # takes it, whichever tries first: the new process as often as the standby. The winner's
+        # takeover (a pass for every object) is sampled until it has gone quiet, then 30 s more.
+        winner = None
+        deadline = time.monotonic() + 900
+        while winner is None and time.monotonic() < deadline:
+            sample()
+            for name, op in ops.items():
+                if await self.leads(op):
+                    winner = name
+            await asyncio.sleep(0.5)
+        took_over = time.monotonic() - t0
+        for name, st in stats.items():
+            peaks[name] = max(peaks[name], (await st.quiet()).hwm_mib)
+        for name, p in zip(ops, await self.peak(30, *ops.values()), strict=True):
+            peaks[name] = max(peaks[name], p)
         print(f"restart: killed the leader at RSS {old.rss_mib:.1f} MiB (peak {old.hwm_mib:.1f})")
-        print(
-            f"restart: new process ready in {ready:.0f}s; "
-            f"RSS {quiet.rss_mib:.1f}, peak {quiet.hwm_mib:.1f} MiB"
-        )
-        if self.standby is not None:
-            print(
-                f"restart: standby peak {standby_peak:.1f} MiB (VmHWM) through the takeover "
-                f"(it held the Lease {took_over:.0f}s after the kill)"
-            )
+        print(f"restart: new process ready in {ready:.0f}s")
+        if winner is None:
+            print("restart: no process held the Lease 900 s after the kill")
+        else:
+            print(f"restart: the {winner} held the Lease {took_over:.0f}s after the kill")
+        for name, p in peaks.items():
+            role = "leader" if name == winner else "standby"
+            print(f"restart: {name} ({role} after the kill) peak {p:.1f} MiB (VmHWM: its largest ever)")
         print(f"restart: {load()}")
 
     async def dump_breakdown(self) -> dict[str, Any]:
@@ -359,17 +383,24 @@ def ratio(a: float, b: float) -> str:
 
 
 def cost_table(bench: Bench, owners: int) -> None:
-    """CPU seconds and RSS growth of both controllers in each phase, median over the rounds."""
+    """CPU seconds and RSS growth of both controllers in each phase, median over the rounds; the
+    CPU also net of what each spends idle over the phase's length (the phases differ in length:
+    kube-controller-manager's client limits pace its ReplicaSet phase)."""
 
     def med(phase: str, proc: str, of: str) -> float:
         values = []
         for sample in bench.costs.get(phase, []):
             before, after = sample[proc]
-            values.append(after.cpu_s - before.cpu_s if of == "cpu" else after.rss_mib - before.rss_mib)
+            if of == "cpu":
+                values.append(after.cpu_s - before.cpu_s)
+            elif of == "net":
+                values.append(after.cpu_s - before.cpu_s - bench.idle.get(proc, 0.0) * (after.at - before.at))
+            else:
+                values.append(after.rss_mib - before.rss_mib)
         return statistics.median(values) if values else float("nan")
 
     print(f"\n{owners} owners x 1 pod, first POST -> every pod Ready and every owner's status saying so")
-    print("process                  | phase                  | CPU s | RSS growth MiB")
+    print("process                  | phase                  | CPU s | CPU s net of idle | RSS growth MiB")
     rows = [
         ("WebServer operator", "webservers", "operator"),
         ("kube-controller-manager", "replicasets", "kcm"),
@@ -378,12 +409,16 @@ def cost_table(bench: Bench, owners: int) -> None:
     ]
     for name, phase, proc in rows:
         label = f"{owners} {'WebServers' if phase == 'webservers' else 'ReplicaSets'}"
-        print(f"{name:24} | {label:22} | {med(phase, proc, 'cpu'):5.1f} | {med(phase, proc, 'rss'):14.1f}")
+        print(
+            f"{name:24} | {label:22} | {med(phase, proc, 'cpu'):5.1f} | {med(phase, proc, 'net'):17.1f} "
+            f"| {med(phase, proc, 'rss'):14.1f}"
+        )
     op_cpu, kcm_cpu = med("webservers", "operator", "cpu"), med("replicasets", "kcm", "cpu")
+    op_net, kcm_net = med("webservers", "operator", "net"), med("replicasets", "kcm", "net")
     op_rss, kcm_rss = med("webservers", "operator", "rss"), med("replicasets", "kcm", "rss")
     print(
-        f"operator / kube-controller-manager, each in its own phase: CPU {ratio(op_cpu, kcm_cpu)}, "
-        f"RSS growth {ratio(op_rss, kcm_rss)}; {load()}"
+        f"operator / kube-controller-manager, each in its own phase: CPU {ratio(op_cpu, kcm_cpu)} "
+        f"({ratio(op_net, kcm_net)} net of idle), RSS growth {ratio(op_rss, kcm_rss)}; {load()}"
     )
 
 
@@ -401,6 +436,8 @@ async def scenarios(bench: Bench, args: argparse.Namespace, start: Any = None) -
         kinds = ["webservers", "replicasets"] + (["pods"] if args.raw_posts else [])
         if args.replicasets_first:  # kube-controller-manager's growth from its idle state
             kinds[:2] = ["replicasets", "webservers"]
+        if args.cost:
+            await bench.measure_idle()
         for i in range(args.rounds):
             for what in kinds:
                 times[what].append(await bench.run(what, owners, replicas))
