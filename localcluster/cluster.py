@@ -76,6 +76,9 @@ class LocalCluster:
     # Shape traffic into every pod of the real node to this many bits/s (CNI bandwidth plugin):
     # a link-bound path gives repeatable throughput where an unshaped veth is CPU-bound.
     pod_ingress_rate: int | None = None
+    # More flags for kube-controller-manager (a benchmark raising its client limits, so that
+    # thousands of Deployments do not wait on its QPS 20 to get their pods).
+    controller_manager_args: tuple[str, ...] = ()
     node: RealNode | None = None
 
     @property
@@ -418,6 +421,7 @@ class LocalCluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             # Its default, /usr/libexec/kubernetes/..., is created (and re-created) on the host.
             f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
+            *self.controller_manager_args,
         ]
         self._start_kube_component("kube-controller-manager", extra, timeout)
 
@@ -491,6 +495,7 @@ def start(
     *,
     real_node: bool = False,
     pod_ingress_rate: int | None = None,
+    controller_manager_args: Iterable[str] = (),
 ) -> LocalCluster:
     """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir).
 
@@ -508,6 +513,7 @@ def start(
         keep_workdir=keep,
         real_node=real_node,
         pod_ingress_rate=pod_ingress_rate,
+        controller_manager_args=tuple(controller_manager_args),
     )
     return cluster.up(timeout)
 

@@ -77,14 +77,20 @@ def summary(values: Iterable[float]) -> str:
 
 
 @contextlib.contextmanager
-def control_plane(nodes: int = 4, pods_per_node: int = 2500) -> Iterator[localcluster.LocalCluster]:
-    """The local control plane, its kwok nodes raised to ``pods_per_node`` pods each.
+def control_plane(
+    nodes: int = 4, pods_per_node: int = 2500, kcm_qps: float | None = None
+) -> Iterator[localcluster.LocalCluster]:
+    """The local control plane, its kwok nodes raised to ``pods_per_node`` pods each, and
+    kube-controller-manager's client limits raised to ``kcm_qps`` (burst 1.5 times that) if given.
 
     kwok's ``node-initialize`` stage keeps a node's capacity once set and its heartbeat only
     renews conditions, so patching the status once is enough.
     """
     say(f"starting the control plane ({nodes} kwok nodes x {pods_per_node} pods); {load()}")
-    with localcluster.running(crds=CRDS, nodes=nodes) as cl:
+    kcm_args = []
+    if kcm_qps is not None:
+        kcm_args = [f"--kube-api-qps={kcm_qps:g}", f"--kube-api-burst={int(kcm_qps * 1.5)}"]
+    with localcluster.running(crds=CRDS, nodes=nodes, controller_manager_args=kcm_args) as cl:
         from kubernetes import client, config
 
         core = client.CoreV1Api(config.new_client_from_config(config_file=str(cl.kubeconfig)))
