@@ -26,7 +26,9 @@ for each phase (from the first POST until every pod is Ready and every owner's s
 the CPU seconds and resident-memory growth of both controllers side by side: the WebServer
 operator in the WebServer phase against kube-controller-manager (a local process of the control
 plane, all its controllers and its garbage collector included) in the ReplicaSet phase, and what
-each spent during the other's phase. The operator's process is waited on to go quiet before each
+each spent during the other's phase; each controller's CPU rate at rest is measured for 60 s
+first, and the phases are also given net of it (kube-controller-manager's QPS paces its phase
+to several times the operator's). The operator's process is waited on to go quiet before each
 phase, so work left over from the previous one is not charged to it. kube-controller-manager
 watches every pod, so the WebServer phase grows it too, and memory it took then is reused, not
 grown again, in a later ReplicaSet phase: ``--replicasets-first`` runs that phase first, from
@@ -40,16 +42,17 @@ what each cache holds and tracemalloc's live bytes per source file at every step
 watches and holds the same caches) and both are measured. ``--relist S`` makes every watch
 relist every S seconds (``WATCH_RESYNC_PERIOD``; 600 as shipped) and, after the last step,
 samples both processes' RSS every 0.5 s for 1.2 S seconds: the peak while each watch relists
-its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process: the
-new process's peak (VmHWM) through its start-up listing, and the standby's through its
-takeover. Every figure comes with the load average; the operator's API writes are counted
-from the audit log. ``--kind tdsets`` measures the TDSet operator the same way: TDSets that
-each run a container (so each owns a Deployment, whose ReplicaSet kube-controller-manager
-keeps at one pod) with one window and one replica in and out of it, Ready once each TDSet's
-status reports its pod ready.
+its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process; the
+new process and the standby both campaign, and the bench reports which took the Lease and each
+one's peak (VmHWM) through the start-up listing and the takeover. Every figure comes with the
+load average; the operator's API writes are counted from the audit log. ``--kind tdsets``
+measures the TDSet operator the same way: TDSets that each run a container (so each owns a
+Deployment, whose ReplicaSet kube-controller-manager keeps at one pod) with one window and one
+replica in and out of it, Ready once each TDSet's status reports its pod ready; ``--kcm-qps``
+raises kube-controller-manager's client limits so that those pods do not wait on its QPS 20.
 
-The ratio depends on the client-side rate limits: the operator's (``KUBE_API_QPS`` 50,
-``KUBE_API_BURST`` 100 unless ``--operator-qps``/``--operator-burst``) and
+The ratio depends on the client-side rate limits: the operator's (its defaults, no QPS limit
+and burst 100, unless ``--operator-qps``/``--operator-burst``) and
 kube-controller-manager's (its defaults, QPS 20, burst 30, per controller); both are printed.
 """
 
