@@ -211,7 +211,7 @@ class Bench:
         say(line)
         if what == "webservers":
             say(
-                f"webservers: operator CPU {after.cpu_s - before.cpu_s:.1f}s, RSS {after.rss_mib:.0f} MiB "
+                f"webservers: operator RSS {after.rss_mib:.0f} MiB "
                 f"(peak {after.hwm_mib:.0f}); API writes "
                 f"{describe_writes(self.audit.writes(self.user, mark))}"
             )
