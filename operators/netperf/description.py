@@ -6,7 +6,7 @@ See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the l
 
 from __future__ import annotations
 
-from operators.netperf import schema
+from operators.netperf import access, schema
 from shared.api.description import NAMESPACED, Alert, Image, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -17,6 +17,7 @@ DESCRIPTION = OperatorDescription(
     app=schema.APP,
     crd=schema.CRD,
     reconcile="operators.netperf.reconciler:NetperfReconciler",
+    access=access.POLICIES,
     # create/delete the server and client pods; get after AlreadyExists and for the client's
     # output (the log is read from the pod's termination message); patch adopts an orphan.
     resources=(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.tdset import schema
+from operators.tdset import access, schema
 from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -28,6 +28,7 @@ DESCRIPTION = OperatorDescription(
     app=schema.APP,
     crd=schema.CRD,
     reconcile="operators.tdset.reconciler:TDSetReconciler",
+    access=access.POLICIES,
     resources=(
         # create it, patch (scale, template, adopt an orphan); get after AlreadyExists. As a
         # spec.scaleTargetRef (not a child then): get and patch (the claim's label and

@@ -6,7 +6,7 @@ See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the l
 
 from __future__ import annotations
 
-from operators.webserver import schema
+from operators.webserver import access, schema
 from shared.api.description import NAMESPACED, Alert, MetricSpec, OperatorDescription, Panel, Resource
 
 OBJECT = "{{namespace}}/{{name}}"  # Grafana legend of a per-object series
@@ -16,6 +16,7 @@ DESCRIPTION = OperatorDescription(
     app=schema.APP,
     crd=schema.CRD,
     reconcile="operators.webserver.reconciler:WebServerReconciler",
+    access=access.POLICIES,
     resources=(
         # create/delete pods; get after AlreadyExists (whose pod is it?); patch adopts an orphan.
         Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),

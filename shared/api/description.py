@@ -21,8 +21,8 @@ points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules 
 what it declares it watches and calls (:attr:`OperatorDescription.rules`).
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd` and
-:mod:`shared.api.metricsauth` only; the controller layer reads it, never the other way round.
+manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`,
+:mod:`shared.api.access` and :mod:`shared.api.metricsauth` only; the controller layer reads it, never the other way round.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.api import leases, metricsauth
+from shared.api.access import AccessPolicy
 from shared.api.crd import CRDSpec
 
 NAMESPACED = ("namespace", "name")  # the labels of a per-object metric
@@ -147,6 +148,9 @@ class OperatorDescription:
     aggregate_label: str = ""
     # RBAC on cluster-scoped kinds beyond the shared ones (the CSV's ``clusterPermissions``).
     extra_cluster_rules: Sequence[Mapping[str, Any]] = ()
+    # What its spec fields let an author obtain, checked against the author's own rights at
+    # admission (:mod:`shared.api.access`): one ValidatingAdmissionPolicy each.
+    access: tuple[AccessPolicy, ...] = ()
 
     def __post_init__(self) -> None:
         module, _, function = self.reconcile.partition(":")

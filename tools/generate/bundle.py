@@ -7,13 +7,15 @@ CRD and descriptors from ``schema.py``, permissions derived from it, display tex
 example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
 
     bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
-                        PodDisruptionBudget per operator, the metrics-reader ClusterRole
+                        PodDisruptionBudget per operator, the metrics-reader ClusterRole, an
+                        editor and a viewer ClusterRole per kind (aggregated to admin/edit/view)
     bundle/metadata/annotations.yaml
     bundle/tests/scorecard/config.yaml
     bundle/bundle.Dockerfile
     images/<operator>-operator/Dockerfile   (one image per operator)
     deploy/install.yaml                     (installing without OLM)
     deploy/network-policies.yaml            (the operators' NetworkPolicies alone, for OLM installs)
+    deploy/admission-policies.yaml          (the ValidatingAdmissionPolicies alone, for OLM installs)
     docs/grafana-dashboard.json and the PrometheusRule (tools/generate/monitoring.py)
 
 The metrics table of the documentation is written by ``make docs`` (tools/generate/docs.py).
@@ -36,7 +38,7 @@ import yaml
 
 import shared
 from operators import descriptions
-from shared.api import leases, metricsauth
+from shared.api import access, leases, metricsauth
 from shared.api.crd import to_yaml
 from shared.api.description import OperatorDescription
 from shared.controller.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
@@ -326,6 +328,30 @@ def metrics_reader() -> dict[str, Any]:
     }
 
 
+def kind_roles(op: OperatorDescription) -> list[dict[str, Any]]:
+    """The editor and viewer ClusterRoles of ``op``'s kind, as operator-sdk scaffolds them,
+    labelled for aggregation into ``admin``/``edit`` and ``view`` (docs/operations/security-model.md)."""
+    labels = {"app.kubernetes.io/part-of": PACKAGE}
+    return [
+        access.editor_role(PACKAGE, op.name, op.crd, labels),
+        access.viewer_role(PACKAGE, op.name, op.crd, labels),
+    ]
+
+
+def admission_policies() -> list[dict[str, Any]]:
+    """Every operator's ValidatingAdmissionPolicies and bindings (:mod:`shared.api.access`).
+
+    Not in the OLM bundle: OLM v0 installs a fixed list of kinds and this is not one of them;
+    OLM users apply deploy/admission-policies.yaml (docs/operations/install.md)."""
+    labels = {"app.kubernetes.io/part-of": PACKAGE}
+    return [
+        doc
+        for op in descriptions()
+        for policy in op.access
+        for doc in access.admission_policy(PACKAGE, op.name, op.crd, policy, labels)
+    ]
+
+
 def disruption_budget(op: OperatorDescription) -> dict[str, Any]:
     """A node drain evicts one operator pod at a time: the other leads, or takes over."""
     return {
@@ -528,7 +554,8 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
-    Deployment, PodDisruptionBudget, Service, NetworkPolicy; and the metrics-reader ClusterRole.
+    the kind's editor/viewer ClusterRoles, Deployment, PodDisruptionBudget, Service,
+    NetworkPolicy; the metrics-reader ClusterRole and the ValidatingAdmissionPolicies.
 
     The same pod templates as in the CSV; without OLM the ``olm.targetNamespaces`` annotation is
     absent, the downward-API variable is empty and each operator watches all namespaces, so its
@@ -586,6 +613,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "subjects": subjects,
             },
             *aggregated_role(op, subjects, labels),
+            *kind_roles(op),
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
@@ -605,7 +633,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "metadata": {**network_policy(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
         ]
-    return [*docs, metrics_reader()]
+    return [*docs, metrics_reader(), *admission_policies()]
 
 
 def aggregated_role(
@@ -721,6 +749,11 @@ def render(version: str, registry: str) -> dict[Path, str]:
         )
     reader = manifests / f"{METRICS_READER}_rbac.authorization.k8s.io_v1_clusterrole.yaml"
     files[reader] = _yaml(metrics_reader())
+    for op in ops:
+        for role in kind_roles(op):
+            files[manifests / f"{role['metadata']['name']}_rbac.authorization.k8s.io_v1_clusterrole.yaml"] = _yaml(
+                role
+            )
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())
     files[BUNDLE / "bundle.Dockerfile"] = bundle_dockerfile()
@@ -738,6 +771,13 @@ def render(version: str, registry: str) -> dict[Path, str]:
         "#   kubectl apply -n <the operators' namespace> -f deploy/network-policies.yaml\n"
         + GENERATED
         + policies
+    )
+    files[REPO / "deploy" / "admission-policies.yaml"] = (
+        "# The ValidatingAdmissionPolicies checking a tenant's own rights, for an OLM install\n"
+        "# (deploy/install.yaml has them; Kubernetes >= 1.30):\n"
+        "#   kubectl apply -f deploy/admission-policies.yaml\n"
+        + GENERATED
+        + "".join("---\n" + to_yaml(doc, "") for doc in admission_policies())
     )
     return files
 
