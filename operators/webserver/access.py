@@ -30,7 +30,8 @@ def _sources(kind_field: str, key_ref: str, ref: str) -> tuple[NameSource, ...]:
         ),
         NameSource(
             f"spec.envFrom[].{ref}",
-            f"has(object.spec.envFrom) ? object.spec.envFrom.filter(e, has(e.{ref})).map(e, e.{ref}.name) : []",
+            f"has(object.spec.envFrom) ? object.spec.envFrom.filter(e, has(e.{ref}))"
+            f".map(e, e.{ref}.name) : []",
             _CONF["envFrom"]["maxItems"],
         ),
     )

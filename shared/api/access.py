@@ -272,7 +272,13 @@ def editor_role(project: str, operator: str, crd: CRDSpec, labels: Mapping[str, 
     scale``); aggregated to ``admin`` and ``edit``: who may create our kinds may create
     workloads, since each makes pods."""
     scale = (
-        [{"apiGroups": [crd.group], "resources": [f"{crd.plural}/scale"], "verbs": ["get", "patch", "update"]}]
+        [
+            {
+                "apiGroups": [crd.group],
+                "resources": [f"{crd.plural}/scale"],
+                "verbs": ["get", "patch", "update"],
+            }
+        ]
         if crd.scale
         else []
     )

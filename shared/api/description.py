@@ -22,7 +22,8 @@ what it declares it watches and calls (:attr:`OperatorDescription.rules`).
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
 manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`,
-:mod:`shared.api.access` and :mod:`shared.api.metricsauth` only; the controller layer reads it, never the other way round.
+:mod:`shared.api.access` and :mod:`shared.api.metricsauth` only; the controller layer reads it,
+never the other way round.
 """
 
 from __future__ import annotations

@@ -22,6 +22,44 @@ def bundle_crds() -> list[Path]:
 
 
 CSV = REPO / "bundle" / "manifests" / "k8s-operators-py.clusterserviceversion.yaml"
+# The admission policies as users apply them (an OLM install; install.yaml has the same ones).
+ADMISSION_POLICIES = REPO / "deploy" / "admission-policies.yaml"
+
+
+def apply_admission_policies(api: client.ApiClient, path: Path = ADMISSION_POLICIES) -> list[str]:
+    """Create or replace every ValidatingAdmissionPolicy and binding of ``path``; their names.
+
+    The API server enforces a new policy once its informer has it (within about a second):
+    a test that needs one enforced waits for it (tests/integration/test_access.py)."""
+    adm = client.AdmissionregistrationV1Api(api)
+    calls = {
+        "ValidatingAdmissionPolicy": (
+            adm.read_validating_admission_policy,
+            adm.replace_validating_admission_policy,
+            adm.create_validating_admission_policy,
+        ),
+        "ValidatingAdmissionPolicyBinding": (
+            adm.read_validating_admission_policy_binding,
+            adm.replace_validating_admission_policy_binding,
+            adm.create_validating_admission_policy_binding,
+        ),
+    }
+    names = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc:
+            continue
+        read, replace, create = calls[doc["kind"]]
+        name = doc["metadata"]["name"]
+        try:
+            doc["metadata"]["resourceVersion"] = read(name).metadata.resource_version
+            replace(name, doc)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            doc["metadata"].pop("resourceVersion", None)
+            create(doc)
+        names.append(f"{doc['kind']}/{name}")
+    return names
 
 
 def csv_permissions() -> dict[str, list[dict[str, Any]]]:

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client, config
 
 from localcluster import cluster as localcluster
-from tests.framework.cluster import Cluster, bundle_crds
+from tests.framework.cluster import Cluster, apply_admission_policies, bundle_crds
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.tdsets import Operators as TDSetOperators
@@ -34,9 +34,10 @@ def cluster() -> Iterator[Cluster]:
         return
     local = localcluster.start(crds=bundle_crds())
     try:
-        yield Cluster(
-            local.kubeconfig, config.new_client_from_config(config_file=str(local.kubeconfig)), local
-        )
+        api = config.new_client_from_config(config_file=str(local.kubeconfig))
+        # What an install brings besides the CRDs and checks at admission: the policies.
+        apply_admission_policies(api)
+        yield Cluster(local.kubeconfig, api, local)
     finally:
         local.down()
 

@@ -243,16 +243,71 @@ def test_a_metrics_reader_cluster_role_ships_in_the_bundle_and_install_yaml_unbo
         },
         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
-    assert [r for r in manifests_of("ClusterRole")] == [want]
+    assert [r for r in manifests_of("ClusterRole") if r["metadata"]["name"] == want["metadata"]["name"]] == [
+        want
+    ]
     docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
     assert want in docs
     # Who scrapes is the cluster's to say: nothing binds it.
     assert not [
-        d for d in docs if d["kind"].endswith("Binding") and d["roleRef"]["name"] == want["metadata"]["name"]
+        d
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and d["roleRef"]["name"] == want["metadata"]["name"]
     ]
 
 
 INSTALL = [d for d in yaml.safe_load_all((REPO / "deploy" / "install.yaml").read_text()) if d]
+
+
+def test_an_editor_and_a_viewer_role_per_kind_aggregate_to_admin_edit_and_view_in_bundle_and_install():
+    """As operator-sdk scaffolds them: a cluster admin grants our kinds the usual way. The editor
+    only where pods may be created (admin, edit): each kind makes pods."""
+    roles = {r["metadata"]["name"]: r for r in manifests_of("ClusterRole")}
+    installed = {d["metadata"]["name"]: d for d in INSTALL if d["kind"] == "ClusterRole"}
+    for owned in OWNED.values():
+        group, plural = owned["name"].split(".", 1)[1], owned["name"].split(".", 1)[0]
+        operator = {"app.example.com": "netperf", "schedule.rs": "tdset", "demo.k8s.io": "webserver"}[group]
+        editor, viewer = (roles[f"{bundle.PACKAGE}-{operator}-{r}-role"] for r in ("editor", "viewer"))
+        assert (
+            installed[editor["metadata"]["name"]] == editor
+            and installed[viewer["metadata"]["name"]] == viewer
+        )
+        aggregation = {k: v for k, v in editor["metadata"]["labels"].items() if "aggregate-to" in k}
+        assert aggregation == {
+            "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+            "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+        }
+        assert {k: v for k, v in viewer["metadata"]["labels"].items() if "aggregate-to" in k} == {
+            "rbac.authorization.k8s.io/aggregate-to-view": "true"
+        }
+        assert editor["rules"][0] == {
+            "apiGroups": [group],
+            "resources": [plural],
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        }
+        assert viewer["rules"] == [
+            {"apiGroups": [group], "resources": [plural], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["get"]},
+        ]
+        # Nothing beyond the kind: the roles grant no Secrets, pods or anything to escalate with.
+        assert {r.split("/")[0] for rule in editor["rules"] for r in rule["resources"]} == {plural}
+
+
+def test_olm_users_get_the_admission_policies_in_a_file_of_their_own_and_the_bundle_has_none():
+    """OLM v0 installs only a fixed list of kinds: ValidatingAdmissionPolicy is not one."""
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    assert not [d for k in kinds for d in manifests_of(k)]
+    standalone = [
+        d for d in yaml.safe_load_all((REPO / "deploy" / "admission-policies.yaml").read_text()) if d
+    ]
+    assert standalone == [d for d in INSTALL if d["kind"] in kinds]
+    policies = {d["metadata"]["name"] for d in standalone if d["kind"] == kinds[0]}
+    bindings = {d["spec"]["policyName"]: d for d in standalone if d["kind"] == kinds[1]}
+    assert policies == set(bindings) and len(policies) == 5
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
+
+
 CHILD_OWNER = {"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
 
 

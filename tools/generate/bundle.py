@@ -751,8 +751,8 @@ def render(version: str, registry: str) -> dict[Path, str]:
     files[reader] = _yaml(metrics_reader())
     for op in ops:
         for role in kind_roles(op):
-            files[manifests / f"{role['metadata']['name']}_rbac.authorization.k8s.io_v1_clusterrole.yaml"] = _yaml(
-                role
+            files[manifests / f"{role['metadata']['name']}_rbac.authorization.k8s.io_v1_clusterrole.yaml"] = (
+                _yaml(role)
             )
     files[BUNDLE / "metadata" / "annotations.yaml"] = _yaml({"annotations": ANNOTATIONS})
     files[BUNDLE / "tests" / "scorecard" / "config.yaml"] = _yaml(scorecard_config())
