@@ -76,8 +76,11 @@ def replaces(version: str) -> str | None:
 # operator (its description's ``catalog_text``), then OUTRO.
 INTRO = """\
 {count} small operators written in Python on [kopf](https://kopf.readthedocs.io), built to
-behave like the best Go operators: level-based, idempotent, restart-safe, observable and
-least-privilege. Each runs as its own Deployment with its own image and ServiceAccount.
+behave like the best Go operators: level-based, idempotent, restart-safe, observable, with
+least-privilege ServiceAccounts. Each runs as its own Deployment with its own image and
+ServiceAccount. Apply deploy/admission-policies.yaml (Kubernetes >= 1.30) so that what a spec
+makes an operator do is checked against its author's own rights; editor and viewer roles per
+kind aggregate into admin, edit and view.
 
 """
 OUTRO = f"""\
