@@ -13,7 +13,9 @@ the field stands for. The refusal names the verb, the resource and the object.
 Why one check per CEL expression: the API server prices an authorizer ``check`` so that one
 expression holds at most two, and one policy evaluation about 28; a list of names (every Secret a
 WebServer mounts) is reduced to its distinct names and each is checked by an expression of its
-own, up to :data:`MAX_DISTINCT` per policy (more are refused with that reason).
+own, up to :data:`MAX_DISTINCT` per policy (more are refused with that reason). A refusal names
+one missing right, the first failed check: the API server reports one failed validation, and
+evaluates message expressions without the authorizer, so a message cannot list the others.
 
 An update that leaves ``spec`` alone (labels, annotations, finalizers; ``/status`` and ``/scale``
 are other resources and never matched) is not checked: whoever changes ``spec`` answers for all
