@@ -575,3 +575,98 @@ def test_a_namespace_editor_creates_and_updates_our_kinds_and_a_viewer_only_read
         {"replicas": 1, **_web_refs("Secret", "db")["volume"]},
     )
     admitted(as_user(cluster, "eve"), namespace, "netperf", {"path": "host"})
+
+
+@pytest.fixture(scope="module")
+def netperf_tenant(cluster: Cluster, enforced: None) -> Iterator[tuple[str, client.ApiClient]]:
+    """A namespace where ``dan`` edits Netperfs and may not create pods."""
+    core = client.CoreV1Api(cluster.api)
+    namespace = f"access-np-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        editor(cluster, namespace, "dan", "netperf")
+        yield namespace, as_user(cluster, "dan")
+    finally:
+        core.delete_namespace(namespace)
+
+
+OWN = "ghcr.io/k8s-operators-py/netperf"
+IMAGES = st.one_of(
+    st.none(),
+    st.from_regex(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(-rc[0-9])?", fullmatch=True).map(
+        lambda t: f"{OWN}:{t}"
+    ),
+    st.from_regex(r"[0-9a-f]{64}", fullmatch=True).map(lambda d: f"{OWN}@sha256:{d}"),
+    st.sampled_from(
+        [
+            "busybox:1.36",
+            f"{OWN}-evil:1",
+            f"{OWN}x:1",
+            f"evil.example/{OWN}:1",
+            "ghcr.io/k8s-operators-py/web:1",
+            f"{OWN}/sub:1",
+        ]
+    ),
+)
+PATH_CHOICES = st.one_of(
+    st.fixed_dictionaries({}),
+    st.sampled_from(["pod", "service", "host"]).map(lambda p: {"path": p}),
+    st.permutations(["pod", "service", "host"])
+    .flatmap(lambda ps: st.integers(2, 3).map(lambda n: ps[:n]))
+    .map(lambda ps: {"compare": list(ps)}),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(paths=PATH_CHOICES, image=IMAGES, nodes=st.booleans())
+def test_any_netperf_is_refused_iff_it_runs_hostnetwork_or_a_foreign_image(
+    netperf_tenant, paths, image, nodes
+):
+    namespace, api = netperf_tenant
+    spec: dict[str, Any] = {**paths, **({"image": image} if image else {})}
+    if nodes:
+        spec |= {"serverNode": "n1", "clientNode": "n2"}
+    host = paths.get("path") == "host" or "host" in paths.get("compare", [])
+    foreign = image is not None and not image.startswith((f"{OWN}:", f"{OWN}@"))
+    if not (host or foreign):
+        admitted(api, namespace, "netperf", spec)
+        return
+    message = refusal(api, namespace, "netperf", spec)
+    assert f'needs create on pods in namespace "{namespace}", which "dan" lacks' in message, message
+    # The first failed check is named: host before image.
+    assert ("spec.path host" if host else "spec.image other than") in message, message
+
+
+UPDATED = {
+    # kind: (what an admin made, what the tenant then changes in spec, the right the refusal names)
+    "webserver": (
+        {"replicas": 1, **_web_refs("ConfigMap", "conf")["volume"]},
+        {"replicas": 3},
+        'get on configmaps "conf"',
+    ),
+    "netperf": ({"path": "host"}, {"duration": 5}, "create on pods"),
+    "tdset": (
+        _target_spec("apps/v1", "Deployment"),
+        {"defaultReplica": 2},
+        'update on deployments/scale "t"',
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UPDATED))
+def test_a_tenant_editing_an_admins_object_is_refused_only_when_she_changes_its_spec(
+    cluster, namespace, tenant, kind
+):
+    """A user on a bad day: the object works, her label lands, her spec change is refused with
+    the right she lacks, which the admin can then grant."""
+    made, change, right = UPDATED[kind]
+    group, version, plural, _ = KINDS[kind]
+    create(cluster.api, namespace, kind, "o", made, dry=False)
+    mine = client.CustomObjectsApi(tenant)
+    mine.patch_namespaced_custom_object(
+        group, version, namespace, plural, "o", {"metadata": {"labels": {"a": "b"}}}
+    )
+    with pytest.raises(ApiException) as err:
+        mine.patch_namespaced_custom_object(group, version, namespace, plural, "o", {"spec": change})
+    message = json.loads(err.value.body)["message"]
+    assert err.value.status == 403 and right in message and '"alice" lacks' in message, message
