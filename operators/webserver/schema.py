@@ -55,9 +55,6 @@ RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "demo.k8s.io/")
 RESERVED_LABELS = ("app",)
 # The pod annotation spec.restartedAt is written to (the one `kubectl rollout restart` uses).
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-# ConfigMaps whose content the operator reads (and so whose changes roll the pods): only those
-# carrying this label are watched (server-side selector), the operator never holds other data.
-CONFIG_LABEL = "webserver.k8s-operators-py.dev/config"
 MAX_MIN_READY_SECONDS = 3600
 MAX_PROGRESS_DEADLINE_SECONDS = 86400
 DEADLINE_AFTER_MIN_READY = "progressDeadlineSeconds must be greater than minReadySeconds"

@@ -29,9 +29,12 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     op.stop()
 
 
-def labelled_configmap(cluster: Cluster, namespace: str, name: str, data: dict[str, str]) -> None:
+def configmap(
+    cluster: Cluster, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
+) -> None:
+    """A ConfigMap as any user makes one: no label is needed for a WebServer to read it."""
     client.CoreV1Api(cluster.api).create_namespaced_config_map(
-        namespace, {"metadata": {"name": name, "labels": {schema.CONFIG_LABEL: "true"}}, "data": data}
+        namespace, {"metadata": {"name": name, "labels": labels or {}}, "data": data}
     )
 
 
@@ -163,8 +166,14 @@ def test_all_edges_together_make_an_accepted_pod(cluster, namespace):
     client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
 
 
-def test_configuration_reaches_the_pods_and_a_configmap_edit_rolls_them(cluster, namespace, operator):
-    labelled_configmap(cluster, namespace, "site", {"greeting": "hello", "index.html": "<p>hi</p>"})
+def test_configuration_from_an_unlabelled_configmap_reaches_the_pods_and_its_edit_rolls_them(
+    cluster, namespace, operator
+):
+    configmap(cluster, namespace, "site", {"greeting": "hello", "index.html": "<p>hi</p>"})
+    # Large ConfigMaps no WebServer references, labelled or not: never read (not asserted here:
+    # tests/unit/test_configmaps.py asserts what is kept), and nothing in the way of the others.
+    for i, labels in enumerate(({}, {"webserver.k8s-operators-py.dev/config": "true"})):
+        configmap(cluster, namespace, f"unread-{i}", {f"k{j}": "x" * 64 for j in range(5000)}, labels)
     spec = {
         "replicas": 2,
         "env": [
@@ -205,7 +214,7 @@ def test_configuration_reaches_the_pods_and_a_configmap_edit_rolls_them(cluster,
 
 
 def test_a_metadata_only_configmap_change_rolls_nothing(cluster, namespace, operator):
-    labelled_configmap(cluster, namespace, "site", {"k": "v"})
+    configmap(cluster, namespace, "site", {"k": "v"}, {"team": "web"})
     create(cluster, namespace, "web", {"replicas": 1, "envFrom": [{"configMapRef": {"name": "site"}}]})
     converged(cluster, namespace, "web", 1)
     before = pod_names(cluster, namespace)
@@ -236,10 +245,9 @@ def test_a_missing_configmap_is_a_replica_failure_until_it_exists(cluster, names
 
     cond = wait_for(failure, 60, "ReplicaFailure=True")
     assert cond["reason"] == "ConfigMapNotFound" and "ConfigMap site not found" in cond["message"]
-    assert schema.CONFIG_LABEL in cond["message"]
     assert not active_pods(cluster, namespace, "web")  # no pod that could not start
 
-    labelled_configmap(cluster, namespace, "site", {"other": "x"})
+    configmap(cluster, namespace, "site", {"other": "x"})
     cond = wait_for(
         lambda: (c := failure()) and "no key g" in c["message"] and c, 60, "the missing key named"
     )

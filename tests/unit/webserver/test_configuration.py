@@ -7,6 +7,7 @@ import pytest
 from operators.webserver import desired, schema, status
 from operators.webserver.desired import Plan, PodView, plan
 from operators.webserver.reconciler import VALIDATOR, ConfigMaps, content_digest
+from tests.framework.fakekube import FakeKube
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SPEC = {"replicas": 2, "image": "nginx:1", "port": 8080}
@@ -286,38 +287,45 @@ def test_a_pod_that_cannot_start_for_its_configuration_is_a_replica_failure():
     assert 'secret "creds" not found' in cond["message"] and pod(0).name in cond["message"]
 
 
-def configmap(name, data, labels=None, namespace="ns"):
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "data": data}
+def configmap(kube, name, data, labels=None, namespace="ns"):
+    """Store ConfigMap ``name``; returns what the metadata-only watch delivers of it."""
+    meta = {"name": name, "namespace": namespace, "labels": labels or {}}
+    stored = kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    return {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": stored["metadata"]}
 
 
-def test_configmaps_hash_content_name_what_is_missing_and_wake_only_readers():
+async def test_configmaps_hash_content_name_what_is_missing_and_wake_only_readers():
     kicked = []
-    maps = ConfigMaps(lambda ns, name: kicked.append((ns, name)))
+    kube = FakeKube()
+    maps = ConfigMaps(kube, lambda ns, name: kicked.append((ns, name)))
     refs = {"site": {"greeting"}}
-    _, missing = maps.lookup("ns", "web", refs)
-    assert missing is not None and "ConfigMap site not found" in missing and schema.CONFIG_LABEL in missing
+    _, missing = await maps.lookup("ns", "web", refs)
+    assert missing == "ConfigMap site not found"
 
-    maps.changed("ADDED", configmap("site", {"index.html": "hi"}))
+    maps.changed("ADDED", configmap(kube, "site", {"index.html": "hi"}))  # unlabelled
     assert kicked == [("ns", "web")]
-    _, missing = maps.lookup("ns", "web", refs)
+    _, missing = await maps.lookup("ns", "web", refs)
     assert missing == "ConfigMap site has no key greeting"
 
-    maps.changed("MODIFIED", configmap("site", {"greeting": "hello"}))
-    first, missing = maps.lookup("ns", "web", refs)
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "hello"}))
+    first, missing = await maps.lookup("ns", "web", refs)
     assert missing is None and first
+    assert first == (await maps.lookup("ns", "web", refs))[0]  # the same content, the same digest
 
     kicked.clear()
-    maps.changed("MODIFIED", configmap("site", {"greeting": "hello"}, {"x": "y"}))  # labels only
-    maps.changed("MODIFIED", configmap("other", {"a": "b"}))  # nobody reads it
+    maps.changed("MODIFIED", configmap(kube, "other", {"a": "b"}))  # nobody reads it
     assert kicked == []
-    maps.changed("MODIFIED", configmap("site", {"greeting": "bonjour"}))
-    assert kicked == [("ns", "web")]
-    assert maps.lookup("ns", "web", refs)[0] != first
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "hello"}, {"x": "y"}))  # labels only
+    assert (await maps.lookup("ns", "web", refs))[0] == first  # read again: nothing the pods see
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "bonjour"}))
+    assert kicked == [("ns", "web"), ("ns", "web")]
+    assert (await maps.lookup("ns", "web", refs))[0] != first
 
-    maps.lookup("ns", "web", {})  # the WebServer stopped reading it
+    await maps.lookup("ns", "web", {})  # the WebServer stopped reading it
     kicked.clear()
-    maps.changed("DELETED", configmap("site", {}))
+    maps.changed("DELETED", configmap(kube, "site", {}))
     assert kicked == []
+    assert maps.maps.held() == {}
 
 
 def test_content_digest_covers_binary_data():
