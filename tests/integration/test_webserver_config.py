@@ -18,7 +18,15 @@ from operators.webserver import desired, schema
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
-from tests.framework.webservers import active_pods, conditions, converged, create, get, patch_spec
+from tests.framework.webservers import (
+    active_pods,
+    conditions,
+    converged,
+    create,
+    get,
+    largest_spec,
+    patch_spec,
+)
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +121,17 @@ VOLUME = {"name": "v", "mountPath": "/etc/v", "configMap": {"name": "c"}}
         ),
         ({"minReadySeconds": 3601}, ["spec.minReadySeconds", "less than or equal to 3600"]),
         ({"command": ["x"] * 65}, ["spec.command", "must have at most 64 items"]),
+        # The character budgets (schema.MAX_PART_CHARS): 8 x 4096 fit, one character more does not.
+        ({"command": ["x" * 4096] * 8 + ["y"]}, ["spec.command", "at most 32768 characters in all"]),
+        ({"args": ["x" * 4096] * 8 + ["y"]}, ["spec.args", "at most 32768 characters in all"]),
+        (
+            {"env": [{"name": f"E{i}", "value": "x" * 8192} for i in range(4)]},
+            ["spec.env", "at most 32768 characters in all"],
+        ),
+        (
+            {"podMetadata": {"annotations": {f"k{i}": "v" * 4096 for i in range(8)}}},
+            ["spec.podMetadata.annotations", "at most 32768 characters in all"],
+        ),
     ],
 )
 def test_invalid_configuration_rejected_with_field_messages(cluster, namespace, spec, fragments):
@@ -158,6 +177,14 @@ def test_admitted_edges_make_pods_the_api_server_accepts(cluster, namespace, fie
         spec = {**ws["spec"], "automountServiceAccountToken": automount}
         pod = desired.pod_manifest(ws, spec, 0, "0123456789abcdef")
         client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
+
+
+def test_the_largest_spec_is_admitted_and_makes_an_accepted_pod(cluster, namespace):
+    """The worst case of the sizing page is what admission lets through (every budget full)."""
+    ws = create(cluster, namespace, "largest", largest_spec(replicas=1))
+    assert ws["spec"]["command"] == largest_spec()["command"]
+    pod = desired.pod_manifest(ws, ws["spec"], 0, "0123456789abcdef")
+    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
 
 
 def test_all_edges_together_make_an_accepted_pod(cluster, namespace):

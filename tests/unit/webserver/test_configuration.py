@@ -346,3 +346,17 @@ def test_readiness_is_probed_every_second_outside_the_template():
     with_path = desired.pod_manifest(OWNER, {**SPEC, "readinessPath": "/healthz"}, 0)
     probe = with_path["spec"]["containers"][0]["readinessProbe"]
     assert (probe["periodSeconds"], probe["failureThreshold"]) == (1, 15)
+
+
+def test_the_largest_spec_passes_the_schema_with_every_budget_full():
+    """The sizing page's worst case (tests.framework.webservers.largest_spec) is a valid spec,
+    each budgeted part at exactly schema.MAX_PART_CHARS."""
+    from tests.framework.webservers import largest_spec
+
+    spec = largest_spec()
+    assert VALIDATOR.errors(spec) == [] and schema.rule_errors(spec) == []
+    assert sum(len(e["name"]) + len(e.get("value", "")) for e in spec["env"]) == schema.MAX_PART_CHARS
+    assert sum(map(len, spec["command"])) == sum(map(len, spec["args"])) == schema.MAX_PART_CHARS
+    annotations = spec["podMetadata"]["annotations"]
+    assert sum(len(k) + len(v) for k, v in annotations.items()) <= schema.MAX_PART_CHARS
+    assert len(spec["env"]) == 64 and len(spec["volumes"]) == 16 and len(annotations) == 32
