@@ -17,7 +17,9 @@ internals changed shape): the end of a watch's initial listing together with the
 every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
 and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
 The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
-processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have).
+processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have),
+and its request function is wrapped so that a metadata-only watch (``Watch.metadata_only``)
+lists and watches ``PartialObjectMetadata``, which kopf's settings cannot ask for.
 Why, and what the exit is: ``docs/design/kopf-adapter.md``.
 """
 
