@@ -41,7 +41,7 @@ import orjson
 
 from shared.controller import informer
 from shared.controller.serving import Listed, Listing, Readiness
-from shared.controller.watches import METADATA_ONLY, Watch
+from shared.controller.watches import METADATA_ONLY, METADATA_ONLY_LIST, Watch
 
 KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constraints.txt)
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
@@ -396,8 +396,9 @@ def collection_of(url: str) -> tuple[str, str, str] | None:
 def _metadata_only_requests(resources: set[tuple[str, str, str]]) -> Callable[[], None]:
     """kopf lists and watches every resource as full objects, and its settings have no request
     headers: its requests (``api.request``, which its listing and its watch streams call) are
-    wrapped so that a list or watch of ``resources`` asks for ``PartialObjectMetadata``
-    (:data:`~shared.controller.watches.METADATA_ONLY`). Returns the undo."""
+    wrapped so that a watch of ``resources`` asks for ``PartialObjectMetadata`` and a listing
+    for a ``PartialObjectMetadataList`` (:data:`~shared.controller.watches.METADATA_ONLY`,
+    ``METADATA_ONLY_LIST``). Returns the undo."""
     from kopf._cogs.clients import api
 
     namespace = vars(api)
@@ -407,7 +408,8 @@ def _metadata_only_requests(resources: set[tuple[str, str, str]]) -> Callable[[]
 
     async def request(method: str, url: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
         if method.lower() == "get" and collection_of(url) in resources:
-            headers = {**(headers or {}), "Accept": METADATA_ONLY}
+            watch = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("watch") == ["true"]
+            headers = {**(headers or {}), "Accept": METADATA_ONLY if watch else METADATA_ONLY_LIST}
         return await original(method, url, headers=headers, **kwargs)
 
     namespace["request"] = request

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# The Accept header of a metadata-only list or watch (``Watch.metadata_only``).
+# The Accept headers of a metadata-only watch and list (``Watch.metadata_only``): a watch's
+# events carry PartialObjectMetadata, a listing is a PartialObjectMetadataList.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 # Called with the event's type (None for an object of a listing, else ADDED, MODIFIED,
 # DELETED) and the object. Runs on the event loop, one event of the watch at a time: it must

@@ -251,7 +251,7 @@ async def test_lists_and_watches_of_a_metadata_only_kind_ask_for_partial_object_
     from kopf._cogs.clients import api
 
     from shared.controller.serving import Readiness
-    from shared.controller.watches import METADATA_ONLY
+    from shared.controller.watches import METADATA_ONLY, METADATA_ONLY_LIST
 
     assert "await request(" in inspect.getsource(api.get)
     assert "await request(" in inspect.getsource(api.stream)
@@ -276,7 +276,7 @@ async def test_lists_and_watches_of_a_metadata_only_kind_ask_for_partial_object_
     assert vars(api)["request"] is recorder
     assert [h for _, _, h in sent] == [
         {"Accept": METADATA_ONLY},
-        {"Accept": METADATA_ONLY},
+        {"Accept": METADATA_ONLY_LIST},
         {"X": "y"},
         None,
         None,
