@@ -1,6 +1,6 @@
 """Tenant cost: one namespace's worst, within the recommended quota, against a running WebServer operator.
 
-    python -m tools.bench.tenant_cost [--configmaps 20] [--keys 100000] [--referenced 4]
+    python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
                                       [--webservers 200] [--pause 1] [--relist 60]
 
 Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer operator
@@ -10,8 +10,9 @@ relisting every ``--relist`` seconds, so relists fall inside the run), and the W
 that ``docs/operations/sizing.md`` recommends (:data:`QUOTA`), it does the worst that page
 describes, one step after the other:
 
-1. ``--configmaps`` ConfigMaps of ``--keys`` keys each (about 1 MiB, the most a ConfigMap
-   holds), every other one labelled with the labels the operators once watched, referenced by
+1. ``--configmaps`` ConfigMaps of ``--keys`` keys each, values filling them to about 1 MB (the
+   most a ConfigMap holds; 100,000 keys make the API server's own create time out on a busy
+   2-core machine), every other one labelled with the labels the operators once watched, referenced by
    nothing but the first ``--referenced``;
 2. ``--webservers`` WebServers at the schema's maxima
    (:func:`tests.framework.webservers.largest_spec`, ``replicas: 0``, so no pod quota binds),
@@ -60,12 +61,17 @@ QUOTA = {
 OLD_LABELS = {"webserver.k8s-operators-py.dev/config": "true", "tdset.k8s-operators-py.dev/holidays": "true"}
 
 
+# Characters of data in each ConfigMap (keys and values): near the 1 MiB a ConfigMap may hold.
+DATA_CHARS = 1_000_000
+
+
 def configmap(i: int, keys: int, labelled: bool, edit: int = 0) -> dict[str, Any]:
+    value = str(edit) * max(1, DATA_CHARS // keys - 7)  # keys of 7 characters
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"big-{i}", "labels": OLD_LABELS if labelled else {}},
-        "data": {f"k{j:06d}": str(edit) for j in range(keys)},
+        "data": {f"k{j:06d}": value for j in range(keys)},
     }
 
 
@@ -198,7 +204,7 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
 def main() -> None:
     parser = lib.parser(__doc__)
     parser.add_argument("--configmaps", type=int, default=20, help="large ConfigMaps of the tenant")
-    parser.add_argument("--keys", type=int, default=100_000, help="keys of each ConfigMap")
+    parser.add_argument("--keys", type=int, default=20_000, help="keys of each ConfigMap")
     parser.add_argument("--referenced", type=int, default=4, help="large ConfigMaps the WebServers name")
     parser.add_argument("--webservers", type=int, default=200, help="WebServers at the schema's maxima")
     parser.add_argument("--pause", type=float, default=1.0, help="seconds between probes")
