@@ -17,6 +17,7 @@ from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
 from operators.tdset.target import HOLDER
+from shared.api.lru import LRU
 from shared.client.kube import ApiError, KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 
@@ -114,6 +115,9 @@ class TDSetAPI:
 # subresource) after a TDSet named it is seen within this time; a pass reading a target costs no
 # discovery request in between (client-go caches discovery the same way, per group-version).
 DISCOVERY_TTL = 60.0
+# Group-versions whose discovery is kept at most: the key is what a TDSet's author writes
+# (scaleTargetRef.apiVersion), so the cache has a size; the least recently used goes first.
+DISCOVERY_ENTRIES = 128
 
 
 def _group_version_path(api_version: str) -> str:
@@ -126,7 +130,7 @@ class ScaleTargets:
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube
-        self._discovery: dict[str, tuple[dict[str, Any] | None, float]] = {}
+        self._discovery: LRU[str, tuple[dict[str, Any] | None, float]] = LRU(DISCOVERY_ENTRIES)
 
     async def discover(self, api_version: str) -> dict[str, Any] | None:
         """The APIResourceList of ``api_version``, None when it is not served (cached)."""
@@ -139,12 +143,12 @@ class ScaleTargets:
             if exc.status != 404:
                 raise
             found = None
-        self._discovery[api_version] = (found, time.monotonic() + DISCOVERY_TTL)
+        self._discovery.put(api_version, (found, time.monotonic() + DISCOVERY_TTL))
         return found
 
     def forget_discovery(self, api_version: str) -> None:
         """A target of ``api_version`` was missing: read its discovery again next time."""
-        self._discovery.pop(api_version, None)
+        self._discovery.pop(api_version)
 
     @staticmethod
     def path(namespace: str, plural: str, name: str, api_version: str, sub: str = "") -> str:

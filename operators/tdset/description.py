@@ -65,8 +65,9 @@ DESCRIPTION = OperatorDescription(
             group="demo.k8s.io",
             **{**TARGET, "scale": ("get", "patch")},
         ),
-        # Holidays (spec.holidays.configMapRef): labelled ConfigMaps only, watched, never written.
-        Resource("ConfigMap", "v1", "configmaps", child=False),
+        # Holidays (spec.holidays.configMapRef): any ConfigMap of the namespace, watched as
+        # metadata only, the referenced ones read (get) and parsed once per change, never written.
+        Resource("ConfigMap", "v1", "configmaps", child=False, verbs=("get",)),
     ),
     display="TDSet",
     summary="A Deployment whose replica count follows a time-of-day schedule (time zones, DST, HPA floor).",

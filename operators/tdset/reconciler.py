@@ -9,10 +9,10 @@ Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Control
 :class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
 HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
-indexed by the Deployment it targets), of the holiday ConfigMaps it reads (only those labelled
-:data:`.schedule.HOLIDAYS_LABEL`, :class:`HolidayMaps`) and by time: each pass returns the delay to the
-calendar's next transition of any layer (capped by ``intervalMint``), so a boundary is acted
-on when it is reached, not at the next poll.
+indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
+watched as metadata only and read by reference, :class:`HolidayMaps`) and by time: each pass
+returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
+so a boundary is acted on when it is reached, not at the next poll.
 
 Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
 operator's clock (:class:`shared.api.clock.Clock`) and the TDSet's override annotation (the
@@ -39,10 +39,11 @@ from operators.tdset.schema import APP, CRD
 from shared.api import conditions, ownership
 from shared.api.services import view as service_view
 from shared.api.validation import FieldError, SchemaValidator, name_errors
-from shared.client.kube import ApiError, SupersededError, reason_of
+from shared.client.kube import ApiError, KubeClient, SupersededError, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
 from shared.controller.builder import Context
+from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
@@ -327,45 +328,52 @@ class FoundTarget:
     claimed_now: bool  # claimed by this pass
 
 
-class HolidayMaps:
-    """The dates of the labelled holiday ConfigMaps (:data:`.schedule.HOLIDAYS_LABEL`), parsed
-    once per change, and which TDSet reads which, so a change wakes exactly those."""
+Holidays = tuple[frozenset[datetime.date], list[str]]
 
-    def __init__(self, kick: Callable[[str, str], None]) -> None:
-        self._kick = kick
-        self._parsed: dict[tuple[str, str], tuple[frozenset[datetime.date], list[str]]] = {}
-        self._readers: dict[tuple[str, str], set[str]] = {}  # ConfigMap -> TDSet names
-        self._reads: dict[tuple[str, str], tuple[str, str]] = {}  # TDSet -> ConfigMap
+
+def holiday_summary(body: Mapping[str, Any], want: frozenset[str]) -> Holidays:
+    """What is kept of a holiday ConfigMap: its dates, parsed (at most
+    :data:`.schedule.MAX_CONFIGMAP_DATES`), and what could not be read; never its data."""
+    return schedule.parse_holiday_data(body.get("data"))
+
+
+class HolidayMaps:
+    """The holiday ConfigMaps the TDSets reference (any of their namespace, labelled or not),
+    read by reference and parsed off the event loop once per change
+    (:class:`~shared.controller.configmaps.ReferencedConfigMaps`), and which TDSet reads which,
+    so a change wakes exactly those."""
+
+    def __init__(self, kube: KubeClient, kick: Callable[[str, str], None]) -> None:
+        self.maps = ReferencedConfigMaps(kube, kick, holiday_summary)
+
+    def watch(self) -> Watch:
+        return self.maps.watch(CONFIGMAP.group, CONFIGMAP.version, CONFIGMAP.plural)
 
     def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body["metadata"]
-        key = (meta.get("namespace") or "", meta["name"])
-        if event_type == "DELETED":
-            self._parsed.pop(key, None)
-        else:
-            self._parsed[key] = schedule.parse_holiday_data(body.get("data"))
-        for reader in sorted(self._readers.get(key, ())):
-            self._kick(key[0], reader)
+        self.maps.changed(event_type, body)
 
-    def dates(
+    def forget(self, namespace: str, name: str) -> None:
+        self.maps.refer(namespace, name, ())
+
+    async def dates(
         self, namespace: str, name: str, spec: Mapping[str, Any]
     ) -> tuple[frozenset[datetime.date], str | None]:
         """The dates of the TDSet's holiday ConfigMap (none without one), and what is wrong."""
         ref = ((spec.get("holidays") or {}).get("configMapRef") or {}).get("name")
-        tds = (namespace, name)
-        old = self._reads.pop(tds, None)
-        if old is not None:
-            self._readers.get(old, set()).discard(name)
+        self.maps.refer(namespace, name, [str(ref)] if ref else [])
         if not ref:
             return frozenset(), None
-        key = (namespace, str(ref))
-        self._reads[tds] = key
-        self._readers.setdefault(key, set()).add(name)
-        parsed = self._parsed.get(key)
+        try:
+            parsed = await self.maps.read(namespace, str(ref))
+        except ApiError as exc:
+            return frozenset(), (
+                f"spec.holidays.configMapRef: ConfigMap {ref} could not be read ({reason_of(exc)}); "
+                "its dates are not applied"
+            )
         if parsed is None:
             return frozenset(), (
-                f"spec.holidays.configMapRef: no ConfigMap {ref} labelled {schedule.HOLIDAYS_LABEL}=true "
-                f"in namespace {namespace}; its dates are not applied"
+                f"spec.holidays.configMapRef: no ConfigMap {ref} in namespace {namespace}; "
+                "its dates are not applied"
             )
         found, problems = parsed
         if problems:
@@ -417,7 +425,7 @@ class TDSetReconciler:
             autoscaled=self.autoscaled,
             released=self.target_released,
         )
-        self.holidays = HolidayMaps(ctx.controller.kick)
+        self.holidays = HolidayMaps(ctx.kube, ctx.controller.kick)
         self.desired_gauge = ctx.metrics.gauge("tdset_desired_replicas")
         self.scheduled_gauge = ctx.metrics.gauge("tdset_scheduled_replicas")
         self.degraded_gauge = ctx.metrics.gauge("tdset_degraded")
@@ -428,14 +436,8 @@ class TDSetReconciler:
             self.ctx.owns(DEPLOYMENT, self.deployments),
             self.ctx.owns(SERVICE, self.services),
             Watch(hpa.group, hpa.version, hpa.plural, self.autoscaler_changed),
-            # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
-            Watch(
-                CONFIGMAP.group,
-                CONFIGMAP.version,
-                CONFIGMAP.plural,
-                self.holidays.changed,
-                {schedule.HOLIDAYS_LABEL: "true"},
-            ),
+            # Metadata only: a holiday ConfigMap's data is read when a TDSet references it.
+            self.holidays.watch(),
         ]
 
     def autoscaler_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -460,6 +462,8 @@ class TDSetReconciler:
         """Keep what each TDSet points at; a reference changed or dropped starts a give-back."""
         meta = body.get("metadata") or {}
         uid, namespace = meta.get("uid"), meta.get("namespace") or ""
+        if event_type == "DELETED":
+            self.holidays.forget(namespace, meta.get("name") or "")
         if not uid or event_type == "DELETED":
             return  # forget() follows
         ref = scaletarget.ref_of(body.get("spec") or {})
@@ -1029,7 +1033,7 @@ class TDSetReconciler:
                 self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
             return None
 
-        holidays, holidays_error = self.holidays.dates(namespace, name, spec)
+        holidays, holidays_error = await self.holidays.dates(namespace, name, spec)
         ahead = schedule.Lookahead(spec, now, meta.get("annotations"), holidays)
         # The next transition only: all a pass that just writes the target needs; a pass that
         # writes the status asks for the rest of status.upcoming below.

@@ -7,7 +7,7 @@ Layers, highest first (also in docs/operators/tdset-calendar.md):
    for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``
    and expires at its end. Times are RFC 3339 (``2026-11-27T00:00:00Z``, ``…+01:00``) or a date
    and time without offset (``2026-11-27T00:00``), read on the wall clock of ``spec.timeZone``.
-2. **holiday**: on a date of ``spec.holidays.dates`` or of the labelled ConfigMap that
+2. **holiday**: on a date of ``spec.holidays.dates`` or of the ConfigMap that
    ``spec.holidays.configMapRef`` names (:func:`parse_holiday_data`; the reconciler reads it),
    a whole day, 00:00 to 24:00 on the wall clock of ``spec.timeZone``: ``spec.holidays.replicas``.
 3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
@@ -90,9 +90,6 @@ LAYERS = (OVERRIDE, HOLIDAY, WINDOW, DEFAULT)
 OVERRIDE_ANNOTATION = "tdset.k8s-operators-py.dev/override"
 ANNOTATION_ENTRY = "annotation"
 ANNOTATION_FORM = "replicas=<n>,until=<time>[,from=<time>]"
-# A ConfigMap of holidays (spec.holidays.configMapRef) is read only when it carries this label:
-# the operator watches those alone (server-side selector), not every ConfigMap's data.
-HOLIDAYS_LABEL = "tdset.k8s-operators-py.dev/holidays"
 # Dates read from one ConfigMap at most (a decade of public holidays fits many times over).
 MAX_CONFIGMAP_DATES = 1000
 # How many transitions status.upcoming lists.

@@ -19,7 +19,6 @@ from operators.tdset.schedule import (
     DEFAULT_RECHECK_MINUTES,
     DEFAULT_TIME_ZONE,
     DURATION_PATTERN,
-    HOLIDAYS_LABEL,
     MAX_REPLICAS,
     OVERRIDE_ANNOTATION,
     TIME_PATTERN,
@@ -362,8 +361,7 @@ CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
             "configMapRef": {
                 "type": "object",
                 "description": (
-                    "More dates, from a ConfigMap in the TDSet's namespace labelled "
-                    f"{HOLIDAYS_LABEL}=true (only those are watched): each of its data values lists "
+                    "More dates, from any ConfigMap in the TDSet's namespace: each of its data values lists "
                     "dates (2026-12-25) separated by spaces, commas or lines; # starts a comment. "
                     "Changes apply at once."
                 ),

@@ -22,9 +22,10 @@ DESCRIPTION = OperatorDescription(
         Resource("Pod", "v1", "pods", verbs=("create", "delete", "get", "patch")),
         # shared.client.services.converge; get after AlreadyExists (ours or a stranger's?).
         Resource("Service", "v1", "services", verbs=("create", "delete", "get", "patch")),
-        # ConfigMaps a spec references: labelled ones only, watched (a digest of each kept, never
-        # its data), never written. No Secrets: spec.restartedAt rolls pods for a changed one.
-        Resource("ConfigMap", "v1", "configmaps", child=False),
+        # ConfigMaps a spec references, any of the namespace: watched as metadata only, the
+        # referenced ones read (get; a digest of each kept, never its data), never written.
+        # No Secrets: spec.restartedAt rolls pods for a changed one.
+        Resource("ConfigMap", "v1", "configmaps", child=False, verbs=("get",)),
         # shared.client.budgets.converge: the budget over the pods while replicas >= 2.
         Resource(
             "PodDisruptionBudget",

@@ -12,11 +12,12 @@ it announces once, after the status recording it is written, with a Warning Even
 :mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
 it differs from what is there.
 
-ConfigMaps the specs reference are watched only when labelled :data:`.schema.CONFIG_LABEL`
-(server-side selector): the operator keeps a digest and the key names of each, never their
-data, and a change wakes exactly the WebServers that read it (:class:`ConfigMaps`). A referenced
-ConfigMap that is not there (or not labelled) stops the pass from touching the pods and says so
-in ``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
+A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
+only, and the referenced ones read when a pass needs them (:mod:`shared.controller.configmaps`);
+the operator keeps a digest of each and which of the keys asked for it has, never the data, and
+a change wakes exactly the WebServers that read it (:class:`ConfigMaps`). A referenced
+ConfigMap that is not there stops the pass from touching the pods and says so in
+``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
 CreateContainerConfigError (an env reference) for as long as it is missing.
 """
 
@@ -31,14 +32,15 @@ from typing import Any
 from operators.webserver import desired, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
-from operators.webserver.schema import APP, CONFIG_LABEL, CRD, rule_errors
+from operators.webserver.schema import APP, CRD, rule_errors
 from shared.api import ownership
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
-from shared.client.kube import ApiError, reason_of
+from shared.client.kube import ApiError, KubeClient, reason_of
 from shared.client.services import converge as converge_service
 from shared.controller import caches
 from shared.controller.builder import Context
+from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
@@ -52,54 +54,46 @@ def content_digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-class ConfigMaps:
-    """The labelled ConfigMaps: a digest of the content and the keys of each (about 500 bytes a
-    ConfigMap plus 100 a key, whatever the data's size: tracemalloc over 1000), and which
-    WebServer reads which, so a change wakes exactly those."""
+def summarize(body: Mapping[str, Any], want: frozenset[str]) -> tuple[str, frozenset[str]]:
+    """What is kept of a referenced ConfigMap: the digest of its content and which of the keys
+    ``want`` it has (not every key: a ConfigMap may hold a hundred thousand)."""
+    data, binary = body.get("data") or {}, body.get("binaryData") or {}
+    return content_digest(body), frozenset(k for k in want if k in data or k in binary)
 
-    def __init__(self, kick: Callable[[str, str], None]) -> None:
-        self._kick = kick
-        self._seen: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
-        self._readers: dict[tuple[str, str], set[str]] = {}  # ConfigMap -> WebServer names
-        self._reads: dict[tuple[str, str], set[tuple[str, str]]] = {}  # WebServer -> ConfigMaps
+
+class ConfigMaps:
+    """The ConfigMaps the WebServers reference (any of their namespace, labelled or not), read
+    by reference (:class:`~shared.controller.configmaps.ReferencedConfigMaps`): a digest of
+    each and which of the keys asked for it has, and which WebServer reads which, so a change
+    wakes exactly those."""
+
+    def __init__(self, kube: KubeClient, kick: Callable[[str, str], None]) -> None:
+        self.maps = ReferencedConfigMaps(kube, kick, summarize)
+
+    def watch(self) -> Watch:
+        return self.maps.watch(CONFIGMAP.group, CONFIGMAP.version, CONFIGMAP.plural)
 
     def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body["metadata"]
-        key = (meta.get("namespace") or "", meta["name"])
-        if event_type == "DELETED":
-            self._seen.pop(key, None)
-        else:
-            keys = frozenset((body.get("data") or {}).keys()) | frozenset(
-                (body.get("binaryData") or {}).keys()
-            )
-            seen = (content_digest(body), keys)
-            if self._seen.get(key) == seen:
-                return  # a label or annotation change: nothing the pods see
-            self._seen[key] = seen
-        for reader in sorted(self._readers.get(key, ())):
-            self._kick(key[0], reader)
+        self.maps.changed(event_type, body)
 
-    def lookup(self, namespace: str, name: str, refs: Mapping[str, set[str]]) -> tuple[str, str | None]:
+    def forget(self, namespace: str, name: str) -> None:
+        self.maps.refer(namespace, name, ())
+
+    async def lookup(self, namespace: str, name: str, refs: Mapping[str, set[str]]) -> tuple[str, str | None]:
         """The digest of the referenced ConfigMaps' content ("" for none) and what is missing."""
-        ws = (namespace, name)
-        for old in self._reads.pop(ws, set()):
-            readers = self._readers.get(old)
-            if readers is not None:
-                readers.discard(name)
-                if not readers:  # no empty set left behind for a ConfigMap no one reads now
-                    del self._readers[old]
+        self.maps.refer(namespace, name, refs)
         if not refs:
             return "", None
-        wanted = {(namespace, cm) for cm in refs}
-        self._reads[ws] = wanted
-        for key in wanted:
-            self._readers.setdefault(key, set()).add(name)
         digests: dict[str, str] = {}
         missing: list[str] = []
         for cm, keys in sorted(refs.items()):
-            seen = self._seen.get((namespace, cm))
+            try:
+                seen = await self.maps.read(namespace, cm, frozenset(keys))
+            except ApiError as exc:
+                missing.append(f"ConfigMap {cm} could not be read: {reason_of(exc)}")
+                continue
             if seen is None:
-                missing.append(f"ConfigMap {cm} not found (or not labelled {CONFIG_LABEL}=true)")
+                missing.append(f"ConfigMap {cm} not found")
                 continue
             absent = sorted(keys - seen[1])
             if absent:
@@ -119,7 +113,7 @@ class WebServerReconciler:
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
         self.budgets = caches.OwnerCache(desired.budget_view)
-        self.configmaps = ConfigMaps(ctx.controller.kick)
+        self.configmaps = ConfigMaps(ctx.kube, ctx.controller.kick)
         # UID -> (generation, the schema's errors of its spec at that generation); a tuple, so
         # the usual none is the one empty tuple, not an empty list per WebServer.
         self.spec_checked: dict[str, tuple[int, tuple[FieldError, ...]]] = {}
@@ -132,21 +126,17 @@ class WebServerReconciler:
             self.ctx.owns(POD, self.pods),
             self.ctx.owns(SERVICE, self.services),
             self.ctx.owns(BUDGET, self.budgets),
-            # Only labelled ConfigMaps (server-side): the operator never holds other ConfigMaps' data.
-            Watch(
-                CONFIGMAP.group,
-                CONFIGMAP.version,
-                CONFIGMAP.plural,
-                self.configmaps.changed,
-                {CONFIG_LABEL: "true"},
-            ),
+            # Metadata only: the data of a ConfigMap is read when a WebServer references it.
+            self.configmaps.watch(),
         ]
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
 
     def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        pass
+        if event_type == "DELETED":  # what it read is no more kept for it
+            meta = body.get("metadata") or {}
+            self.configmaps.forget(meta.get("namespace") or "", meta.get("name") or "")
 
     def forget(self, uid: str) -> None:
         """A WebServer deleted, or replaced under its name: its pending deletes and status go."""
@@ -312,7 +302,7 @@ class WebServerReconciler:
 
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
-        config_hash, missing = self.configmaps.lookup(namespace, name, desired.config_refs(spec))
+        config_hash, missing = await self.configmaps.lookup(namespace, name, desired.config_refs(spec))
         track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
         plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
         if missing is not None:

@@ -55,9 +55,6 @@ RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "demo.k8s.io/")
 RESERVED_LABELS = ("app",)
 # The pod annotation spec.restartedAt is written to (the one `kubectl rollout restart` uses).
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-# ConfigMaps whose content the operator reads (and so whose changes roll the pods): only those
-# carrying this label are watched (server-side selector), the operator never holds other data.
-CONFIG_LABEL = "webserver.k8s-operators-py.dev/config"
 MAX_MIN_READY_SECONDS = 3600
 MAX_PROGRESS_DEADLINE_SECONDS = 86400
 DEADLINE_AFTER_MIN_READY = "progressDeadlineSeconds must be greater than minReadySeconds"
@@ -116,10 +113,23 @@ def _map(values: dict[str, Any], rules: list[dict[str, Any]], description: str) 
     }
 
 
+# The most characters of each large part of a spec together (env names and values, command,
+# args, pod annotations' keys and values): what an object may cost the operator's memory is
+# bounded by these totals, not by the item counts times the item lengths (which allowed about
+# 1 MiB a WebServer). Ratcheting: a spec stored before the rule keeps its value while unchanged.
+MAX_PART_CHARS = 32768
+TOTAL_MESSAGE = f"at most {MAX_PART_CHARS} characters in all"
+
+
+def _total(rule: str) -> dict[str, Any]:
+    return ratcheting_rule(f"{rule} <= {MAX_PART_CHARS}", TOTAL_MESSAGE)
+
+
 _STRINGS: dict[str, Any] = {
     "type": "array",
     "maxItems": 64,
     "items": {"type": "string", "maxLength": 4096},
+    "x-kubernetes-validations": [_total("self.map(s, size(s)).sum()")],
 }
 
 CONFIGURATION_SCHEMA: dict[str, Any] = {
@@ -128,9 +138,13 @@ CONFIGURATION_SCHEMA: dict[str, Any] = {
         "maxItems": 64,
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["name"],
+        "x-kubernetes-validations": [
+            _total("self.map(e, size(e.name) + (has(e.value) ? size(e.value) : 0)).sum()")
+        ],
         "description": (
             "Environment variables of the web-server container: a value, or a key of a ConfigMap "
-            "or Secret. A change rolls the pods."
+            f"or Secret; names and values at most {MAX_PART_CHARS} characters in all. "
+            "A change rolls the pods."
         ),
         "items": {
             "type": "object",
@@ -232,11 +246,17 @@ CONFIGURATION_SCHEMA: dict[str, Any] = {
     },
     "command": {
         **_STRINGS,
-        "description": "Replaces the image's entrypoint (a container's command). A change rolls the pods.",
+        "description": (
+            "Replaces the image's entrypoint (a container's command); at most "
+            f"{MAX_PART_CHARS} characters in all. A change rolls the pods."
+        ),
     },
     "args": {
         **_STRINGS,
-        "description": "Replaces the image's arguments (a container's args). A change rolls the pods.",
+        "description": (
+            "Replaces the image's arguments (a container's args); at most "
+            f"{MAX_PART_CHARS} characters in all. A change rolls the pods."
+        ),
     },
     "podMetadata": {
         "type": "object",
@@ -267,8 +287,9 @@ CONFIGURATION_SCHEMA: dict[str, Any] = {
                         "rule": f"!('{RESTARTED_AT}' in self)",
                         "message": f"{RESTARTED_AT} is set from spec.restartedAt",
                     },
+                    _total("self.map(k, size(k) + size(self[k])).sum()"),
                 ],
-                "Pod annotations.",
+                f"Pod annotations; keys and values at most {MAX_PART_CHARS} characters in all.",
             ),
         },
     },

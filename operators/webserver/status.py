@@ -15,7 +15,7 @@ Conditions:
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
   else (left untouched, see :mod:`shared.client.services`); ``ConfigMapNotFound`` when a
-  referenced ConfigMap (labelled, see :data:`.schema.CONFIG_LABEL`) or one of its keys is
+  referenced ConfigMap (any of the namespace) or one of its keys is
   missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
   with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
   ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.

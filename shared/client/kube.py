@@ -332,6 +332,22 @@ def _forget_credential_files(cfg: Configuration) -> None:
             del registry[key]
 
 
+def _answer(status: int, reason: str, raw: bytes) -> dict[str, Any]:
+    """An answer's body, parsed; :class:`ApiError` for an error status."""
+    try:
+        # Every answer is parsed (a create returns the object, a status write the new
+        # resourceVersion); orjson does it in a fifth of the standard module's time.
+        payload = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        payload = {"message": raw[:500].decode(errors="replace")}
+    if status >= 400:
+        details = payload if isinstance(payload, dict) else {}
+        raise ApiError(
+            status, str(details.get("reason") or reason), str(details.get("message") or ""), details
+        )
+    return payload if isinstance(payload, dict) else {"items": payload}
+
+
 class KubeClient:
     """An async JSON client for one API server, rate-limited and retrying 429s (module docstring).
 
@@ -429,6 +445,29 @@ class KubeClient:
         content_type: str = JSON,
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        answer = await self._exchange(method, path, body, content_type=content_type, params=params)
+        return _answer(*answer)
+
+    async def get_bytes(self, path: str) -> bytes | None:
+        """A live read left unparsed (None when the object does not exist): for a body that may
+        be large, which the caller parses off the event loop and does not keep."""
+        status, reason, raw = await self._exchange("GET", path, None, content_type=JSON, params=None)
+        if status == 404:
+            return None
+        if status >= 400:
+            _answer(status, reason, raw)  # raises the ApiError
+        return raw
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | list[Any] | None,
+        *,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> tuple[int, str, bytes]:
+        """Send one request (rate-limited, fenced, 429s retried): its status, reason and body."""
         tls = self._tls()
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
@@ -467,20 +506,7 @@ class KubeClient:
                 break
             logger.debug(f"{method} {path}: {status}, retry {attempt + 1} after {delay:g}s")
             await self._sleep(delay)
-        try:
-            # Every answer is parsed (a create returns the object, a status write the new
-            # resourceVersion); orjson does it in a fifth of the standard module's time.
-            payload = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            payload = {"message": raw[:500].decode(errors="replace")}
-        if status >= 400:
-            raise ApiError(
-                status,
-                str(payload.get("reason") or reason),
-                str(payload.get("message") or ""),
-                payload,
-            )
-        return payload if isinstance(payload, dict) else {"items": payload}
+        return status, str(reason or ""), raw
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path, body)

@@ -105,7 +105,9 @@ class Tombstone(NamedTuple):
     owner_references: list[Any] | None
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> Tombstone:
+    def of(cls, body: Mapping[str, Any], *, identity_only: bool = False) -> Tombstone:
+        """``identity_only``: without labels and ownerReferences (a metadata-only watch, whose
+        consumers look objects up by name: their labels, which tenants choose, are not kept)."""
         meta = body.get("metadata") or {}
         # One string for every tombstone's kind, namespace and creation second, not one each.
         return cls(
@@ -116,8 +118,8 @@ class Tombstone(NamedTuple):
             meta.get("uid") or "",
             meta.get("resourceVersion") or "",
             sys.intern(meta.get("creationTimestamp") or ""),
-            compact(meta.get("labels")),
-            compact(meta.get("ownerReferences")),
+            None if identity_only else compact(meta.get("labels")),
+            None if identity_only else compact(meta.get("ownerReferences")),
         )
 
     def body(self) -> dict[str, Any]:
@@ -142,7 +144,8 @@ class Store:
     adds nothing). A relist of 10,000 objects once built a second full set of tombstones beside
     the first, and the standby's resident memory rose by 69 MiB while every watch relisted."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, identity_only: bool = False) -> None:
+        self._identity_only = identity_only  # Tombstone.of's
         self._objects: dict[str, Tombstone] = {}
         self._listed: set[str] | None = None  # the UIDs the listing in progress named
         self._new: dict[str, Tombstone] = {}  # ... and those of them the store did not hold
@@ -157,7 +160,7 @@ class Store:
             return  # BOOKMARK, or a body without identity
         kind = event.get("type")
         if kind is None and self._listed is not None:
-            tomb = Tombstone.of(body)
+            tomb = Tombstone.of(body, identity_only=self._identity_only)
             self._listed.add(tomb.uid)
             if uid in self._objects:
                 self._objects[uid] = tomb
@@ -166,7 +169,7 @@ class Store:
         elif kind == "DELETED":
             self._objects.pop(uid, None)
         elif kind in (None, "ADDED", "MODIFIED"):
-            self._objects[uid] = Tombstone.of(body)
+            self._objects[uid] = Tombstone.of(body, identity_only=self._identity_only)
 
     def end_listing(self) -> list[dict[str, Any]]:
         """The listing is complete: it is the truth. Returns DELETED events for what it lacked."""

@@ -17,7 +17,9 @@ internals changed shape): the end of a watch's initial listing together with the
 every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
 and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
 The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
-processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have).
+processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have),
+and its request function is wrapped so that a metadata-only watch (``Watch.metadata_only``)
+lists and watches ``PartialObjectMetadata``, which kopf's settings cannot ask for.
 Why, and what the exit is: ``docs/design/kopf-adapter.md``.
 """
 
@@ -30,6 +32,7 @@ import os
 import random
 import time
 import types
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -38,7 +41,7 @@ import orjson
 
 from shared.controller import informer
 from shared.controller.serving import Listed, Listing, Readiness
-from shared.controller.watches import Watch
+from shared.controller.watches import METADATA_ONLY, METADATA_ONLY_LIST, Watch
 
 KOPF_VERSION = "1.45.2"  # the kopf whose internals track_watches wraps (constraints.txt)
 LOG_FORMATS = {"plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
@@ -263,7 +266,7 @@ def track_watches(
     async def continuous_watch(**kwargs: Any) -> AsyncIterator[Any]:
         key = f"{kwargs['resource']}@{kwargs.get('namespace') or '*'}"
         readiness.watch_started(key)
-        store = stores.setdefault(key, informer.Store())
+        store = stores.setdefault(key, _store_for(by_resource, kwargs["resource"]))
         failures = 0
         while True:
             resync = resync_period * random.uniform(1.0, 1.1) if resync_period else None
@@ -333,12 +336,16 @@ def track_watches(
     continuous_watch._readiness_wrapped = True  # type: ignore[attr-defined]  # a marker: wrapped once
     watching.continuous_watch = continuous_watch
     queueing.watcher = watcher
-    undo_json = _decode_streams_with_orjson()
+    undo_api = (
+        _decode_streams_with_orjson(),
+        _metadata_only_requests({key for key, ws in by_resource.items() if any(w.metadata_only for w in ws)}),
+    )
 
     def undo() -> None:
         watching.continuous_watch = original
         queueing.watcher = original_watcher
-        undo_json()
+        for undo_one in undo_api:
+            undo_one()
 
     return undo
 
@@ -358,6 +365,57 @@ def _decode_streams_with_orjson() -> Callable[[], None]:
 
     def undo() -> None:
         namespace["json"] = original
+
+    return undo
+
+
+def _store_for(by_resource: Mapping[tuple[str, str, str], list[Watch]], resource: Any) -> informer.Store:
+    """A new watch's :class:`~shared.controller.informer.Store`: of a metadata-only kind (read by
+    reference), its tombstones keep the objects' identity only, not the labels tenants choose."""
+    served = by_resource.get((resource.group, resource.version, resource.plural)) or []
+    return informer.Store(identity_only=any(w.metadata_only for w in served))
+
+
+def collection_of(url: str) -> tuple[str, str, str] | None:
+    """The (group, version, plural) of a URL that lists or watches a collection (a cluster's or
+    a namespace's), None for any other URL (one object, a subresource, discovery)."""
+    parts = [p for p in urllib.parse.urlsplit(url).path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    if len(rest) == 3 and rest[0] == "namespaces":
+        return group, version, rest[2]
+    if len(rest) == 1:
+        return group, version, rest[0]
+    return None
+
+
+def _metadata_only_requests(resources: set[tuple[str, str, str]]) -> Callable[[], None]:
+    """kopf lists and watches every resource as full objects, and its settings have no request
+    headers: its requests (``api.request``, which its listing and its watch streams call) are
+    wrapped so that a watch of ``resources`` asks for ``PartialObjectMetadata`` and a listing
+    for a ``PartialObjectMetadataList`` (:data:`~shared.controller.watches.METADATA_ONLY`,
+    ``METADATA_ONLY_LIST``). Returns the undo."""
+    from kopf._cogs.clients import api
+
+    namespace = vars(api)
+    original = namespace["request"]
+    if not resources:
+        return lambda: None
+
+    async def request(method: str, url: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
+        if method.lower() == "get" and collection_of(url) in resources:
+            watch = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("watch") == ["true"]
+            headers = {**(headers or {}), "Accept": METADATA_ONLY if watch else METADATA_ONLY_LIST}
+        return await original(method, url, headers=headers, **kwargs)
+
+    namespace["request"] = request
+
+    def undo() -> None:
+        namespace["request"] = original
 
     return undo
 

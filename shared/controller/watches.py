@@ -12,6 +12,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# The Accept headers of a metadata-only watch and list (``Watch.metadata_only``): a watch's
+# events carry PartialObjectMetadata, a listing is a PartialObjectMetadataList.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
 # Called with the event's type (None for an object of a listing, else ADDED, MODIFIED,
 # DELETED) and the object. Runs on the event loop, one event of the watch at a time: it must
 # not block (it files work); a coroutine function is awaited (the watch's next event waits for
@@ -30,6 +35,10 @@ class Watch:
     # Sent as the watch's ``labelSelector`` (equality terms): the API server never sends
     # objects without them (children are watched this way, see shared.controller.caches).
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Listed and watched as ``PartialObjectMetadata`` (the API server sends each object's
+    # metadata only, no data or spec; its resourceVersion still changes with every write):
+    # for a kind the operator reads only by reference, whose objects it must not hold.
+    metadata_only: bool = False
 
     @property
     def selector(self) -> str:

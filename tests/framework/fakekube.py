@@ -507,6 +507,15 @@ class FakeKube(KubeClient):
             if self._observer is not None:
                 self._observer(method, "fakekube", code, 0.0)
 
+    async def get_bytes(self, path: str) -> bytes | None:
+        """As the real client: the answer of a GET unparsed, None for a 404 (one ``get`` action)."""
+        try:
+            return json.dumps(await self.request("GET", path)).encode()
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     # -- dispatch -------------------------------------------------------------------------------
 
     def _action(self, method: str, path: str, body: Any, content_type: str, params: dict[str, str]) -> Action:

@@ -51,3 +51,52 @@ def converged(cluster: Cluster, namespace: str, name: str, replicas: int, timeou
 
 def conditions(ws: dict) -> dict:
     return {c["type"]: c for c in ws["status"]["conditions"]}
+
+
+def largest_spec(replicas: int = 0, total: int = 32768) -> dict:
+    """A WebServer spec at the schema's maxima: every list and map at its most items, every
+    string at its longest, the parts with a character budget (env, command, args, pod
+    annotations) filled to ``total`` each: the worst case of what one object may cost the
+    operator (``docs/operations/sizing.md``). ``replicas: 0`` by default: no pod quota binds."""
+
+    def subdomain(i: int, length: int = 253) -> str:
+        head = f"n{i:03d}."
+        return head + "a" * (length - len(head))
+
+    def qualified(i: int) -> str:  # a prefix of 253 characters, "/", a name of 63
+        return subdomain(i) + "/" + "k" * 63
+
+    env_names = [f"E{i:02d}" + "x" * 250 for i in range(64)]  # 253 each: 16192 of the budget
+    env: list[dict] = [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": subdomain(i), "key": "k" * 253}}}
+        for i, name in enumerate(env_names[:32])
+    ]
+    values = total - sum(len(n) for n in env_names)
+    per = values // 32
+    env += [{"name": name, "value": "v" * per} for name in env_names[32:]]
+    strings = [f"{i:02d}" + "s" * (4096 - 2) for i in range(total // 4096)]
+    keys = [qualified(i) for i in range(32)]
+    per_value = (total - sum(len(k) for k in keys)) // 32
+    return {
+        "replicas": replicas,
+        "image": "r" * 512,
+        "env": env,
+        "envFrom": [{"configMapRef": {"name": subdomain(i)}, "prefix": "P" * 253} for i in range(16)],
+        "volumes": [
+            {
+                "name": f"v{i:02d}" + "a" * 60,
+                "mountPath": f"/m{i:02d}" + "p" * 1020,
+                "secret": {"name": subdomain(i)},
+            }
+            for i in range(16)
+        ],
+        "command": strings,
+        "args": strings,
+        "podMetadata": {
+            "labels": {k: "l" * 63 for k in keys},
+            "annotations": {k: "a" * per_value for k in keys},
+        },
+        "restartedAt": "2026-11-26T00:00:00Z",
+        "readinessPath": "/" + "r" * 1023,
+        "liveness": {"path": "/" + "l" * 1023},
+    }

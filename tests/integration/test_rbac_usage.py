@@ -85,7 +85,10 @@ def webserver_tour(cluster: Cluster, namespace: str) -> None:
     co, core = client.CustomObjectsApi(cluster.api), client.CoreV1Api(cluster.api)
     args = ("demo.k8s.io", "v1alpha1", namespace, "webservers")
     body = {"apiVersion": "demo.k8s.io/v1alpha1", "kind": "WebServer", "metadata": {"name": "tour"}}
-    co.create_namespaced_custom_object(*args, {**body, "spec": {"replicas": 2, "service": {"enabled": True}}})
+    # A referenced ConfigMap (no label): watched as metadata only, read with a get.
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "site"}, "data": {"k": "v"}})
+    spec = {"replicas": 2, "service": {"enabled": True}, "envFrom": [{"configMapRef": {"name": "site"}}]}
+    co.create_namespaced_custom_object(*args, {**body, "spec": spec})
     wait_for(lambda: core.read_namespaced_service("tour", namespace), 60, "Service created")
     co.patch_namespaced_custom_object(*args, "tour", {"spec": {"service": {"port": 8000}}})
     wait_for(
@@ -192,7 +195,15 @@ STRANGER_SERVICE = {
 
 def tdset_tour(cluster: Cluster, namespace: str) -> None:
     core, autoscaling = client.CoreV1Api(cluster.api), client.AutoscalingV2Api(cluster.api)
-    tdsets.create(cluster, namespace, "tour", tdsets.steady(2, service={"port": 80}))
+    # A holidays ConfigMap (no label): watched as metadata only, read with a get.
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "days-off"}, "data": {"d": "2020-01-01"}}
+    )
+    spec = {
+        **tdsets.steady(2, service={"port": 80}),
+        "holidays": {"configMapRef": {"name": "days-off"}, "replicas": 1},
+    }
+    tdsets.create(cluster, namespace, "tour", spec)
     tdsets.replicas_become(cluster, namespace, "tour", 2, "Deployment created")
     wait_for(lambda: core.read_namespaced_service("tour", namespace), 60, "Service created")
     tdsets.patch_spec(cluster, namespace, "tour", {"service": {"port": 8000}})

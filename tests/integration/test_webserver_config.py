@@ -18,7 +18,15 @@ from operators.webserver import desired, schema
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
-from tests.framework.webservers import active_pods, conditions, converged, create, get, patch_spec
+from tests.framework.webservers import (
+    active_pods,
+    conditions,
+    converged,
+    create,
+    get,
+    largest_spec,
+    patch_spec,
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +37,12 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     op.stop()
 
 
-def labelled_configmap(cluster: Cluster, namespace: str, name: str, data: dict[str, str]) -> None:
+def configmap(
+    cluster: Cluster, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
+) -> None:
+    """A ConfigMap as any user makes one: no label is needed for a WebServer to read it."""
     client.CoreV1Api(cluster.api).create_namespaced_config_map(
-        namespace, {"metadata": {"name": name, "labels": {schema.CONFIG_LABEL: "true"}}, "data": data}
+        namespace, {"metadata": {"name": name, "labels": labels or {}}, "data": data}
     )
 
 
@@ -110,6 +121,17 @@ VOLUME = {"name": "v", "mountPath": "/etc/v", "configMap": {"name": "c"}}
         ),
         ({"minReadySeconds": 3601}, ["spec.minReadySeconds", "less than or equal to 3600"]),
         ({"command": ["x"] * 65}, ["spec.command", "must have at most 64 items"]),
+        # The character budgets (schema.MAX_PART_CHARS): 8 x 4096 fit, one character more does not.
+        ({"command": ["x" * 4096] * 8 + ["y"]}, ["spec.command", "at most 32768 characters in all"]),
+        ({"args": ["x" * 4096] * 8 + ["y"]}, ["spec.args", "at most 32768 characters in all"]),
+        (
+            {"env": [{"name": f"E{i}", "value": "x" * 8192} for i in range(4)]},
+            ["spec.env", "at most 32768 characters in all"],
+        ),
+        (
+            {"podMetadata": {"annotations": {f"k{i}": "v" * 4096 for i in range(8)}}},
+            ["spec.podMetadata.annotations", "at most 32768 characters in all"],
+        ),
     ],
 )
 def test_invalid_configuration_rejected_with_field_messages(cluster, namespace, spec, fragments):
@@ -157,14 +179,28 @@ def test_admitted_edges_make_pods_the_api_server_accepts(cluster, namespace, fie
         client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
 
 
+def test_the_largest_spec_is_admitted_and_makes_an_accepted_pod(cluster, namespace):
+    """The worst case of the sizing page is what admission lets through (every budget full)."""
+    ws = create(cluster, namespace, "largest", largest_spec(replicas=1))
+    assert ws["spec"]["command"] == largest_spec()["command"]
+    pod = desired.pod_manifest(ws, ws["spec"], 0, "0123456789abcdef")
+    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
+
+
 def test_all_edges_together_make_an_accepted_pod(cluster, namespace):
     ws = create(cluster, namespace, "edge", {"replicas": 1, "runAsUser": 101, **ADMISSIBLE_EDGES})
     pod = desired.pod_manifest(ws, ws["spec"], 0, "0123456789abcdef")
     client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod, dry_run="All")
 
 
-def test_configuration_reaches_the_pods_and_a_configmap_edit_rolls_them(cluster, namespace, operator):
-    labelled_configmap(cluster, namespace, "site", {"greeting": "hello", "index.html": "<p>hi</p>"})
+def test_configuration_from_an_unlabelled_configmap_reaches_the_pods_and_its_edit_rolls_them(
+    cluster, namespace, operator
+):
+    configmap(cluster, namespace, "site", {"greeting": "hello", "index.html": "<p>hi</p>"})
+    # Large ConfigMaps no WebServer references, labelled or not: never read (not asserted here:
+    # tests/unit/test_configmaps.py asserts what is kept), and nothing in the way of the others.
+    for i, labels in enumerate(({}, {"webserver.k8s-operators-py.dev/config": "true"})):
+        configmap(cluster, namespace, f"unread-{i}", {f"k{j}": "x" * 64 for j in range(5000)}, labels)
     spec = {
         "replicas": 2,
         "env": [
@@ -205,7 +241,7 @@ def test_configuration_reaches_the_pods_and_a_configmap_edit_rolls_them(cluster,
 
 
 def test_a_metadata_only_configmap_change_rolls_nothing(cluster, namespace, operator):
-    labelled_configmap(cluster, namespace, "site", {"k": "v"})
+    configmap(cluster, namespace, "site", {"k": "v"}, {"team": "web"})
     create(cluster, namespace, "web", {"replicas": 1, "envFrom": [{"configMapRef": {"name": "site"}}]})
     converged(cluster, namespace, "web", 1)
     before = pod_names(cluster, namespace)
@@ -236,10 +272,9 @@ def test_a_missing_configmap_is_a_replica_failure_until_it_exists(cluster, names
 
     cond = wait_for(failure, 60, "ReplicaFailure=True")
     assert cond["reason"] == "ConfigMapNotFound" and "ConfigMap site not found" in cond["message"]
-    assert schema.CONFIG_LABEL in cond["message"]
     assert not active_pods(cluster, namespace, "web")  # no pod that could not start
 
-    labelled_configmap(cluster, namespace, "site", {"other": "x"})
+    configmap(cluster, namespace, "site", {"other": "x"})
     cond = wait_for(
         lambda: (c := failure()) and "no key g" in c["message"] and c, 60, "the missing key named"
     )

@@ -204,3 +204,37 @@ async def test_a_relist_updates_held_objects_in_place_and_adds_new_ones_at_its_e
         ("DELETED", "b"),
     ]
     assert [t.name for t in store._objects.values()] == ["a"]  # c was never held
+
+
+def test_an_identity_only_store_keeps_no_labels_and_still_replays_deletions():
+    """A metadata-only kind's tombstones (read by reference, by name): no labels or owners,
+    which tenants choose and which no consumer reads."""
+    from shared.controller.informer import Store
+
+    store = Store(identity_only=True)
+    body = {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": {
+            "name": "big",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "labels": {f"k{i}": "v" * 63 for i in range(1000)},
+            "ownerReferences": [{"uid": "o"}],
+        },
+    }
+    store.begin_listing()
+    store.observe({"type": None, "object": body})
+    assert store.end_listing() == []
+    (tomb,) = store._objects.values()
+    assert tomb.labels is None and tomb.owner_references is None
+    store.begin_listing()
+    (deleted,) = store.end_listing()
+    assert deleted["type"] == "DELETED"
+    assert deleted["object"]["metadata"] == {
+        "name": "big",
+        "namespace": "ns",
+        "uid": "u1",
+        "resourceVersion": "7",
+    }

@@ -219,3 +219,78 @@ def test_watch_streams_are_decoded_with_orjson_while_tracked_and_the_standard_mo
     finally:
         undo()
     assert vars(api)["json"] is json
+
+
+def test_collection_urls_are_told_apart_from_objects_and_subresources():
+    assert kopf_adapter.collection_of("/api/v1/configmaps?watch=true") == ("", "v1", "configmaps")
+    assert kopf_adapter.collection_of("/api/v1/namespaces/ns/configmaps?limit=500") == (
+        "",
+        "v1",
+        "configmaps",
+    )
+    assert kopf_adapter.collection_of("https://h:6443/apis/apps/v1/deployments") == (
+        "apps",
+        "v1",
+        "deployments",
+    )
+    assert kopf_adapter.collection_of("/apis/apps/v1/namespaces/ns/deployments") == (
+        "apps",
+        "v1",
+        "deployments",
+    )
+    assert kopf_adapter.collection_of("/api/v1/namespaces/ns/configmaps/site") is None
+    assert kopf_adapter.collection_of("/api/v1/namespaces/ns") is None
+    assert kopf_adapter.collection_of("/apis/apps/v1") is None
+    assert kopf_adapter.collection_of("/version") is None
+
+
+async def test_lists_and_watches_of_a_metadata_only_kind_ask_for_partial_object_metadata(monkeypatch):
+    """kopf's listing and watch streams call their module's ``request``: while tracked, a GET of
+    a metadata-only kind's collection carries the PartialObjectMetadata Accept header, and no
+    other request is changed; the undo puts kopf's own back."""
+    from kopf._cogs.clients import api
+
+    from shared.controller.serving import Readiness
+    from shared.controller.watches import METADATA_ONLY, METADATA_ONLY_LIST
+
+    assert "await request(" in inspect.getsource(api.get)
+    assert "await request(" in inspect.getsource(api.stream)
+    sent = []
+
+    async def recorder(method, url, *, headers=None, **kwargs):
+        sent.append((method, url, headers))
+
+    monkeypatch.setitem(vars(api), "request", recorder)
+    watches = [*WATCHES, Watch("", "v1", "configmaps", _ignore, metadata_only=True)]
+    undo = kopf_adapter.track_watches(Readiness(), watches=watches)
+    try:
+        request = vars(api)["request"]
+        assert request is not recorder
+        await request("get", "/api/v1/namespaces/ns/configmaps?watch=true", headers=None)
+        await request("get", "/api/v1/configmaps?limit=500")
+        await request("get", "/api/v1/namespaces/ns/pods?watch=true", headers={"X": "y"})
+        await request("get", "/api/v1/namespaces/ns/configmaps/site")
+        await request("post", "/api/v1/namespaces/ns/configmaps", headers=None)
+    finally:
+        undo()
+    assert vars(api)["request"] is recorder
+    assert [h for _, _, h in sent] == [
+        {"Accept": METADATA_ONLY},
+        {"Accept": METADATA_ONLY_LIST},
+        {"X": "y"},
+        None,
+        None,
+    ]
+
+
+def test_no_metadata_only_watch_leaves_kopfs_requests_alone():
+    from kopf._cogs.clients import api
+
+    from shared.controller.serving import Readiness
+
+    original = vars(api)["request"]
+    undo = kopf_adapter.track_watches(Readiness(), watches=WATCHES)
+    try:
+        assert vars(api)["request"] is original
+    finally:
+        undo()

@@ -206,7 +206,12 @@ def test_lead_time_scales_up_before_the_window_and_records_when_ready():
     assert [reason for _, reason, _ in p.events] == []
 
 
-def test_holidays_from_a_labelled_configmap_and_a_missing_one_is_degraded():
+def metadata_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a metadata-only watch delivers of ``obj``: a PartialObjectMetadata."""
+    return {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]}
+
+
+def test_holidays_from_an_unlabelled_configmap_and_a_missing_one_is_degraded():
     body = tdset()
     body["spec"]["holidays"] = {"configMapRef": {"name": "days-off"}, "replicas": 0}
     kube = FakeKube(body)
@@ -215,21 +220,17 @@ def test_holidays_from_a_labelled_configmap_and_a_missing_one_is_degraded():
     status = kube.object(TDS_PATH)["status"]
     degraded = conditions.get(status["conditions"], "Degraded")
     assert degraded is not None and degraded["reason"] == "HolidaysUnavailable"
-    assert "no ConfigMap days-off labelled" in degraded["message"]
+    assert "no ConfigMap days-off in namespace" in degraded["message"]
     assert ("Warning", "HolidaysUnavailable") in [(t, reason) for t, reason, _ in p.events]
     assert kube.object(DEP_PATH)["spec"]["replicas"] == 5  # the window's: the calendar runs on
 
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": "days-off",
-            "namespace": NS,
-            "labels": {"tdset.k8s-operators-py.dev/holidays": "true"},
-        },
+        "metadata": {"name": "days-off", "namespace": NS},
         "data": {"dates": NOW.date().isoformat()},
     }
-    p.tds.holidays.changed("ADDED", configmap)  # what the label-selected watch delivers
+    p.tds.holidays.changed("ADDED", metadata_of(kube.add(configmap)))  # what the watch delivers
     p.watch(DEP_PATH)
     assert p.run() == 0.0
     assert kube.object(DEP_PATH)["spec"]["replicas"] == 0

@@ -7,6 +7,7 @@ import pytest
 from operators.webserver import desired, schema, status
 from operators.webserver.desired import Plan, PodView, plan
 from operators.webserver.reconciler import VALIDATOR, ConfigMaps, content_digest
+from tests.framework.fakekube import FakeKube
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 SPEC = {"replicas": 2, "image": "nginx:1", "port": 8080}
@@ -286,38 +287,45 @@ def test_a_pod_that_cannot_start_for_its_configuration_is_a_replica_failure():
     assert 'secret "creds" not found' in cond["message"] and pod(0).name in cond["message"]
 
 
-def configmap(name, data, labels=None, namespace="ns"):
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "data": data}
+def configmap(kube, name, data, labels=None, namespace="ns"):
+    """Store ConfigMap ``name``; returns what the metadata-only watch delivers of it."""
+    meta = {"name": name, "namespace": namespace, "labels": labels or {}}
+    stored = kube.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    return {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": stored["metadata"]}
 
 
-def test_configmaps_hash_content_name_what_is_missing_and_wake_only_readers():
+async def test_configmaps_hash_content_name_what_is_missing_and_wake_only_readers():
     kicked = []
-    maps = ConfigMaps(lambda ns, name: kicked.append((ns, name)))
+    kube = FakeKube()
+    maps = ConfigMaps(kube, lambda ns, name: kicked.append((ns, name)))
     refs = {"site": {"greeting"}}
-    _, missing = maps.lookup("ns", "web", refs)
-    assert missing is not None and "ConfigMap site not found" in missing and schema.CONFIG_LABEL in missing
+    _, missing = await maps.lookup("ns", "web", refs)
+    assert missing == "ConfigMap site not found"
 
-    maps.changed("ADDED", configmap("site", {"index.html": "hi"}))
+    maps.changed("ADDED", configmap(kube, "site", {"index.html": "hi"}))  # unlabelled
     assert kicked == [("ns", "web")]
-    _, missing = maps.lookup("ns", "web", refs)
+    _, missing = await maps.lookup("ns", "web", refs)
     assert missing == "ConfigMap site has no key greeting"
 
-    maps.changed("MODIFIED", configmap("site", {"greeting": "hello"}))
-    first, missing = maps.lookup("ns", "web", refs)
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "hello"}))
+    first, missing = await maps.lookup("ns", "web", refs)
     assert missing is None and first
+    assert first == (await maps.lookup("ns", "web", refs))[0]  # the same content, the same digest
 
     kicked.clear()
-    maps.changed("MODIFIED", configmap("site", {"greeting": "hello"}, {"x": "y"}))  # labels only
-    maps.changed("MODIFIED", configmap("other", {"a": "b"}))  # nobody reads it
+    maps.changed("MODIFIED", configmap(kube, "other", {"a": "b"}))  # nobody reads it
     assert kicked == []
-    maps.changed("MODIFIED", configmap("site", {"greeting": "bonjour"}))
-    assert kicked == [("ns", "web")]
-    assert maps.lookup("ns", "web", refs)[0] != first
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "hello"}, {"x": "y"}))  # labels only
+    assert (await maps.lookup("ns", "web", refs))[0] == first  # read again: nothing the pods see
+    maps.changed("MODIFIED", configmap(kube, "site", {"greeting": "bonjour"}))
+    assert kicked == [("ns", "web"), ("ns", "web")]
+    assert (await maps.lookup("ns", "web", refs))[0] != first
 
-    maps.lookup("ns", "web", {})  # the WebServer stopped reading it
+    await maps.lookup("ns", "web", {})  # the WebServer stopped reading it
     kicked.clear()
-    maps.changed("DELETED", configmap("site", {}))
+    maps.changed("DELETED", configmap(kube, "site", {}))
     assert kicked == []
+    assert maps.maps.held() == {}
 
 
 def test_content_digest_covers_binary_data():
@@ -338,3 +346,17 @@ def test_readiness_is_probed_every_second_outside_the_template():
     with_path = desired.pod_manifest(OWNER, {**SPEC, "readinessPath": "/healthz"}, 0)
     probe = with_path["spec"]["containers"][0]["readinessProbe"]
     assert (probe["periodSeconds"], probe["failureThreshold"]) == (1, 15)
+
+
+def test_the_largest_spec_passes_the_schema_with_every_budget_full():
+    """The sizing page's worst case (tests.framework.webservers.largest_spec) is a valid spec,
+    each budgeted part at exactly schema.MAX_PART_CHARS."""
+    from tests.framework.webservers import largest_spec
+
+    spec = largest_spec()
+    assert VALIDATOR.errors(spec) == [] and schema.rule_errors(spec) == []
+    assert sum(len(e["name"]) + len(e.get("value", "")) for e in spec["env"]) == schema.MAX_PART_CHARS
+    assert sum(map(len, spec["command"])) == sum(map(len, spec["args"])) == schema.MAX_PART_CHARS
+    annotations = spec["podMetadata"]["annotations"]
+    assert sum(len(k) + len(v) for k, v in annotations.items()) <= schema.MAX_PART_CHARS
+    assert len(spec["env"]) == 64 and len(spec["volumes"]) == 16 and len(annotations) == 32

@@ -184,9 +184,13 @@ def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch)
     assert p.ws.spec_checked == {}
 
 
-def configmap(data: dict[str, str]) -> dict[str, Any]:
-    labels = {reconciler.CONFIG_LABEL: "true"}
-    return {"metadata": {"name": "site", "namespace": NS, "labels": labels}, "data": data}
+def configmap(kube: FakeKube, data: dict[str, str]) -> dict[str, Any]:
+    """Store ConfigMap site (unlabelled) with ``data``; returns what the metadata-only watch
+    delivers of it."""
+    stored = kube.add(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site", "namespace": NS}, "data": data}
+    )
+    return {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": stored["metadata"]}
 
 
 def test_a_missing_configmap_creates_no_pod_and_its_arrival_creates_them_with_its_digest():
@@ -205,12 +209,12 @@ def test_a_missing_configmap_creates_no_pod_and_its_arrival_creates_them_with_it
         ("Warning", "ConfigMapNotFound"),
     ]
 
-    p.ws.configmaps.changed("ADDED", configmap({"index.html": "hi"}))
+    p.ws.configmaps.changed("ADDED", configmap(kube, {"index.html": "hi"}))
     p.run()
     first = pod_names(kube)
     assert len(first) == 2
 
-    p.ws.configmaps.changed("MODIFIED", configmap({"index.html": "bye"}))
+    p.ws.configmaps.changed("MODIFIED", configmap(kube, {"index.html": "bye"}))
     p.watch()
     p.run()  # a new template: the rollout starts (25% of 2: surge 1)
     assert set(pod_names(kube)) - set(first)
