@@ -2,7 +2,8 @@
 (default :8081), served with aiohttp on kopf's own event loop.
 
 ``/metrics`` is served over HTTPS to callers the API server vouches for
-(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise)
+(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise,
+and 429 when a new token's review is beyond its limits)
 when :class:`Endpoints` is given a TLS context and a :class:`~shared.client.metricsauth.MetricsAuth`,
 as the runtime does by default (``--metrics-secure``); the probes stay plain HTTP on their own
 port, for the kubelet.
@@ -179,7 +180,9 @@ class Endpoints:
             request.headers.get("Authorization"), request.method, request.path
         )
         if not decision.allowed:
-            return web.Response(status=decision.status, text=decision.message)
+            # A 429 is a limit on new tokens' reviews: the next second may have room.
+            headers = {"Retry-After": "1"} if decision.status == 429 else None
+            return web.Response(status=decision.status, text=decision.message, headers=headers)
         return await self._metrics(request)
 
     async def _healthz(self, _: web.Request) -> web.Response:
