@@ -24,9 +24,10 @@ Lease ``name``, 0 while it stands by; no series without leader election),
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
 (:class:`shared.client.kube.KubeClient`) makes, ``metrics_auth_reviews_total{review,result}`` and
 ``metrics_auth_limited_total{limit}`` for the ``/metrics`` filter's reviews and the requests it
-answered 429 without one (:mod:`shared.client.metricsauth`), the process collector's
-``process_*`` series, and each operator's domain metrics. Every metric is declared once (name,
-type, help, labels): the shared ones in :data:`TABLE`, an operator's own in its description
+refused without one (:mod:`shared.client.metricsauth`, :class:`shared.controller.serving.TLSGate`),
+the process collector's ``process_*`` series, and each operator's domain metrics. Every metric
+is declared once (name, type, help, labels): the shared ones in :data:`TABLE`, an operator's own
+in its description
 (:attr:`shared.api.description.OperatorDescription.metrics`); the registry and the documentation's
 metrics table (``tools/generate/docs.py``) are both made from them.
 
@@ -188,8 +189,9 @@ TABLE: tuple[MetricSpec, ...] = (
     MetricSpec(
         "metrics_auth_limited_total",
         "counter",
-        "Requests for /metrics answered 429 without a review, by the limit reached (rate: new "
-        "tokens' reviews per second; in_flight: new tokens' reviews at once)",
+        "Requests for /metrics refused without a review, by the limit reached: answered 429 (rate: "
+        "new tokens' reviews per second; in_flight: new tokens' reviews at once) or closed before "
+        "the TLS handshake (connections: connections open at once; handshakes: per second)",
         ("limit",),
     ),
 )
@@ -202,7 +204,7 @@ METRICS_AUTH_REVIEWS = (
     ("subjectaccessreview", "denied"),
     ("subjectaccessreview", "error"),
 )
-METRICS_AUTH_LIMITS = ("rate", "in_flight")
+METRICS_AUTH_LIMITS = ("rate", "in_flight", "connections", "handshakes")
 BY_NAME = {m.name: m for m in TABLE}
 
 

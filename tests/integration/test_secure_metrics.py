@@ -5,23 +5,30 @@ as ServiceAccounts holding exactly the CSV's rules (its cluster permissions incl
 and SubjectAccessReview create), ``/metrics`` over HTTPS with a self-signed certificate. Each is
 asked by callers the real kube-apiserver authenticates and authorizes: no token, a forged one, a
 ServiceAccount without the bundle's metrics-reader ClusterRole, one with it; the probes stay plain
-HTTP on their own port. Then a mounted certificate, served by the shared runtime alone.
+HTTP on their own port. Then a mounted certificate, served by the shared runtime alone; and a
+flood of forged tokens, which costs the API server no more than the new tokens' rate limit
+allows (counted in its audit log) while the scraper keeps being answered from the cache.
 """
 
 from __future__ import annotations
 
 import http.client
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from localcluster.cluster import AUDITED_NAMESPACE
 from shared.api import leases
+from shared.api import metricsauth as rules
 from shared.controller import certs
+from tests.framework.audit import made_by
 from tests.framework.cluster import SCRAPERS_NAMESPACE, Cluster, service_account_token
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
@@ -135,3 +142,73 @@ def test_a_mounted_certificate_is_served_and_a_runtime_without_a_client_of_its_o
         assert "controller_runtime_reconcile_total" in demo.metrics()
     finally:
         demo.stop()
+
+
+def test_a_flood_of_forged_tokens_costs_at_most_the_rate_limits_reviews_and_prometheus_is_served(
+    cluster, namespace, tmp_path
+):
+    """Hundreds of distinct forged tokens, from several connections at once, with Prometheus'
+    scrapes in between: the API server's audit log shows no more TokenReviews by the operator
+    than the new tokens' bucket allows over the flood's duration, every forged request is
+    answered 401 (reviewed) or 429 (not), and every scrape with Prometheus' token is a 200 from
+    the cache (no SubjectAccessReview, no TokenReview beyond its renewals)."""
+    account = f"sm-flood-{namespace[-6:]}"
+    user = f"system:serviceaccount:{AUDITED_NAMESPACE}:{account}"
+    operator = OperatorProcess(
+        "operators.webserver",
+        cluster.operator_kubeconfig("webserver", account=account),
+        tmp_path / "flood.log",
+        namespaces=namespace,
+        metrics_token=cluster.metrics_reader_token(),
+    ).start()
+    port = operator.metrics_port
+
+    def reviews(resource: str) -> int:
+        return len(made_by(cluster, user, resource=resource))
+
+    def counted(name: str, **labels: str) -> int:
+        return int(operator.metric(name, **labels))
+
+    try:
+        assert operator.get(port, "/metrics", token=operator.metrics_token)[0] == 200
+        wait_for(lambda: reviews("subjectaccessreviews") == 1, 30, "the scraper's review in the audit log")
+        before = {kind: reviews(kind) for kind in ("tokenreviews", "subjectaccessreviews")}
+        authenticated_before = counted(
+            "metrics_auth_reviews_total", review="tokenreview", result="authenticated"
+        )
+        forged = [f"forged-{namespace}-{i}" for i in range(400)]
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            flood = pool.map(lambda token: operator.get(port, "/metrics", token=token)[0], forged)
+            scrapes = [operator.get(port, "/metrics", token=operator.metrics_token)[0] for _ in range(20)]
+            answers = list(flood)
+        elapsed = time.monotonic() - started
+        assert scrapes == [200] * 20
+        assert set(answers) <= {401, 429}
+
+        # What the operator made, by its own count: every forged token reviewed (401) or not (429).
+        unauthenticated = counted(
+            "metrics_auth_reviews_total", review="tokenreview", result="unauthenticated"
+        )
+        limited = counted("metrics_auth_limited_total", limit="rate") + counted(
+            "metrics_auth_limited_total", limit="in_flight"
+        )
+        assert (unauthenticated, limited) == (answers.count(401), answers.count(429))
+        # The scraper's token: renewed at most once per token TTL, allowed from the cache.
+        renewals = (
+            counted("metrics_auth_reviews_total", review="tokenreview", result="authenticated")
+            - authenticated_before
+        )
+        assert renewals <= elapsed // rules.TOKEN_TTL + 1
+        # What the API server received (its audit log catches up with the operator's count).
+        wait_for(
+            lambda: reviews("tokenreviews") - before["tokenreviews"] == unauthenticated + renewals,
+            30,
+            "every TokenReview the operator counted in the audit log",
+        )
+        assert unauthenticated <= rules.NEW_TOKEN_BURST + rules.NEW_TOKEN_QPS * elapsed + 1
+        assert reviews("subjectaccessreviews") - before["subjectaccessreviews"] <= elapsed // rules.ALLOW_TTL
+        # Still answered, and without a review while its entry is fresh.
+        assert operator.get(port, "/metrics", token=operator.metrics_token)[0] == 200
+    finally:
+        operator.stop()
