@@ -63,8 +63,9 @@ KNOWN_TTL = 3600.0
 TOKEN_CACHE_SIZE = 4096
 REVIEW_CACHE_SIZE = 4096
 # Reviews of tokens never seen allowed: a legitimate scraper shows a new token about once an
-# hour, so a burst of 10 and one a second afterwards never hold one back, and cap what a flood
-# costs the API server (and the operator's own API budget) at one review a second.
+# hour, so a burst of 10 and one a second afterwards are ample for scrapers when nobody floods,
+# and cap what a flood costs the API server (and the operator's own API budget) at one review
+# a second (during a flood, a scraper's new token competes with it for that one).
 NEW_TOKEN_QPS = 1.0
 NEW_TOKEN_BURST = 10
 NEW_REVIEWS_IN_FLIGHT = 4
