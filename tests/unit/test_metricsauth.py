@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 from cryptography import x509
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localcluster.process import free_port
@@ -565,3 +565,36 @@ async def test_an_authenticated_new_token_is_limited_until_allowed(api, clock):
     assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
     assert auth.tokens.get(auth._key("good"), clock.now).known
     assert not auth.tokens.get(auth._key("other"), clock.now).known
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    flood=st.lists(
+        st.tuples(st.sampled_from(["forged", "valid", "repeat"]), st.floats(min_value=0, max_value=1)),
+        max_size=300,
+    ),
+    sizes=st.tuples(st.integers(min_value=1, max_value=16), st.integers(min_value=1, max_value=16)),
+)
+def test_no_sequence_of_refused_tokens_evicts_the_scrapers_entries(flood, sizes):
+    """Whatever mix of forged tokens, valid tokens of accounts without the right and repeats,
+    at whatever pace within the scraper's token TTL, and whatever the caches' bounds: the
+    scraper's token and allowance stay cached (its scrapes make no review)."""
+
+    async def run() -> None:
+        api, clock = FakeAPI(), Clock()
+        auth = MetricsAuth(
+            api, clock=clock, token_cache_size=sizes[0], review_cache_size=sizes[1], new_token_qps=1e9
+        )
+        assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+        pace = (rules.TOKEN_TTL - 1) / max(1, sum(step for _, step in flood))
+        for i, (kind, step) in enumerate(flood):
+            clock.now += step * pace
+            token = {"forged": f"forged-{i}", "valid": f"valid-{i}", "repeat": "valid-0"}[kind]
+            if kind != "forged":
+                api.tokens[token] = f"system:serviceaccount:tenant:{token}"
+            assert not (await auth.decide(f"Bearer {token}", "GET", "/metrics")).allowed
+            made = len(api.calls)
+            assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+            assert len(api.calls) == made
+
+    asyncio.run(run())
