@@ -14,9 +14,20 @@ serve metrics over HTTPS and answer only a caller the API server vouches for:
 Both answers are cached as the API server's delegating authenticator and authorizer cache
 them: a TokenReview's result (authenticated or not) for 1 min, a SubjectAccessReview's
 "allowed" for 5 min and "denied" for 30 s; errors are never cached. Unlike those caches, ours
-are bounded (:class:`TTLCache`, least recently used out first) and keyed by a keyed hash of the
-token, never the token itself: a flood of random tokens costs a fixed amount of memory, and a
-heap dump holds no token.
+are bounded (:class:`TTLCache`, least recently used out first), keyed by a keyed hash of the
+token, never the token itself (a heap dump holds no token), and **partitioned by outcome**
+(:class:`Tokens`, :class:`Reviews`): a token enters the cache of known tokens only once a
+request with it was allowed, and a decision the cache of allowed decisions only when allowed.
+Whatever a caller without the right to read the metrics sends (random tokens, valid tokens of
+accounts of its own) lands in the other partition, so it can push out only its own kind and
+never the scraper's entries: Prometheus' scrapes keep being answered from the cache.
+
+A new token costs a review of the API server, made with the operator's own credentials (its
+API priority-and-fairness budget, its client's connections); so reviews of tokens never seen
+allowed are limited: a token bucket (:class:`RateLimit`, :data:`NEW_TOKEN_QPS`) and a bound
+on such reviews in flight (:data:`NEW_REVIEWS_IN_FLIGHT`). A request beyond either is answered
+**429** without a review. A known token's renewal (its review is due again after
+:data:`TOKEN_TTL`) is not limited: only callers once allowed can have one.
 
 This module holds only the pure parts (bodies, decisions, caches, RBAC rules), so they are
 tested without HTTP; :mod:`shared.client.metricsauth` sends the reviews through the operator's
@@ -43,10 +54,21 @@ METRICS_PATH = "/metrics"
 TOKEN_TTL = 60.0
 ALLOW_TTL = 300.0
 DENY_TTL = 30.0
+# How long a token once allowed stays known (its renewal is not limited): a projected
+# ServiceAccount token, Prometheus', lives 1 h by default and is replaced at 80 % of that.
+KNOWN_TTL = 3600.0
 # Entries, not bytes: a token's entry is a 32-byte digest and a small user record; a review's
-# a user and a path. A few thousand callers is far more than any cluster's scrapers.
+# a user and a path. A few thousand callers is far more than any cluster's scrapers; each
+# partition (known/refused, allowed/denied) has its own bound.
 TOKEN_CACHE_SIZE = 4096
 REVIEW_CACHE_SIZE = 4096
+# Reviews of tokens never seen allowed: a legitimate scraper shows a new token about once an
+# hour, so a burst of 10 and one a second afterwards are ample for scrapers when nobody floods,
+# and cap what a flood costs the API server (and the operator's own API budget) at one review
+# a second (during a flood, a scraper's new token competes with it for that one).
+NEW_TOKEN_QPS = 1.0
+NEW_TOKEN_BURST = 10
+NEW_REVIEWS_IN_FLIGHT = 4
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -79,8 +101,35 @@ class TTLCache(Generic[K, V]):
         while len(self._items) > self.size:
             self._items.popitem(last=False)
 
+    def pop(self, key: K) -> V | None:
+        """Remove ``key``'s entry; its value (expired or not), or None."""
+        found = self._items.pop(key, None)
+        return None if found is None else found[1]
+
     def __len__(self) -> int:
         return len(self._items)
+
+
+class RateLimit:
+    """A token bucket that never waits: ``burst`` tokens, refilled at ``qps`` a second; :meth:`take`
+    says whether one was there (client-go's ``TryAccept``). Time is passed in."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a rate limit needs qps > 0 and burst >= 1, not {qps} and {burst}")
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last: float | None = None
+
+    def take(self, now: float) -> bool:
+        if self._last is not None:
+            self._tokens = min(float(self.burst), self._tokens + max(0.0, now - self._last) * self.qps)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
 
 
 class TokenKey:
@@ -118,6 +167,89 @@ class Decision:
 
 ALLOWED = Decision(200)
 UNAUTHORIZED = Decision(401, "Unauthorized")
+TOO_MANY = Decision(429, "Too many new tokens to review, retry later")
+
+
+@dataclass(frozen=True)
+class Cached:
+    """What the token caches know of a token: its user (None: not authenticated), whether that
+    is still ``fresh`` (else its review is due again), and whether a request with it was
+    allowed (``known``: its reviews are not limited)."""
+
+    user: User | None
+    fresh: bool
+    known: bool
+
+
+class Tokens:
+    """The token caches, partitioned so that what an unauthorized caller sends cannot push out
+    an allowed caller's entry.
+
+    ``known``: tokens a request was allowed with, kept :data:`KNOWN_TTL` and LRU-bounded among
+    themselves; their review is fresh for :data:`TOKEN_TTL`, then renewed. ``refused``: every
+    other reviewed token, not authenticated (for :data:`TOKEN_TTL`) or authenticated but not (yet)
+    allowed (for :data:`DENY_TTL`, the user's denial's lifetime), LRU-bounded on its own.
+    """
+
+    def __init__(self, known_size: int = TOKEN_CACHE_SIZE, refused_size: int = TOKEN_CACHE_SIZE) -> None:
+        # digest -> (user, when its TokenReview was made)
+        self.known: TTLCache[bytes, tuple[User, float]] = TTLCache(known_size)
+        self.refused: TTLCache[bytes, tuple[User | None, float]] = TTLCache(refused_size)
+
+    def get(self, key: bytes, now: float) -> Cached | None:
+        if (known := self.known.get(key, now)) is not None:
+            user, reviewed = known
+            return Cached(user, now - reviewed < TOKEN_TTL, known=True)
+        if (refused := self.refused.get(key, now)) is not None:
+            return Cached(refused[0], fresh=True, known=False)
+        return None
+
+    def reviewed(self, key: bytes, user: User | None, now: float) -> None:
+        """A TokenReview's answer: a known token's renewal stays known while authenticated."""
+        if user is not None and self.known.pop(key) is not None:
+            self.known.put(key, (user, now), KNOWN_TTL, now)
+            return
+        self.known.pop(key)
+        ttl = TOKEN_TTL if user is None else DENY_TTL
+        self.refused.put(key, (user, now), ttl, now)
+
+    def decided(self, key: bytes, decision: Decision, now: float) -> None:
+        """Where a token belongs once a request with it was decided: known when allowed."""
+        if decision.allowed:
+            if (refused := self.refused.pop(key)) is not None and refused[0] is not None:
+                self.known.put(key, (refused[0], refused[1]), KNOWN_TTL, now)
+        elif (known := self.known.pop(key)) is not None:
+            self.refused.put(key, known, DENY_TTL, now)
+
+    def __len__(self) -> int:
+        return len(self.known) + len(self.refused)
+
+
+ReviewKey = tuple[User, str, str]  # user, path, verb
+
+
+class Reviews:
+    """SubjectAccessReview answers, "allowed" (:data:`ALLOW_TTL`) and "denied" (:data:`DENY_TTL`)
+    each in a bounded cache of its own, so denied users cannot push out an allowed one."""
+
+    def __init__(self, allowed_size: int = REVIEW_CACHE_SIZE, denied_size: int = REVIEW_CACHE_SIZE) -> None:
+        self.allowed: TTLCache[ReviewKey, Decision] = TTLCache(allowed_size)
+        self.denied: TTLCache[ReviewKey, Decision] = TTLCache(denied_size)
+
+    def get(self, key: ReviewKey, now: float) -> Decision | None:
+        found = self.allowed.get(key, now)
+        return found if found is not None else self.denied.get(key, now)
+
+    def put(self, key: ReviewKey, decision: Decision, now: float) -> None:
+        if decision.allowed:
+            self.denied.pop(key)
+            self.allowed.put(key, decision, ALLOW_TTL, now)
+        else:
+            self.allowed.pop(key)
+            self.denied.put(key, decision, DENY_TTL, now)
+
+    def __len__(self) -> int:
+        return len(self.allowed) + len(self.denied)
 
 
 def bearer_token(authorization: str | None) -> str | None:

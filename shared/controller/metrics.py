@@ -22,9 +22,12 @@ plus client-go's ``leader_election_master_status{name}`` (1 while this process h
 Lease ``name``, 0 while it stands by; no series without leader election),
 ``rest_client_requests_total{code,method,host}`` and
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
-(:class:`shared.client.kube.KubeClient`) makes, the process collector's ``process_*`` series, and each
-operator's domain metrics. Every metric is declared once (name, type, help, labels): the shared
-ones in :data:`TABLE`, an operator's own in its description
+(:class:`shared.client.kube.KubeClient`) makes, ``metrics_auth_reviews_total{review,result}`` and
+``metrics_auth_limited_total{limit}`` for the ``/metrics`` filter's reviews and the requests it
+refused without one (:mod:`shared.client.metricsauth`, :class:`shared.controller.serving.TLSGate`),
+the process collector's ``process_*`` series, and each operator's domain metrics. Every metric
+is declared once (name, type, help, labels): the shared ones in :data:`TABLE`, an operator's own
+in its description
 (:attr:`shared.api.description.OperatorDescription.metrics`); the registry and the documentation's
 metrics table (``tools/generate/docs.py``) are both made from them.
 
@@ -176,7 +179,32 @@ TABLE: tuple[MetricSpec, ...] = (
         ("verb", "host"),
         buckets=REQUEST_BUCKETS,
     ),
+    MetricSpec(
+        "metrics_auth_reviews_total",
+        "counter",
+        "Reviews the /metrics filter asked the API server for, by review (tokenreview, "
+        "subjectaccessreview) and result (authenticated, unauthenticated, allowed, denied, error)",
+        ("review", "result"),
+    ),
+    MetricSpec(
+        "metrics_auth_limited_total",
+        "counter",
+        "Requests for /metrics refused without a review, by the limit reached: answered 429 (rate: "
+        "new tokens' reviews per second; in_flight: new tokens' reviews at once) or closed before "
+        "the TLS handshake (connections: connections open at once; handshakes: per second)",
+        ("limit",),
+    ),
 )
+# The series of the /metrics filter's counters, made at zero at start.
+METRICS_AUTH_REVIEWS = (
+    ("tokenreview", "authenticated"),
+    ("tokenreview", "unauthenticated"),
+    ("tokenreview", "error"),
+    ("subjectaccessreview", "allowed"),
+    ("subjectaccessreview", "denied"),
+    ("subjectaccessreview", "error"),
+)
+METRICS_AUTH_LIMITS = ("rate", "in_flight", "connections", "handshakes")
 BY_NAME = {m.name: m for m in TABLE}
 
 
@@ -308,6 +336,12 @@ class Metrics:
         self.queue_duration = self.histogram("workqueue_queue_duration_seconds")
         self.requests = self._counter("rest_client_requests_total")
         self.request_duration = self.histogram("rest_client_request_duration_seconds")
+        self.auth_reviews = self._counter("metrics_auth_reviews_total")
+        self.auth_limited = self._counter("metrics_auth_limited_total")
+        for review, result in METRICS_AUTH_REVIEWS:
+            self.auth_reviews.labels(review, result)
+        for limit in METRICS_AUTH_LIMITS:
+            self.auth_limited.labels(limit)
         for spec in domain:
             self._make(spec.name, spec.kind)
 
@@ -384,6 +418,14 @@ class Metrics:
         """One API request by the operator's client (code ``<error>`` when none came back)."""
         self.requests.labels(str(code), method.upper(), host).inc()
         self.request_duration.labels(method.upper(), host).observe(seconds)
+
+    def observe_metrics_auth(self, review: str, result: str) -> None:
+        """One review of the ``/metrics`` filter, or (review ``limited``) one request refused
+        without a review (:class:`shared.client.metricsauth.MetricsAuth`'s ``observe``)."""
+        if review == "limited":
+            self.auth_limited.labels(result).inc()
+        else:
+            self.auth_reviews.labels(review, result).inc()
 
     def forget_object(self, namespace: str, name: str) -> None:
         """Drop an object's series from every namespace/name metric (it was deleted)."""

@@ -417,13 +417,13 @@ class Runtime:
             return None, None
         tls = certs.server_context(self.options.metrics_cert_dir or None)
         if self._managed:
-            return tls, MetricsAuth(self._managed[0][1])
+            return tls, MetricsAuth(self._managed[0][1], observe=self.metrics.observe_metrics_auth)
         kube = KubeClient(
             observer=self.metrics.observe_request,
             qps=self.options.kube_api_qps,
             burst=self.options.kube_api_burst,
         )
-        return tls, MetricsAuth(kube, close=kube.close)
+        return tls, MetricsAuth(kube, observe=self.metrics.observe_metrics_auth, close=kube.close)
 
     def run(self, watches: Iterable[Watch]) -> None:
         """Run the process until SIGINT/SIGTERM: ``watches``, the endpoints, the election."""

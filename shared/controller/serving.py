@@ -2,10 +2,12 @@
 (default :8081), served with aiohttp on kopf's own event loop.
 
 ``/metrics`` is served over HTTPS to callers the API server vouches for
-(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise)
+(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise,
+and 429 when a new token's review is beyond its limits)
 when :class:`Endpoints` is given a TLS context and a :class:`~shared.client.metricsauth.MetricsAuth`,
-as the runtime does by default (``--metrics-secure``); the probes stay plain HTTP on their own
-port, for the kubelet.
+as the runtime does by default (``--metrics-secure``); its connections pass a :class:`TLSGate`
+(a bound on connections open and on new handshakes a second) before their TLS handshake. The
+probes stay plain HTTP on their own port, for the kubelet.
 
 ``/healthz`` answers as long as the event loop does and no watch has been failing for longer
 than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
@@ -34,6 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
+from shared.api.metricsauth import RateLimit
 from shared.client.metricsauth import MetricsAuth
 from shared.controller.metrics import Metrics
 
@@ -42,6 +45,14 @@ DEFAULT_INSECURE_METRICS_PORT = 8080  # plain HTTP (--metrics-secure=false), as 
 DEFAULT_PROBE_PORT = 8081
 # /healthz fails once a watch has been failing this long (seconds; env WATCH_FAILURE_TIMEOUT).
 DEFAULT_BLIND_AFTER = 120.0
+# HTTPS connections to the metrics port: at most this many open at once, and at most this many
+# new ones' TLS handshakes a second (a burst of as many); beyond either, a connection is closed
+# before its handshake costs the event loop anything. A scraper keeps its connection open
+# between scrapes (keep-alive), so a flood of new connections does not cut it off.
+METRICS_CONNECTIONS = 32
+HANDSHAKES_QPS = 20.0
+HANDSHAKE_BURST = 20
+HANDSHAKE_TIMEOUT = 10.0
 logger = logging.getLogger("shared.serving")
 
 
@@ -141,6 +152,119 @@ class Listing:
             synced()
 
 
+class TLSGate:
+    """Accepts TCP connections and starts TLS on each itself, within bounds: at most
+    ``connections`` open at once, at most ``qps`` handshakes a second (``burst`` at once), each
+    done within :data:`HANDSHAKE_TIMEOUT`. A connection beyond a bound is closed at once, before
+    the handshake (whose key exchange and signature are the expensive part, done on the event
+    loop); ``refused(limit)`` is told (``connections`` or ``handshakes``). The connections let
+    through are served by ``serve()``'s protocol (aiohttp's request handler).
+    """
+
+    def __init__(
+        self,
+        serve: Callable[[], asyncio.Protocol],
+        tls: ssl.SSLContext,
+        *,
+        connections: int = METRICS_CONNECTIONS,
+        qps: float = HANDSHAKES_QPS,
+        burst: int = HANDSHAKE_BURST,
+        clock: Callable[[], float] = time.monotonic,
+        refused: Callable[[str], None] = lambda limit: None,
+    ) -> None:
+        self.serve = serve
+        self.tls = tls
+        self.connections = connections
+        self.handshakes = RateLimit(qps, burst)
+        self.clock = clock
+        self.refused = refused
+        self.open = 0
+
+    def __call__(self) -> asyncio.Protocol:
+        return _GatedConnection(self)
+
+
+class _GatedConnection(asyncio.Protocol):
+    """One connection through a :class:`TLSGate`: counted, upgraded to TLS, then handed to the
+    served protocol (this one forwards to it, so the gate sees the connection end)."""
+
+    def __init__(self, gate: TLSGate) -> None:
+        self.gate = gate
+        self.app: asyncio.Protocol | None = None
+        self.counted = False
+        self.early: list[bytes] = []  # application data that came with the end of the handshake
+        self.eof = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        gate = self.gate
+        limit = (
+            "connections"
+            if gate.open >= gate.connections
+            else "handshakes"
+            if not gate.handshakes.take(gate.clock())
+            else None
+        )
+        if limit is not None:
+            gate.refused(limit)
+            transport.abort()
+            return
+        gate.open += 1
+        self.counted = True
+        asyncio.get_running_loop().create_task(self._upgrade(transport))
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            tls = await loop.start_tls(
+                transport, self, self.gate.tls, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+            )
+        except Exception:  # a failed or timed-out handshake, a peer gone: the connection ends
+            transport.abort()
+            self._release()
+            return
+        if tls is None:  # the peer went away
+            self._release()
+            return
+        self.app = app = self.gate.serve()
+        app.connection_made(tls)
+        for data in self.early:
+            app.data_received(data)
+        self.early.clear()
+        if self.eof:
+            app.eof_received()
+
+    def _release(self) -> None:
+        if self.counted:
+            self.counted = False
+            self.gate.open -= 1
+
+    def data_received(self, data: bytes) -> None:
+        if self.app is None:
+            self.early.append(data)
+        else:
+            self.app.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        if self.app is None:
+            self.eof = True
+            return True
+        return self.app.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
+        if self.app is not None:
+            self.app.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.app is not None:
+            self.app.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.app is not None:
+            self.app.resume_writing()
+
+
 class Endpoints:
     """The metrics and probe HTTP servers of one operator process."""
 
@@ -167,6 +291,8 @@ class Endpoints:
         self.probe_port = probe_port
         self.host = host
         self._runners: list[web.AppRunner] = []
+        self._servers: list[asyncio.AbstractServer] = []
+        self.gate: TLSGate | None = None
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, self.metrics.exposition)
@@ -179,7 +305,9 @@ class Endpoints:
             request.headers.get("Authorization"), request.method, request.path
         )
         if not decision.allowed:
-            return web.Response(status=decision.status, text=decision.message)
+            # A 429 is a limit on new tokens' reviews: the next second may have room.
+            headers = {"Retry-After": "1"} if decision.status == 429 else None
+            return web.Response(status=decision.status, text=decision.message, headers=headers)
         return await self._metrics(request)
 
     async def _healthz(self, _: web.Request) -> web.Response:
@@ -213,11 +341,25 @@ class Endpoints:
         for port, app in apps.items():
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            tls = self.metrics_tls if port == self.metrics_port else None
-            await web.TCPSite(runner, self.host, port, ssl_context=tls).start()
             self._runners.append(runner)
+            if port == self.metrics_port and self.metrics_tls is not None:
+                assert runner.server is not None
+                self.gate = TLSGate(
+                    runner.server,
+                    self.metrics_tls,
+                    refused=lambda limit: self.metrics.observe_metrics_auth("limited", limit),
+                )
+                server = await asyncio.get_running_loop().create_server(
+                    self.gate, self.host, port, reuse_address=True
+                )
+                self._servers.append(server)
+            else:
+                await web.TCPSite(runner, self.host, port).start()
 
     async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        self._servers.clear()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

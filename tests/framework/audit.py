@@ -37,3 +37,18 @@ def created(cluster: Cluster, namespace: str, resource: str) -> list[str]:
         for e in requests(cluster, namespace=namespace, resource=resource, verb="create")
         if int((e.get("responseStatus") or {}).get("code") or 0) < 400
     ]
+
+
+def made_by(cluster: Cluster, user: str, *, resource: str, verb: str = "create") -> list[dict[str, Any]]:
+    """Audit events of ``user``'s ``verb`` on ``resource``, cluster-scoped ones included (a
+    TokenReview has no namespace), in the order they were received."""
+    found = []
+    for line in cluster.need_local().audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if (
+            event.get("verb") == verb
+            and (event.get("user") or {}).get("username") == user
+            and (event.get("objectRef") or {}).get("resource") == resource
+        ):
+            found.append(event)
+    return sorted(found, key=lambda e: e["requestReceivedTimestamp"])

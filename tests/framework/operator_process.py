@@ -27,6 +27,19 @@ UNVERIFIED = ssl.create_default_context()
 UNVERIFIED.check_hostname, UNVERIFIED.verify_mode = False, ssl.CERT_NONE
 
 
+def sample(exposition: str, name: str, /, **labels: str) -> float:
+    """One sample's value in a Prometheus text exposition (0 when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in exposition.splitlines():
+        if line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        lname, _, rest = key.partition("{")
+        if lname == name and ",".join(sorted(rest.rstrip("}").split(","))) == want:
+            return float(value)
+    return 0.0
+
+
 class OperatorProcess:
     def __init__(
         self,
@@ -109,15 +122,7 @@ class OperatorProcess:
 
     def metric(self, name: str, /, **labels: str) -> float:
         """One sample's value from /metrics (0 when absent)."""
-        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        for line in self.metrics().splitlines():
-            if line.startswith("#"):
-                continue
-            key, _, value = line.rpartition(" ")
-            lname, _, rest = key.partition("{")
-            if lname == name and ",".join(sorted(rest.rstrip("}").split(","))) == want:
-                return float(value)
-        return 0.0
+        return sample(self.metrics(), name, **labels)
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]

@@ -1,8 +1,10 @@
 """The operators' NetworkPolicies on the real API server: accepted, and selecting the operator pods.
 
 What is checked is what an API server can prove: the policies ``make bundle`` renders are valid
-objects, stored as written, and their pod selectors pick exactly the pods the operator
-Deployments make (and none of the pods the operators create for their users). Enforcement is
+objects, stored as written, their pod selectors pick exactly the pods the operator
+Deployments make (and none of the pods the operators create for their users), and the
+namespace selector of the metrics port picks exactly the monitoring namespace, by a label no
+other namespace can be given. Enforcement is
 the CNI's: the local real node's bridge plugin does not enforce NetworkPolicy at all, so no test
 here can show a connection refused (docs/operations/install.md says so).
 """
@@ -18,8 +20,9 @@ from kubernetes import client
 
 from localcluster.kube import kubectl
 from operators.webserver import desired as webserver_desired
-from tests.framework.cluster import REPO, Cluster
+from tests.framework.cluster import REPO, SCRAPERS_NAMESPACE, Cluster
 from tests.framework.waits import wait_for
+from tools.generate import bundle
 from tools.generate.bundle import OPERATOR_REPLICAS
 
 INSTALL = REPO / "deploy" / "install.yaml"
@@ -121,3 +124,67 @@ def test_the_olm_users_command_creates_the_same_policies(cluster, namespace):
     for name, policy in rendered.items():
         assert stored[name]["spec"] == policy["spec"]
         assert stored[name]["metadata"]["namespace"] == namespace
+
+
+def namespaces_selected(cluster: Cluster, policy: dict[str, Any]) -> set[str]:
+    """The namespaces whose pods the policy's metrics rule admits, as the API server selects them."""
+    core = client.CoreV1Api(cluster.api)
+    metrics_rule = policy["spec"]["ingress"][0]
+    assert [p["port"] for p in metrics_rule["ports"]] == [bundle.DEFAULT_METRICS_PORT]
+    chosen: set[str] = set()
+    for peer in metrics_rule["from"]:
+        assert set(peer) == {"namespaceSelector"}  # whole namespaces: no pod selector
+        labels = peer["namespaceSelector"]["matchLabels"]
+        chosen |= {n.metadata.name for n in core.list_namespace(label_selector=selector(labels)).items}
+    return chosen
+
+
+def test_metrics_are_admitted_from_the_monitoring_namespace_alone_and_probes_from_anywhere(
+    cluster, namespace
+):
+    """Of every namespace of the cluster (the tests' tenants', the operators' own, kube-system),
+    the shipped policies' metrics rule selects the monitoring namespace only; the probe rule
+    names no source (the kubelet connects from the node's address)."""
+    core = client.CoreV1Api(cluster.api)
+    for name in (SCRAPERS_NAMESPACE, "openshift-monitoring", "openshift-user-workload-monitoring"):
+        try:
+            core.create_namespace({"metadata": {"name": name}})
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    everything = {n.metadata.name for n in core.list_namespace().items}
+    assert {namespace, "kube-system", SCRAPERS_NAMESPACE} <= everything
+    for policy in install_docs("NetworkPolicy"):
+        assert namespaces_selected(cluster, policy) == {SCRAPERS_NAMESPACE}
+        assert policy["spec"]["ingress"][1] == {
+            "ports": [{"port": bundle.DEFAULT_PROBE_PORT, "protocol": "TCP"}]
+        }
+    # OpenShift's two monitoring stacks, with the generator's option: exactly those two.
+    openshift = ("openshift-monitoring", "openshift-user-workload-monitoring")
+    for op in bundle.descriptions():
+        policy = bundle.network_policy(op, openshift)
+        created = client.NetworkingV1Api(cluster.api).create_namespaced_network_policy(namespace, policy)
+        assert cluster.api.sanitize_for_serialization(created)["spec"] == policy["spec"]
+        assert namespaces_selected(cluster, policy) == set(openshift)
+
+
+def test_no_tenant_namespace_can_be_made_to_look_like_the_monitoring_namespace(cluster, namespace):
+    """The selector's label, ``kubernetes.io/metadata.name``, is the API server's: written as
+    the namespace's name on every create and update, whatever the request says. A namespace
+    labelled ``metrics: enabled`` (kubebuilder's sample policy) would be anyone's with
+    ``patch`` on namespaces."""
+    core = client.CoreV1Api(cluster.api)
+    label = {bundle.NAMESPACE_NAME_LABEL: SCRAPERS_NAMESPACE}
+    impostor = f"{namespace}-impostor"
+    core.create_namespace({"metadata": {"name": impostor, "labels": label}})
+    try:
+        stored = core.read_namespace(impostor).metadata.labels
+        assert stored[bundle.NAMESPACE_NAME_LABEL] == impostor
+        core.patch_namespace(impostor, {"metadata": {"labels": label}})
+        assert core.read_namespace(impostor).metadata.labels[bundle.NAMESPACE_NAME_LABEL] == impostor
+        core.patch_namespace(namespace, {"metadata": {"labels": label}})
+        assert core.read_namespace(namespace).metadata.labels[bundle.NAMESPACE_NAME_LABEL] == namespace
+        (policy, *_) = install_docs("NetworkPolicy")
+        assert namespaces_selected(cluster, policy) == {SCRAPERS_NAMESPACE}
+    finally:
+        core.delete_namespace(impostor)

@@ -5,25 +5,32 @@ as ServiceAccounts holding exactly the CSV's rules (its cluster permissions incl
 and SubjectAccessReview create), ``/metrics`` over HTTPS with a self-signed certificate. Each is
 asked by callers the real kube-apiserver authenticates and authorizes: no token, a forged one, a
 ServiceAccount without the bundle's metrics-reader ClusterRole, one with it; the probes stay plain
-HTTP on their own port. Then a mounted certificate, served by the shared runtime alone.
+HTTP on their own port. Then a mounted certificate, served by the shared runtime alone; and a
+flood of forged tokens, which costs the API server no more than the new tokens' rate limit
+allows (counted in its audit log) while the scraper keeps being answered from the cache.
 """
 
 from __future__ import annotations
 
 import http.client
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from localcluster.cluster import AUDITED_NAMESPACE
 from shared.api import leases
+from shared.api import metricsauth as rules
 from shared.controller import certs
+from tests.framework.audit import made_by
 from tests.framework.cluster import SCRAPERS_NAMESPACE, Cluster, service_account_token
-from tests.framework.operator_process import OperatorProcess
+from tests.framework.operator_process import UNVERIFIED, OperatorProcess, sample
 from tests.framework.waits import wait_for
 
 
@@ -135,3 +142,100 @@ def test_a_mounted_certificate_is_served_and_a_runtime_without_a_client_of_its_o
         assert "controller_runtime_reconcile_total" in demo.metrics()
     finally:
         demo.stop()
+
+
+def _get(
+    port: int, token: str, connection: http.client.HTTPSConnection | None = None
+) -> tuple[int | str, str]:
+    """GET /metrics with ``token``: on ``connection`` (kept open, as Prometheus keeps its
+    connection between scrapes), else on a new one; ``closed`` if the server closed it first."""
+    conn = connection or http.client.HTTPSConnection("127.0.0.1", port, context=UNVERIFIED, timeout=60)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    except (ConnectionError, ssl.SSLError, http.client.RemoteDisconnected):
+        return "closed", ""
+    finally:
+        if connection is None:
+            conn.close()
+
+
+def test_a_flood_of_forged_tokens_costs_at_most_the_rate_limits_reviews_and_prometheus_is_served(
+    cluster, namespace, tmp_path
+):
+    """Hundreds of distinct forged tokens, each on a new connection, eight at once, with
+    Prometheus' scrapes in between on its kept-open connection: every forged request is closed
+    before its TLS handshake (the handshake bound), or answered 401 (reviewed) or 429 (not, the
+    new tokens' bound), as the operator counts them; the API server's audit log shows no more
+    TokenReviews by the operator than the new tokens' bucket allows over the flood's duration;
+    and every scrape is a 200 from the cache (no SubjectAccessReview, no TokenReview beyond its
+    token's renewals)."""
+    account = f"sm-flood-{namespace[-6:]}"
+    user = f"system:serviceaccount:{AUDITED_NAMESPACE}:{account}"
+    operator = OperatorProcess(
+        "operators.webserver",
+        cluster.operator_kubeconfig("webserver", account=account),
+        tmp_path / "flood.log",
+        namespaces=namespace,
+        metrics_token=cluster.metrics_reader_token(),
+    ).start()
+    port, token = operator.metrics_port, operator.metrics_token
+    assert token is not None
+    prometheus = http.client.HTTPSConnection("127.0.0.1", port, context=UNVERIFIED, timeout=60)
+
+    def reviews(resource: str) -> int:
+        return len(made_by(cluster, user, resource=resource))
+
+    def counted(name: str, **labels: str) -> int:
+        status, body = _get(port, token, prometheus)
+        if status == "closed":  # idle past the server's keep-alive: Prometheus reconnects too
+            prometheus.close()
+            status, body = _get(port, token, prometheus)
+        assert status == 200, (status, body)
+        return int(sample(body, name, **labels))
+
+    try:
+        assert _get(port, token, prometheus)[0] == 200
+        wait_for(lambda: reviews("subjectaccessreviews") == 1, 30, "the scraper's review in the audit log")
+        before = {kind: reviews(kind) for kind in ("tokenreviews", "subjectaccessreviews")}
+        renewed_before = counted("metrics_auth_reviews_total", review="tokenreview", result="authenticated")
+        forged = [f"forged-{namespace}-{i}" for i in range(400)]
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            flood = pool.map(lambda forgery: _get(port, forgery)[0], forged)
+            scrapes = [_get(port, token, prometheus)[0] for _ in range(20)]
+            answers = list(flood)
+        elapsed = time.monotonic() - started
+        assert scrapes == [200] * 20
+        assert set(answers) <= {401, 429, "closed"}
+
+        def limited(*limits: str) -> int:
+            return sum(counted("metrics_auth_limited_total", limit=limit) for limit in limits)
+
+        # What the operator did, by its own count: each forgery closed, reviewed (401) or not (429).
+        unauthenticated = counted(
+            "metrics_auth_reviews_total", review="tokenreview", result="unauthenticated"
+        )
+        assert (answers.count("closed"), answers.count(401), answers.count(429)) == (
+            limited("connections", "handshakes"),
+            unauthenticated,
+            limited("rate", "in_flight"),
+        )
+        # The scraper's token: renewed at most once per token TTL, allowed from the cache.
+        renewals = (
+            counted("metrics_auth_reviews_total", review="tokenreview", result="authenticated")
+            - renewed_before
+        )
+        assert renewals <= elapsed // rules.TOKEN_TTL + 1
+        # What the API server received (its audit log catches up with the operator's count).
+        wait_for(
+            lambda: reviews("tokenreviews") - before["tokenreviews"] == unauthenticated + renewals,
+            30,
+            "every TokenReview the operator counted in the audit log",
+        )
+        assert unauthenticated <= rules.NEW_TOKEN_BURST + rules.NEW_TOKEN_QPS * elapsed + 1
+        assert reviews("subjectaccessreviews") - before["subjectaccessreviews"] <= elapsed // rules.ALLOW_TTL
+    finally:
+        prometheus.close()
+        operator.stop()

@@ -325,7 +325,8 @@ def _children_pod_labels() -> list[dict[str, str]]:
 
 
 def test_network_policies_admit_only_metrics_and_probes_to_exactly_the_operator_pods():
-    """#25 (kube-score, checkov): one NetworkPolicy per operator, in install.yaml; egress open."""
+    """One NetworkPolicy per operator, in install.yaml; metrics from the monitoring namespace
+    only, probes from anywhere (the kubelet); egress open."""
     policies = {d["metadata"]["name"]: d for d in INSTALL if d["kind"] == "NetworkPolicy"}
     deployments = {d["metadata"]["name"]: d for d in INSTALL if d["kind"] == "Deployment"}
     assert set(policies) == set(deployments) == set(DEPLOYMENTS)
@@ -344,18 +345,45 @@ def test_network_policies_admit_only_metrics_and_probes_to_exactly_the_operator_
             }
             assert selected == {name}
         assert not [labels for labels in _children_pod_labels() if selector.items() <= labels.items()]
-        # Ingress only, from anywhere, to exactly the ports the metrics Service and the probes use.
+        # Ingress only, to exactly the ports the metrics Service and the probes use: the metrics
+        # port from pods of the monitoring namespace (selected by the name label the API server
+        # sets), the probe port from anywhere (the kubelet's address is the node's).
         assert spec["policyTypes"] == ["Ingress"]
-        (rule,) = spec["ingress"]
-        assert set(rule) == {"ports"}
+        metrics_rule, probes_rule = spec["ingress"]
+        assert metrics_rule["from"] == [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ]
+        assert set(probes_rule) == {"ports"}
         (c,) = DEPLOYMENTS[name]["spec"]["template"]["spec"]["containers"]
         ports = {p["name"]: (p["containerPort"], p["protocol"]) for p in c["ports"]}
         assert c["livenessProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == "probes"
         (svc,) = [s for s in manifests_of("Service") if s["metadata"]["name"] == f"{name}-metrics"]
         assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["metrics"]
-        assert sorted((p["port"], p["protocol"]) for p in rule["ports"]) == sorted(
-            [ports["metrics"], ports["probes"]]
-        )
+        assert [(p["port"], p["protocol"]) for p in metrics_rule["ports"]] == [ports["metrics"]]
+        assert [(p["port"], p["protocol"]) for p in probes_rule["ports"]] == [ports["probes"]]
+
+
+def test_the_monitoring_namespace_is_a_generator_option_that_changes_only_the_policies():
+    """``--monitoring-namespace`` (repeatable), e.g. OpenShift's two monitoring stacks: the
+    same files but for the policies' metrics rule, in install.yaml and network-policies.yaml."""
+    default = bundle.render("0.1.0", bundle.DEFAULT_REGISTRY)
+    openshift = ("openshift-monitoring", "openshift-user-workload-monitoring")
+    other = bundle.render("0.1.0", bundle.DEFAULT_REGISTRY, openshift)
+    assert {p for p in default if default[p] != other[p]} == {
+        REPO / "deploy" / "install.yaml",
+        REPO / "deploy" / "network-policies.yaml",
+    }
+    for path in ("install.yaml", "network-policies.yaml"):
+        policies = [
+            d for d in yaml.safe_load_all(other[REPO / "deploy" / path]) if d and d["kind"] == "NetworkPolicy"
+        ]
+        assert len(policies) == len(DEPLOYMENTS)
+        for policy in policies:
+            assert [
+                peer["namespaceSelector"]["matchLabels"] for peer in policy["spec"]["ingress"][0]["from"]
+            ] == [{"kubernetes.io/metadata.name": n} for n in openshift]
+    with pytest.raises(ValueError, match="at least one monitoring namespace"):
+        bundle.network_policy(bundle.descriptions()[0], ())
 
 
 def test_olm_users_get_the_same_network_policies_in_a_file_of_their_own_and_the_bundle_has_none():

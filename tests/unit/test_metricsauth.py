@@ -12,10 +12,12 @@ from typing import Any
 import aiohttp
 import pytest
 from cryptography import x509
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from localcluster.process import free_port
 from shared.api import metricsauth as rules
-from shared.api.metricsauth import TTLCache, User
+from shared.api.metricsauth import Decision, RateLimit, Reviews, Tokens, TTLCache, User
 from shared.client.kube import ApiError, is_write
 from shared.client.metricsauth import MetricsAuth
 from shared.controller import certs
@@ -233,7 +235,7 @@ async def test_review_errors_are_500_and_never_cached(auth, api):
     assert (decision.status, decision.message) == (500, "Authentication failed")
     api.fail = None
     assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed  # asked again at once
-    auth.reviews = TTLCache(8)
+    auth.reviews = Reviews(8, 8)
     api.fail = aiohttp.ClientConnectionError("connection refused")
     decision = await auth.decide("Bearer good", "GET", "/metrics")
     assert (decision.status, decision.message) == (500, f"Authorization for user {READER} failed")
@@ -244,8 +246,10 @@ async def test_review_errors_are_500_and_never_cached(auth, api):
 async def test_a_flood_of_random_tokens_holds_memory_at_the_bound(api, clock):
     auth = MetricsAuth(api, clock=clock, token_cache_size=100)
     for i in range(1000):
+        clock.now += 1 / rules.NEW_TOKEN_QPS  # slow enough for the rate limit: every one reviewed
         assert (await auth.decide(f"Bearer random-{i}", "GET", "/metrics")).status == 401
-    assert len(auth.tokens) == 100 and len(auth.reviews) == 0
+    assert api.kinds() == ["tokenreviews"] * 1000
+    assert len(auth.tokens.refused) == 100 and len(auth.tokens.known) == 0 and len(auth.reviews) == 0
 
 
 async def test_concurrent_requests_with_one_token_share_one_review(auth, api):
@@ -388,3 +392,209 @@ async def test_a_mounted_certificate_is_picked_up_and_rotated_without_a_restart(
     finally:
         server.close()
         await server.wait_closed()
+
+
+# -- a door that cannot be used to slow the operator ----------------------------------------
+
+
+class Observed:
+    """What :class:`MetricsAuth` tells its ``observe``, counted."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def __call__(self, review: str, result: str) -> None:
+        self.counts[(review, result)] = self.counts.get((review, result), 0) + 1
+
+
+@given(
+    qps=st.floats(min_value=1e-3, max_value=1e3),
+    burst=st.integers(min_value=1, max_value=1000),
+    steps=st.lists(st.floats(min_value=0, max_value=1e4), max_size=200),
+)
+def test_the_rate_limit_never_grants_more_than_its_burst_and_rate(qps, burst, steps):
+    limit = RateLimit(qps, burst)
+    now, start, granted = 0.0, 0.0, 0
+    for step in steps:
+        now += step
+        granted += limit.take(now)
+        assert granted <= burst + qps * (now - start) + 1e-6
+    # An idle bucket fills up to its burst, and no further.
+    now += burst / qps + 1
+    assert sum(limit.take(now) for _ in range(burst + 1)) == burst
+
+
+def test_the_rate_limit_takes_its_burst_then_one_per_interval_and_tolerates_a_clock_going_back():
+    limit = RateLimit(2.0, 3)
+    assert [limit.take(10.0) for _ in range(4)] == [True, True, True, False]
+    assert not limit.take(10.4) and limit.take(10.5) and not limit.take(10.5)
+    assert not limit.take(5.0)  # no refill from a clock that went back
+    for qps, burst in ((0, 1), (-1, 1), (1, 0)):
+        with pytest.raises(ValueError):
+            RateLimit(qps, burst)
+
+
+def test_token_caches_admit_to_the_known_partition_only_what_was_allowed():
+    tokens, alice = Tokens(2, 2), User("alice")
+    tokens.reviewed(b"a", alice, now=0)
+    assert tokens.get(b"a", 0) == rules.Cached(alice, fresh=True, known=False)
+    tokens.decided(b"a", rules.ALLOWED, now=1)
+    assert tokens.get(b"a", 1) == rules.Cached(alice, fresh=True, known=True)
+    # Known: fresh for the token TTL from its review, then due for a renewal, kept for KNOWN_TTL.
+    assert tokens.get(b"a", rules.TOKEN_TTL) == rules.Cached(alice, fresh=False, known=True)
+    tokens.reviewed(b"a", alice, now=rules.TOKEN_TTL)
+    assert tokens.get(b"a", rules.TOKEN_TTL + 1).fresh
+    assert tokens.get(b"a", rules.TOKEN_TTL + rules.KNOWN_TTL) is None
+    # Denied later (its binding removed): back to the refused partition, for the denial's TTL.
+    tokens.reviewed(b"b", alice, now=0)
+    tokens.decided(b"b", rules.ALLOWED, now=0)
+    tokens.decided(b"b", Decision(403, "no"), now=0)
+    assert tokens.get(b"b", 0) == rules.Cached(alice, fresh=True, known=False)
+    assert tokens.get(b"b", rules.DENY_TTL) is None
+    # A renewal that no longer authenticates: refused (the account was deleted).
+    tokens.reviewed(b"c", alice, now=0)
+    tokens.decided(b"c", rules.ALLOWED, now=0)
+    tokens.reviewed(b"c", None, now=1)
+    assert tokens.get(b"c", 1) == rules.Cached(None, fresh=True, known=False)
+    assert tokens.get(b"c", 1 + rules.TOKEN_TTL) is None
+    # Many refused tokens push out only refused ones.
+    tokens.reviewed(b"d", alice, now=0)
+    tokens.decided(b"d", rules.ALLOWED, now=0)
+    for i in range(100):
+        tokens.reviewed(b"x%d" % i, None, now=0)
+    assert tokens.get(b"d", 0) is not None and len(tokens.refused) == 2
+
+
+def test_review_caches_keep_allowed_and_denied_apart():
+    reviews = Reviews(1, 1)
+    good, bad = (User("good"), "/metrics", "get"), (User("bad"), "/metrics", "get")
+    reviews.put(good, rules.ALLOWED, now=0)
+    for i in range(10):
+        reviews.put((User(f"bad-{i}"), "/metrics", "get"), Decision(403, "no"), now=0)
+    assert reviews.get(good, rules.ALLOW_TTL - 1) == rules.ALLOWED
+    reviews.put(bad, Decision(403, "no"), now=0)
+    assert reviews.get(bad, rules.DENY_TTL - 1) is not None and reviews.get(bad, rules.DENY_TTL) is None
+    reviews.put(good, Decision(403, "no"), now=1)  # revoked: the denial replaces the allowance
+    assert reviews.get(good, 2) == Decision(403, "no") and len(reviews.allowed) == 0
+
+
+@pytest.mark.parametrize("flood", ["forged", "valid but not allowed"])
+async def test_a_flood_of_tokens_leaves_the_scrapers_entry_cached(api, clock, flood):
+    """However many tokens a caller without the right sends, and however fast (here never
+    limited), Prometheus' token and its allowance stay cached: no review for its scrapes."""
+    auth = MetricsAuth(api, clock=clock, token_cache_size=8, review_cache_size=8, new_token_qps=1e9)
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+    made = len(api.calls)
+    for i in range(1000):
+        if flood != "forged":
+            api.tokens[f"flood-{i}"] = f"system:serviceaccount:tenant:sa-{i}"
+        clock.now += rules.TOKEN_TTL / 1000 / 2  # all within the scraper's token TTL
+        assert (await auth.decide(f"Bearer flood-{i}", "GET", "/metrics")).status in (401, 403)
+        if i % 100 == 0:
+            before = len(api.calls)
+            assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+            assert len(api.calls) == before
+    assert len(api.calls) - made == (1000 if flood == "forged" else 2000)
+    assert len(auth.tokens.known) == 1 and len(auth.tokens.refused) == 8
+
+
+async def test_new_tokens_beyond_the_rate_get_429_without_a_review_and_known_ones_do_not_wait(api, clock):
+    observed = Observed()
+    auth = MetricsAuth(api, clock=clock, new_token_qps=0.5, new_token_burst=3, observe=observed)
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed  # takes one of the burst
+    answers = [(await auth.decide(f"Bearer bogus-{i}", "GET", "/metrics")).status for i in range(50)]
+    assert answers == [401, 401] + [429] * 48
+    assert rules.TOO_MANY.message == "Too many new tokens to review, retry later"
+    assert api.kinds() == ["tokenreviews", "subjectaccessreviews"] + ["tokenreviews"] * 2
+    # A token reviewed before is answered from its cache, limit or not (a refused one too).
+    assert (await auth.decide("Bearer bogus-0", "GET", "/metrics")).status == 401
+    # The scraper's token is due for a renewal: a known token's review is not limited.
+    clock.now += rules.TOKEN_TTL
+    auth.new_tokens = RateLimit(0.5, 1)
+    assert auth.new_tokens.take(clock.now)  # the bucket is empty again
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+    assert api.kinds()[-1] == "tokenreviews" and len(api.calls) == 5
+    assert (await auth.decide("Bearer another", "GET", "/metrics")).status == 429
+    clock.now += 1 / 0.5  # one token's worth of time later: one more new token reviewed
+    assert (await auth.decide("Bearer another", "GET", "/metrics")).status == 401
+    assert (await auth.decide("Bearer yet-another", "GET", "/metrics")).status == 429
+    assert observed.counts == {
+        ("tokenreview", "authenticated"): 2,
+        ("subjectaccessreview", "allowed"): 1,
+        ("tokenreview", "unauthenticated"): 3,
+        ("limited", "rate"): 50,
+    }
+
+
+async def test_new_tokens_reviews_in_flight_are_bounded_and_the_rest_answered_429_at_once(api, clock):
+    """A slow API server: no more than the bound of new tokens' reviews wait on it; the others
+    are refused at once (no request piles up), a known token's renewal still gets through."""
+    observed = Observed()
+    auth = MetricsAuth(api, clock=clock, new_token_qps=1e9, new_reviews_in_flight=3, observe=observed)
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+    clock.now += rules.TOKEN_TTL
+    api.gate = asyncio.Event()
+    waiting = [asyncio.create_task(auth.decide(f"Bearer bogus-{i}", "GET", "/metrics")) for i in range(3)]
+    renewal = asyncio.create_task(auth.decide("Bearer good", "GET", "/metrics"))
+    joined = asyncio.create_task(auth.decide("Bearer bogus-0", "GET", "/metrics"))  # same token: joins
+    for _ in range(3):
+        await asyncio.sleep(0)
+    refused = [await auth.decide(f"Bearer more-{i}", "GET", "/metrics") for i in range(20)]
+    assert {d.status for d in refused} == {429}
+    assert len(api.calls) == 2 + 3 + 1  # the first scrape's two, three new tokens', the renewal
+    api.gate.set()
+    assert [d.status for d in await asyncio.gather(*waiting, joined)] == [401] * 4
+    assert (await renewal).allowed
+    assert observed.counts[("limited", "in_flight")] == 20
+    assert auth._new_in_flight == 0
+    # With room again, a new token is reviewed.
+    assert (await auth.decide("Bearer more-0", "GET", "/metrics")).status == 401
+
+
+async def test_an_authenticated_new_token_is_limited_until_allowed(api, clock):
+    """A valid token of an account without the right: its SubjectAccessReview counts among the
+    limited reviews in flight; once allowed, its reviews are a known token's."""
+    api.gate = asyncio.Event()
+    auth = MetricsAuth(api, clock=clock, new_token_qps=1e9, new_reviews_in_flight=1)
+    first = asyncio.create_task(auth.decide("Bearer other", "GET", "/metrics"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).status == 429
+    api.gate.set()
+    assert (await first).status == 403
+    assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+    assert auth.tokens.get(auth._key("good"), clock.now).known
+    assert not auth.tokens.get(auth._key("other"), clock.now).known
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    flood=st.lists(
+        st.tuples(st.sampled_from(["forged", "valid", "repeat"]), st.floats(min_value=0, max_value=1)),
+        max_size=300,
+    ),
+    sizes=st.tuples(st.integers(min_value=1, max_value=16), st.integers(min_value=1, max_value=16)),
+)
+def test_no_sequence_of_refused_tokens_evicts_the_scrapers_entries(flood, sizes):
+    """Whatever mix of forged tokens, valid tokens of accounts without the right and repeats,
+    at whatever pace within the scraper's token TTL, and whatever the caches' bounds: the
+    scraper's token and allowance stay cached (its scrapes make no review)."""
+
+    async def run() -> None:
+        api, clock = FakeAPI(), Clock()
+        auth = MetricsAuth(
+            api, clock=clock, token_cache_size=sizes[0], review_cache_size=sizes[1], new_token_qps=1e9
+        )
+        assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+        pace = (rules.TOKEN_TTL - 1) / max(1, sum(step for _, step in flood))
+        for i, (kind, step) in enumerate(flood):
+            clock.now += step * pace
+            token = {"forged": f"forged-{i}", "valid": f"valid-{i}", "repeat": "valid-0"}[kind]
+            if kind != "forged":
+                api.tokens[token] = f"system:serviceaccount:tenant:{token}"
+            assert not (await auth.decide(f"Bearer {token}", "GET", "/metrics")).allowed
+            made = len(api.calls)
+            assert (await auth.decide("Bearer good", "GET", "/metrics")).allowed
+            assert len(api.calls) == made
+
+    asyncio.run(run())

@@ -2,6 +2,7 @@ import asyncio
 import functools
 import inspect
 import shutil
+import ssl
 import subprocess
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 import aiohttp
 import kopf
 import pytest
+from aiohttp import web
 from kopf._cogs.clients import watching
 from kopf._cogs.structs import references
 from kopf._core.actions import lifecycles
@@ -17,7 +19,8 @@ from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, orchestration, processing, queueing
 
 from localcluster.process import free_port
-from shared.controller import kopf_adapter, serving
+from shared.api.metricsauth import RateLimit
+from shared.controller import certs, kopf_adapter, serving
 from shared.controller.kopf_adapter import track_watches
 from shared.controller.metrics import Metrics
 from shared.controller.serving import Endpoints, Readiness
@@ -397,3 +400,133 @@ async def test_direct_handling_is_ready_once_every_listed_object_is_handled_and_
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         undo()
+
+
+# -- the metrics port's TLS gate --------------------------------------------------------------
+
+
+def _tls_client() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    return ctx
+
+
+async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """One keep-alive ``GET /x`` on an open connection: the status code."""
+    writer.write(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
+async def _tls_connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, ssl=_tls_client())
+
+
+async def _refused(port: int) -> bool:
+    """Whether a TLS connection to ``port`` is closed before its handshake completes."""
+    try:
+        _, writer = await _tls_connect(port)
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+        return True
+    writer.close()
+    return False
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let the event loop run until ``condition`` holds (a generous deadline, no timing)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never held")
+
+
+@pytest.fixture
+async def gated():
+    """An aiohttp app behind a :class:`serving.TLSGate` (its bounds set by each test)."""
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/x", ok)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    refused: list[str] = []
+    assert runner.server is not None
+    gate = serving.TLSGate(runner.server, certs.server_context(), refused=refused.append)
+    port = free_port()
+    server = await asyncio.get_running_loop().create_server(gate, "127.0.0.1", port)
+    yield gate, port, refused
+    server.close()
+    await runner.cleanup()
+
+
+async def test_the_gate_bounds_connections_open_at_once_handshakes_included(gated):
+    """Connections that never finish their handshake hold their slots (until the handshake
+    timeout); one more is closed before any handshake; a slot freed is a slot reused."""
+    gate, port, refused = gated
+    gate.connections = 2
+    idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]  # no TLS hello
+    await _until(lambda: gate.open == 2)
+    assert await _refused(port)
+    assert refused == ["connections"] and gate.open == 2
+    idle[0][1].close()
+    await _until(lambda: gate.open == 1)
+    reader, writer = await _tls_connect(port)
+    assert await _get(reader, writer) == 200
+    assert await _get(reader, writer) == 200  # keep-alive: one handshake, many requests
+    writer.close()
+    idle[1][1].close()
+    await _until(lambda: gate.open == 0)
+
+
+async def test_the_gate_bounds_new_handshakes_a_second_and_open_connections_keep_serving(gated):
+    gate, port, refused = gated
+    now = [100.0]
+    gate.clock = lambda: now[0]
+    gate.handshakes = RateLimit(1.0, 2)
+    first = await _tls_connect(port)
+    second = await _tls_connect(port)
+    assert [await _refused(port) for _ in range(5)] == [True] * 5
+    assert refused == ["handshakes"] * 5
+    # The scraper's open connection is not cut off by the flood of new ones.
+    assert await _get(*first) == 200 and await _get(*second) == 200
+    now[0] += 1.0  # one handshake's worth of time later
+    third = await _tls_connect(port)
+    assert await _get(*third) == 200
+    for _, writer in (first, second, third):
+        writer.close()
+    await _until(lambda: gate.open == 0)
+
+
+async def test_plain_http_on_the_gated_port_ends_in_a_failed_handshake_and_frees_its_slot(gated):
+    gate, port, _ = gated
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    await writer.drain()
+    assert await reader.read() == b""  # closed without an HTTP answer
+    await _until(lambda: gate.open == 0)
+
+
+async def test_endpoints_count_connections_their_gate_refused():
+    metrics = Metrics()
+    endpoints = Endpoints(
+        metrics, Readiness(), free_port(), free_port(), host="127.0.0.1", metrics_tls=certs.server_context()
+    )
+    await endpoints.start()
+    try:
+        assert endpoints.gate is not None
+        endpoints.gate.connections = 0
+        assert await _refused(endpoints.metrics_port)
+        assert b'metrics_auth_limited_total{limit="connections"} 1.0' in metrics.exposition()
+        assert b'metrics_auth_limited_total{limit="handshakes"} 0.0' in metrics.exposition()
+    finally:
+        await endpoints.stop()

@@ -1,6 +1,7 @@
 """``make bundle``: render the OLM bundle (registry+v1) from the same sources as the operators.
 
-    python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py] [--check]
+    python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
+        [--monitoring-namespace monitoring ...] [--check]
 
 Sources: each registered operator's description (``operators/<name>/description.py``: its
 CRD and descriptors from ``schema.py``, permissions derived from it, display text, resources,
@@ -371,10 +372,27 @@ def disruption_budget(op: OperatorDescription) -> dict[str, Any]:
     }
 
 
-def network_policy(op: OperatorDescription) -> dict[str, Any]:
-    """Ingress to the operator's pods only on its metrics and probe ports (issue #25).
+# Where Prometheus runs, the only namespace whose pods may reach the metrics port
+# (`--monitoring-namespace`): kube-prometheus' and the Prometheus Operator's Helm chart's
+# usual namespace. OpenShift's: `openshift-monitoring` (platform) and
+# `openshift-user-workload-monitoring` (user workloads).
+DEFAULT_MONITORING_NAMESPACES = ("monitoring",)
+# Set by the API server on every namespace to the namespace's name (Kubernetes 1.22+), and
+# reset if anyone writes another value: a tenant cannot make their namespace match.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-    Selects what the Deployment selects. The operators serve nothing else: their work is
+
+def network_policy(
+    op: OperatorDescription, monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES
+) -> dict[str, Any]:
+    """Ingress to the operator's pods only on its metrics port, from the
+    ``monitoring_namespaces``, and on its probe port.
+
+    Selects what the Deployment selects. The metrics port admits pods of the monitoring
+    namespaces only: every other pod's connections are dropped before a TLS handshake or a
+    TokenReview costs the operator anything. The probe port stays open to every source: the
+    kubelet probes from the node's address, which is the cluster's (and most CNIs let a node
+    reach its own pods whatever the policy). The operators serve nothing else: their work is
     outbound, to the API server. So egress stays open: the API server's address is the
     cluster's (the ``kubernetes`` Service is rewritten to the endpoints' addresses before most
     CNIs apply a policy, and those are host or load-balancer addresses that differ per cluster),
@@ -382,6 +400,8 @@ def network_policy(op: OperatorDescription) -> dict[str, Any]:
     before v0.32 fails the whole InstallPlan on a NetworkPolicy, and the pinned operator-sdk's
     ``bundle validate`` refuses the kind (docs/operations/install.md).
     """
+    if not monitoring_namespaces:
+        raise ValueError("the metrics port needs at least one monitoring namespace")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -392,16 +412,17 @@ def network_policy(op: OperatorDescription) -> dict[str, Any]:
         "spec": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/name": op.deployment}},
             "policyTypes": ["Ingress"],
+            # Numbers, not the container ports' names: every CNI that enforces policies
+            # understands them.
             "ingress": [
                 {
-                    # From anywhere: where Prometheus runs, and the kubelet's address, are the
-                    # cluster's. Numbers, not the container ports' names: every CNI that
-                    # enforces policies understands them.
-                    "ports": [
-                        {"port": DEFAULT_METRICS_PORT, "protocol": "TCP"},
-                        {"port": DEFAULT_PROBE_PORT, "protocol": "TCP"},
-                    ]
-                }
+                    "from": [
+                        {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
+                        for namespace in monitoring_namespaces
+                    ],
+                    "ports": [{"port": DEFAULT_METRICS_PORT, "protocol": "TCP"}],
+                },
+                {"ports": [{"port": DEFAULT_PROBE_PORT, "protocol": "TCP"}]},
             ],
         },
     }
@@ -555,7 +576,9 @@ INSTALL_NAMESPACE = PACKAGE
 PSA_MODES = ("enforce", "audit", "warn")
 
 
-def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
+def plain_install(
+    version: str, registry: str, monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES
+) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
     the kind's editor/viewer ClusterRoles, Deployment, PodDisruptionBudget, Service,
     NetworkPolicy; the metrics-reader ClusterRole and the ValidatingAdmissionPolicies.
@@ -632,7 +655,7 @@ def plain_install(version: str, registry: str) -> list[dict[str, Any]]:
                 "metadata": {**metrics_service(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
             {
-                **network_policy(op),
+                **network_policy(op, monitoring_namespaces),
                 "metadata": {**network_policy(op)["metadata"], "namespace": INSTALL_NAMESPACE},
             },
         ]
@@ -737,7 +760,9 @@ def _yaml(doc: Mapping[str, Any]) -> str:
     return to_yaml(doc, GENERATED)
 
 
-def render(version: str, registry: str) -> dict[Path, str]:
+def render(
+    version: str, registry: str, monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES
+) -> dict[Path, str]:
     ops = descriptions()
     files: dict[Path, str] = manifests_render()
     manifests = BUNDLE / "manifests"
@@ -766,9 +791,11 @@ def render(version: str, registry: str) -> dict[Path, str]:
         monitoring.prometheus_rule()
     )
     files[REPO / "docs" / "grafana-dashboard.json"] = monitoring.dashboard_json()
-    docs = "".join("---\n" + to_yaml(doc, "") for doc in plain_install(version, registry))
+    docs = "".join(
+        "---\n" + to_yaml(doc, "") for doc in plain_install(version, registry, monitoring_namespaces)
+    )
     files[REPO / "deploy" / "install.yaml"] = "# Install without OLM. " + GENERATED[2:] + docs
-    policies = "".join("---\n" + to_yaml(network_policy(op), "") for op in ops)
+    policies = "".join("---\n" + to_yaml(network_policy(op, monitoring_namespaces), "") for op in ops)
     files[REPO / "deploy" / "network-policies.yaml"] = (
         "# The operators' NetworkPolicies, for an OLM install (deploy/install.yaml has them):\n"
         "#   kubectl apply -n <the operators' namespace> -f deploy/network-policies.yaml\n"
@@ -805,9 +832,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default=shared.__version__)
     parser.add_argument("--registry", default=DEFAULT_REGISTRY)
+    parser.add_argument(
+        "--monitoring-namespace",
+        action="append",
+        dest="monitoring",
+        metavar="NAMESPACE",
+        help="the only namespace whose pods may reach the metrics port (repeat for several; "
+        f"default: {', '.join(DEFAULT_MONITORING_NAMESPACES)})",
+    )
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
-    files = render(args.version, args.registry)
+    files = render(args.version, args.registry, args.monitoring or DEFAULT_MONITORING_NAMESPACES)
     extra = [p for p in (BUNDLE / "manifests").glob("*.yaml") if p not in files]
     return sync(files, check=args.check, what="bundle out of date (run `make bundle`)", extra=extra)
 
