@@ -30,7 +30,6 @@ sequence of instants.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Mapping
@@ -185,8 +184,7 @@ class Aggregator:
             return dict(event), event_key(event)
         # Keep the set at its bound: one message is enough to stay over it.
         group.messages.pop()
-        combined = copy.deepcopy(dict(event))
-        combined["message"] = cut(AGGREGATE_PREFIX + event.get("message", ""))
+        combined = {**event, "message": cut(AGGREGATE_PREFIX + event.get("message", ""))}
         return combined, ("aggregate", *key)
 
 
