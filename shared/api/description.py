@@ -197,8 +197,8 @@ class OperatorDescription:
             # admission plugin is on (OpenShift; the local API server), setting it needs update here.
             rules.append({"apiGroups": [group], "resources": [f"{plural}/finalizers"], "verbs": ["update"]})
         rules += [rule for r in self.resources for rule in r.rules()]
-        # shared.client.events: Events about the objects it reconciles.
-        rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+        # shared.client.events: Events about the objects it reconciles, patched as they recur.
+        rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]})
         # shared.client.leader (--leader-elect, on in the bundle): its Lease, read and renewed by
         # name, created when missing.
         rules += leases.rules(self.app)

@@ -6,40 +6,54 @@ operator's :class:`~shared.client.kube.KubeClient`, so the leader-election fence
 ``rest_client_*`` metrics cover Events like every other write: on a standby an Event is refused
 by the fence and dropped, never posted.
 
+Every Event goes through client-go's correlator first (:mod:`shared.api.correlator`): one that
+recurs (a pass failing the same way on every retry) is posted once and then patched, its
+``count`` growing; similar ones with ever different messages are combined after a few; and what
+one object reports beyond a burst is dropped. So a failing object costs one Event, not one per
+retry.
+
 Recording never blocks a reconcile pass and never fails it: :meth:`EventRecorder.record` files
-the Event and a background task posts it, a few at once (``MAX_IN_FLIGHT``), started in the
-order recorded. An Event the API server refuses (a quota on Events, a
-namespace being deleted, an outage) is logged and dropped, as client-go drops it after its
-retries; the queue is bounded, so an outage cannot grow memory without end (the oldest are
-dropped first, counted in the log).
+the Event and a background task writes it, a few at once (``MAX_IN_FLIGHT``). Writes wait in
+one queue per namespace, taken round-robin (:class:`~shared.api.correlator.FairQueue`), so
+one tenant's flood of Events delays another's by at most one write per turn and, when the
+bound is reached, drops its own oldest, never another namespace's. An Event the API server
+refuses (a quota on Events, a namespace being deleted, an outage) is logged and dropped, as
+client-go drops it after its retries.
 
 Events share the client's rate limit (``--kube-api-qps``, none by default) and connections with
 every other write, as they do in client-go. So a burst (3000 new WebServers: 3000 pod creates,
 6000 status writes, 3000 Events, at a limit of 50 QPS) can leave Events waiting for minutes:
 the bound is set for such a burst, not for client-go's 1000 (which dropped 1358 of the 3000 in
-the scale benchmark), at about 1 KiB each.
+the scale benchmark), at about 1 KiB each. One namespace may fill all of it while the others
+are quiet: the total is kept by dropping from the namespace holding the most.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.client.kube import KubeClient, reason_of
+from shared.api.correlator import MAX_MESSAGE, Correlator, FairQueue, Series, Write, cut
+from shared.client.kube import ApiError, KubeClient, reason_of
 from shared.client.leader import NotLeaderError
 
+__all__ = ["MAX_MESSAGE", "EventRecorder", "event_manifest"]
+
 logger = logging.getLogger("shared.events")
-MAX_MESSAGE = 1024  # the API server refuses longer Event messages (client-go cuts them too)
-MAX_QUEUED = 4096  # about 4 MiB of queued Events at most
+MAX_QUEUED = 4096  # Events waiting to be written, about 4 MiB at most
+MAX_QUEUED_PER_NAMESPACE = MAX_QUEUED  # one namespace alone may use all of it (see above)
 # Posts in flight at once. One at a time, an Event cost a round trip each, so the recorder fell
 # behind its producers at about 500-700 a minute (200 scheduled Netperfs produced 1200 a minute,
 # tools/bench/netperf_schedule.py) and its bounded queue then dropped the oldest. A few
 # overlap on the client's connections without taking them from the passes' own writes.
 MAX_IN_FLIGHT = 4
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def event_manifest(
@@ -49,8 +63,7 @@ def event_manifest(
     meta = body["metadata"]
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     micro = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    if len(message) > MAX_MESSAGE:
-        message = message[: MAX_MESSAGE - 3] + "..."
+    message = cut(message)
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -78,8 +91,12 @@ def event_manifest(
 
 
 class EventRecorder:
-    """Posts Events in the background, started in the order recorded, at most ``max_in_flight``
-    at once (see the module docstring)."""
+    """Correlates Events and writes them in the background, taking turns by namespace, at most
+    ``max_in_flight`` at once (see the module docstring).
+
+    ``dropped`` counts the occurrences dropped from a full queue, ``filtered`` those the spam
+    filter dropped.
+    """
 
     def __init__(
         self,
@@ -87,35 +104,57 @@ class EventRecorder:
         component: str,
         *,
         max_queued: int = MAX_QUEUED,
+        max_queued_per_namespace: int = MAX_QUEUED_PER_NAMESPACE,
         max_in_flight: int = MAX_IN_FLIGHT,
+        correlator: Correlator | None = None,
+        now: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
         self.kube = kube
         self.component = component
-        self._queue: collections.deque[dict[str, Any]] = collections.deque()
-        self._max_queued = max_queued
+        self.correlator = correlator if correlator is not None else Correlator()
+        self._now = now
+        self._queue: FairQueue[Series] = FairQueue(max_queued, max_queued_per_namespace)
         self._max_in_flight = max_in_flight
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._idle: asyncio.Event | None = None
         self.dropped = 0
+        self.filtered = 0
 
     def record(self, body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
         """File an Event about ``body``; returns at once (call on the event loop)."""
+        now = self._now()
         event = event_manifest(
-            body,
-            type=type,
-            reason=reason,
-            message=message,
-            component=self.component,
-            now=datetime.datetime.now(datetime.UTC),
+            body, type=type, reason=reason, message=message, component=self.component, now=now
         )
-        if len(self._queue) >= self._max_queued:
-            self._queue.popleft()
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                logger.warning(f"{self.dropped} Events dropped: the API server does not take them")
-        self._queue.append(event)
+        series = self.correlator.correlate(event, now.timestamp())
+        if series is None:
+            self.filtered += 1
+            if self.filtered == 1 or self.filtered % 100 == 0:
+                meta = body["metadata"]
+                logger.info(
+                    f"{self.filtered} Events dropped by the spam filter, the latest {reason} about "
+                    f"{body.get('kind', '')} {meta['namespace']}/{meta['name']}"
+                )
+            return
+        if not series.queued and not series.writing:
+            self._enqueue(series)
         self._start()
+
+    def _enqueue(self, series: Series) -> None:
+        series.queued = True
+        dropped = self._queue.put(series.namespace, series)
+        if dropped is None:
+            return
+        dropped.queued = False
+        before = self.dropped
+        self.dropped += dropped.pending
+        dropped.pending, dropped.latest = 0, None
+        if before == 0 or self.dropped // 100 > before // 100:
+            logger.warning(
+                f"{self.dropped} Events dropped: the API server does not take them as fast as "
+                f"they come (the latest from namespace {dropped.namespace})"
+            )
 
     def _start(self) -> None:
         if self._task is None or self._task.done():
@@ -131,7 +170,9 @@ class EventRecorder:
         try:
             while True:
                 while self._queue and len(in_flight) < self._max_in_flight:
-                    in_flight.add(asyncio.create_task(self._post(self._queue.popleft())))
+                    series = self._queue.take()
+                    series.queued, series.writing = False, True
+                    in_flight.add(asyncio.create_task(self._write(series)))
                 if in_flight:
                     _, pending = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                     in_flight = set(pending)
@@ -143,26 +184,45 @@ class EventRecorder:
             for task in in_flight:
                 task.cancel()
 
-    async def _post(self, event: Mapping[str, Any]) -> None:
-        namespace = event["metadata"]["namespace"]
+    async def _write(self, series: Series) -> None:
+        """Write what ``series`` has pending; occurrences that came meanwhile queue it again."""
+        write = series.take()
         try:
-            await self.kube.create(f"/api/v1/namespaces/{namespace}/events", event)
+            series.written(write, await self._send(series, write))
         except NotLeaderError:
-            logger.debug(f"Event {event['reason']} not posted: not the leader")
+            logger.debug(f"Event {write.event['reason']} not posted: not the leader")
         except Exception as exc:
-            obj = event["involvedObject"]
+            obj = write.event["involvedObject"]
             logger.warning(
-                f"Event {event['reason']} about {obj['kind']} {namespace}/{obj['name']} not posted: "
-                f"{reason_of(exc) or repr(exc)}"
+                f"Event {write.event['reason']} about {obj['kind']} {series.namespace}/{obj['name']} "
+                f"not posted: {reason_of(exc) or repr(exc)}"
             )
+        finally:
+            series.writing = False
+            if series.pending and not series.queued:
+                self._enqueue(series)
+
+    async def _send(self, series: Series, write: Write) -> str:
+        """The name of the Event ``write`` wrote."""
+        events = f"/api/v1/namespaces/{series.namespace}/events"
+        if write.verb == "patch":
+            try:
+                await self.kube.merge_patch(f"{events}/{write.name}", write.body)
+                return write.name
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            write = series.post(write)  # the Event expired (or was deleted): post it anew
+        created = await self.kube.create(events, write.body)
+        return str(created.get("metadata", {}).get("name", ""))
 
     async def flush(self) -> None:
-        """Wait until every Event recorded so far was posted or dropped."""
+        """Wait until every Event recorded so far was written or dropped."""
         if self._task is not None and not self._task.done() and self._idle is not None:
             await self._idle.wait()
 
     async def close(self, timeout: float = 5.0) -> None:
-        """Post what is queued (for up to ``timeout`` seconds), then stop."""
+        """Write what is queued (for up to ``timeout`` seconds), then stop."""
         if self._task is None:
             return
         try:

@@ -446,13 +446,21 @@ class FakeKube(KubeClient):
         return [a.key for a in actions]
 
     def events(self) -> list[tuple[str, str, str]]:
-        """(type, reason, message) of each Event created (core/v1 or events.k8s.io/v1), in order:
-        what a test asserts on a pass's Events, like client-go's ``FakeRecorder``."""
-        return [
-            (a.body.get("type", ""), a.body.get("reason", ""), a.body.get("message", a.body.get("note", "")))
-            for a in self.actions
-            if a.verb == "create" and a.resource == "events" and isinstance(a.body, Mapping)
-        ]
+        """(type, reason, message) of each Event created (core/v1 or events.k8s.io/v1) or patched
+        (an Event that recurred: its count grown), in order: what a test asserts on a pass's
+        Events, like client-go's ``FakeRecorder``."""
+        reported = []
+        for a in self.actions:
+            if a.resource != "events" or not isinstance(a.body, Mapping):
+                continue
+            if a.verb == "create":
+                message = a.body.get("message", a.body.get("note", ""))
+                reported.append((a.body.get("type", ""), a.body.get("reason", ""), message))
+            elif a.verb == "patch":
+                stored = self.object(f"/api/v1/namespaces/{a.namespace}/events/{a.name}") or {}
+                message = a.body.get("message", stored.get("message", ""))
+                reported.append((stored.get("type", ""), stored.get("reason", ""), message))
+        return reported
 
     def clear_actions(self) -> None:
         self.actions.clear()

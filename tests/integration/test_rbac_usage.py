@@ -12,6 +12,7 @@ resource[/subresource], verb) triples the log shows with the ones the CSV grants
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -81,6 +82,20 @@ def admission_only(triple: Triple) -> bool:
     )
 
 
+def recurs(cluster: Cluster, namespace: str, name: str, reason: str) -> None:
+    """Wait until the Event ``reason`` about ``name`` was patched: counted twice (a pass that
+    fails the same way on every retry reports it again)."""
+    core = client.CoreV1Api(cluster.api)
+    wait_for(
+        lambda: any(
+            e.reason == reason and (e.count or 1) >= 2
+            for e in core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+        ),
+        60,
+        f"the {reason} Event about {name} patched",
+    )
+
+
 def webserver_tour(cluster: Cluster, namespace: str) -> None:
     co, core = client.CustomObjectsApi(cluster.api), client.CoreV1Api(cluster.api)
     args = ("demo.k8s.io", "v1alpha1", namespace, "webservers")
@@ -117,6 +132,7 @@ def webserver_tour(cluster: Cluster, namespace: str) -> None:
         60,
         "ServiceConflict reported",
     )
+    recurs(cluster, namespace, "taken", "ServiceConflict")  # its Event patched on every retry
     # A stranger's PodDisruptionBudget with the name: the operator reads it to tell.
     pdbs.create_namespaced_pod_disruption_budget(
         namespace,
@@ -233,6 +249,7 @@ def tdset_tour(cluster: Cluster, namespace: str) -> None:
     )
     tdsets.create(cluster, namespace, "taken", tdsets.steady(1))
     tdsets.wait_event(cluster, namespace, "taken", "DeploymentConflict")
+    recurs(cluster, namespace, "taken", "DeploymentConflict")  # its Event patched on every retry
     # And a stranger's Service: read after AlreadyExists, reported, left alone.
     core.create_namespaced_service(namespace, {**STRANGER_SERVICE, "metadata": {"name": "svc-taken"}})
     tdsets.create(cluster, namespace, "svc-taken", tdsets.steady(1, service={"port": 80}))
@@ -321,6 +338,33 @@ def netperf_tour(cluster: Cluster, namespace: str) -> None:
     )
     netperfs.create(cluster, namespace, "svc-taken", {"path": "service"})
     assert netperfs.phase_is(cluster, namespace, "svc-taken", "Error")["reason"] == "ServiceConflict"
+    # A pod holding the server pod's name, still controlled by a deleted Netperf of the same
+    # name: the Netperf waits for it, reporting so on every retry (its Event patched). The pod
+    # stays (a finalizer; never scheduled) until the tour lets it go.
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": "waiting-server-1",
+                "finalizers": ["test.k8s-operators-py.dev/hold"],
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{netperfs.GROUP}/{netperfs.VERSION}",
+                        "kind": "Netperf",
+                        "name": "waiting",
+                        "uid": str(uuid.uuid4()),
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {**STRANGER_POD_SPEC, "schedulingGates": [{"name": "test.k8s-operators-py.dev/hold"}]},
+        },
+    )
+    netperfs.create(cluster, namespace, "waiting", {})
+    recurs(cluster, namespace, "waiting", "WaitingForPodName")
+    core.patch_namespaced_pod("waiting-server-1", namespace, {"metadata": {"finalizers": None}})
+    with contextlib.suppress(ApiException):
+        core.delete_namespaced_pod("waiting-server-1", namespace)
     # The host path reads the namespace's Pod Security label first (get on namespaces).
     core.patch_namespace(
         namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}

@@ -118,7 +118,7 @@ def test_the_builder_wires_what_the_description_declares(name):
     for watch in watches:
         assert {"list", "watch"} <= _granted(op, watch.group, watch.plural), watch.plural
     assert "patch" in _granted(op, op.crd.group, f"{op.crd.plural}/status")
-    assert "create" in _granted(op, "", "events")
+    assert {"create", "patch"} <= _granted(op, "", "events")  # posted, then patched as they recur
     for resource in op.resources:
         assert set(resource.verbs) <= _granted(op, resource.group, resource.plural), resource
         assert set(resource.scale) <= _granted(op, resource.group, f"{resource.plural}/scale"), resource

@@ -486,6 +486,12 @@ async def test_events_are_actions_that_a_test_can_set_aside():
     assert kube.events() == [("Warning", "R", "m"), ("Normal", "S", "n")]
     assert kube.keys(ignore=["events"]) == [("create", "configmaps", NS, "c", "")]
     assert [a.resource for a in kube.writes(ignore=["configmaps"])] == ["events", "events"]
+    # An Event that recurs is patched (its count grown): reported again, with its latest message.
+    (posted,) = [o for o in kube.objects("events", NS) if o["reason"] == "R"]
+    await kube.merge_patch(
+        namespaced(NS, "events", posted["metadata"]["name"]), {"count": 2, "message": "m2"}
+    )
+    assert kube.events()[-1] == ("Warning", "R", "m2")
 
 
 async def test_methods_a_path_does_not_allow_are_refused():
