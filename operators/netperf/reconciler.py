@@ -51,6 +51,7 @@ from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership, podsecurity
 from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import ApiError, SupersededError, reason_of
+from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.watches import Watch
@@ -281,6 +282,11 @@ class NetperfReconciler:
 
     def watches(self) -> Sequence[Watch]:
         return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
+
+    @property
+    def statuses(self) -> StatusWriter:
+        """The status writer: the builder reports an exception a pass did not through it."""
+        return self.api.status
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)

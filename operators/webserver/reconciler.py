@@ -37,6 +37,7 @@ from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
 from shared.client.kube import ApiError, reason_of
 from shared.client.services import converge as converge_service
+from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.watches import Watch
@@ -141,6 +142,11 @@ class WebServerReconciler:
                 {CONFIG_LABEL: "true"},
             ),
         ]
+
+    @property
+    def statuses(self) -> StatusWriter:
+        """The status writer: the builder reports an exception a pass did not through it."""
+        return self.api.status
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
