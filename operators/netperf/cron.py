@@ -58,7 +58,7 @@ def load_zone(name: str) -> zoneinfo.ZoneInfo:
     """The IANA zone ``name``; raises ValueError with a readable message when unknown."""
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError) as exc:
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown time zone {name!r} (expected an IANA name such as Europe/Berlin)") from exc
 
 
