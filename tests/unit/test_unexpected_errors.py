@@ -40,14 +40,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("description", "reconciler", "api_version", "kind", "plural", "spec"),
-    CASES,
-    ids=["tdset", "netperf", "webserver"],
-)
-def test_an_exception_a_pass_did_not_report_is_a_condition_and_one_event(
-    monkeypatch, description, reconciler, api_version, kind, plural, spec
-):
+@pytest.mark.parametrize("case", CASES, ids=["tdset", "netperf", "webserver"])
+def test_an_exception_a_pass_did_not_report_is_a_condition_and_one_event(monkeypatch, case):
+    description, reconciler, api_version, kind, plural, spec = case
     body = {
         "apiVersion": api_version,
         "kind": kind,
