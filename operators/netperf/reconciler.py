@@ -53,7 +53,7 @@ from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import ApiError, SupersededError, reason_of
 from shared.client.statuses import StatusWriter
 from shared.controller import caches
-from shared.controller.builder import Context
+from shared.controller.builder import Context, report_failure
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
@@ -605,7 +605,14 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            await report_failure(
+                body,
+                "FailedUpdate",
+                reason_of(exc),
+                statuses=self.api.status,
+                events=self.ctx.events,
+                clock=self.clock,
+            )
             raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
 
     async def _step(
@@ -720,7 +727,14 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            await report_failure(
+                body,
+                "FailedUpdate",
+                reason_of(exc),
+                statuses=self.api.status,
+                events=self.ctx.events,
+                clock=self.clock,
+            )
             raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
         if delay is None:
             return wake

@@ -192,28 +192,43 @@ async def report_unexpected(
     events: EventRecorder,
     clock: Clock,
 ) -> str:
-    """Report an exception a pass did not report itself: ``Degraded`` and ``Reconciling`` True
-    with :data:`UNEXPECTED` in the object's status (through ``statuses``, the writer the
-    reconciler writes with, so its own next write starts from it), and a Warning Event when
-    the condition changes (not once per retry). Returns the message."""
+    """Report an exception a pass did not report itself (:func:`report_failure` with
+    :data:`UNEXPECTED` and the exception named); returns the message."""
     meta = body.get("metadata") or {}
     message = f"the reconcile pass failed: {type(exc).__name__}: {exc}"[:_MAX_MESSAGE]
     logger.error(f"{meta.get('namespace')}/{meta.get('name')}: {message}", exc_info=exc)
+    await report_failure(body, UNEXPECTED, message, statuses=statuses, events=events, clock=clock)
+    return message
+
+
+async def report_failure(
+    body: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    statuses: StatusWriter | None,
+    events: EventRecorder,
+    clock: Clock,
+) -> None:
+    """``Degraded`` and ``Reconciling`` True with ``reason`` in the object's status (through
+    ``statuses``, the writer the reconciler writes with, so its own next write starts from it),
+    and a Warning Event when the condition changes (not once per retry). A status write that
+    fails is logged: the Event is out, and the retry writes again."""
+    meta = body.get("metadata") or {}
     current = statuses.current(body) if statuses is not None else {}
     before = conditions.get(current.get("conditions"), conditions.DEGRADED) or {}
-    if (before.get("status"), before.get("reason"), before.get("message")) != ("True", UNEXPECTED, message):
-        events.record(body, type="Warning", reason=UNEXPECTED, message=message)
+    if (before.get("status"), before.get("reason"), before.get("message")) != ("True", reason, message):
+        events.record(body, type="Warning", reason=reason, message=message)
     if statuses is None:
-        return message
+        return
     now, generation = clock.now(), int(meta.get("generation") or 0)
-    cause = conditions.make(conditions.DEGRADED, True, UNEXPECTED, message, generation=generation, now=now)
-    readiness = conditions.readiness(reconciling=(UNEXPECTED, message), generation=generation, now=now)
+    cause = conditions.make(conditions.DEGRADED, True, reason, message, generation=generation, now=now)
+    readiness = conditions.readiness(reconciling=(reason, message), generation=generation, now=now)
     try:
         await statuses.write(
             body, {**current, "conditions": conditions.set_all(current.get("conditions"), cause, *readiness)}
         )
     except SupersededError:
         raise
-    except Exception as write_failed:  # the Event is out; the retry writes again
+    except Exception as write_failed:
         logger.warning(f"{meta.get('namespace')}/{meta.get('name')}: writing the status: {write_failed!r}")
-    return message
