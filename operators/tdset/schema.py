@@ -371,13 +371,12 @@ CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
                 "description": f"Holidays, e.g. 2026-12-25 (in the years {EARLIEST_YEAR} to {LATEST_YEAR}).",
                 "maxItems": MAX_HOLIDAYS,
                 "x-kubernetes-list-type": "set",
-                "items": {
-                    "type": "string",
-                    "minLength": 10,
-                    "maxLength": 10,
-                    "pattern": DATE_PATTERN,
-                    "x-kubernetes-validations": [_IN_RANGE],
-                },
+                "items": {"type": "string", "minLength": 10, "maxLength": 10, "pattern": DATE_PATTERN},
+                # On the list: the items of a set are not correlatable, so a rule on them could
+                # not ratchet.
+                "x-kubernetes-validations": [
+                    ratcheting_rule(f"self.all(d, {in_range_rule('d')})", f"every date {RANGE_MESSAGE}")
+                ],
             },
             "configMapRef": {
                 "type": "object",

@@ -358,11 +358,11 @@ def test_a_bad_date_in_a_shared_holidays_configmap_is_reported_by_every_reader_a
         ),
         (
             {"holidays": {"dates": ["2026-12-25", "9999-12-31"], "replicas": 1}},
-            ["spec.holidays.dates[1]", schedule.RANGE_MESSAGE],
+            ["spec.holidays.dates", schedule.RANGE_MESSAGE],
         ),
         (
             {"holidays": {"dates": ["1969-12-31"], "replicas": 1}},
-            ["spec.holidays.dates[0]", schedule.RANGE_MESSAGE],
+            ["spec.holidays.dates", schedule.RANGE_MESSAGE],
         ),
     ],
     ids=[
