@@ -48,13 +48,17 @@ _ITEM = re.compile(r"^(\*|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?$")
 # within that never fires ("0 0 30 2 *").
 SEARCH_YEARS = 8
 _MINUTE = datetime.timedelta(minutes=1)
+# The instants whose wall-clock reading exists in every zone (no offset exceeds a day): a time is
+# looked for between them only, so no reading near datetime's years 1 and 9999 overflows.
+FIRST = datetime.datetime(1, 1, 2, tzinfo=datetime.UTC)
+LAST = datetime.datetime(9999, 12, 30, tzinfo=datetime.UTC)
 
 
 def load_zone(name: str) -> zoneinfo.ZoneInfo:
     """The IANA zone ``name``; raises ValueError with a readable message when unknown."""
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError) as exc:
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown time zone {name!r} (expected an IANA name such as Europe/Berlin)") from exc
 
 
@@ -135,15 +139,20 @@ def parse(text: str) -> Cron:
 
 def next_after(cron: Cron, after: datetime.datetime, zone: zoneinfo.ZoneInfo) -> datetime.datetime | None:
     """The first time of ``cron`` strictly after the instant ``after``, read on ``zone``'s wall
-    clock (UTC result); None when there is none within :data:`SEARCH_YEARS`.
+    clock (UTC result); None when there is none within :data:`SEARCH_YEARS` (or before
+    :data:`LAST`; from :data:`FIRST` on when ``after`` is earlier).
 
     Walks UTC minutes, so a skipped wall time (spring forward) is never seen and a repeated one
     is seen twice: the second reading (``fold=1``) is ignored. Whole hours without a match are
     stepped over at once: from a wall time ``h:m`` the instant ``60 - m`` minutes on shows
     ``h+1:00`` or, across an offset change, a time after no existing time of that hour.
     """
-    t = after.astimezone(datetime.UTC).replace(second=0, microsecond=0) + _MINUTE
-    limit = t + datetime.timedelta(days=366 * SEARCH_YEARS)
+    t = max(after.astimezone(datetime.UTC), FIRST).replace(second=0, microsecond=0)
+    if t >= LAST:
+        return None
+    t += _MINUTE
+    search = datetime.timedelta(days=366 * SEARCH_YEARS)
+    limit = LAST if t > LAST - search else t + search
     while t < limit:
         wall = t.astimezone(zone)
         if wall.hour not in cron.hours or not cron.day_matches(wall.date()):

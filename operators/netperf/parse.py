@@ -48,6 +48,9 @@ PROTOCOL = {"TCP_STREAM": "TCP", "UDP_STREAM": "UDP", "TCP_RR": "TCP", "TCP_CRR"
 RR_TYPES = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
 BITS_PER_UNIT = {"10^9bits/s": 1e9, "10^6bits/s": 1e6, "10^3bits/s": 1e3, "bits/s": 1.0}
 RAW_LIMIT = 1024  # characters of raw output kept in an error message
+# No figure of netperf's is larger (bits/s in its units, transactions/s, microseconds): a larger
+# one is no measurement, and the sums and squares of the statistics stay finite below it.
+MAX_FIGURE = 1e15
 
 # Two-sided 95% quantiles of Student's t distribution by degrees of freedom (n - 1).
 T95 = (
@@ -130,10 +133,12 @@ def split_samples(message: str) -> list[tuple[int, int, dict[str, str], str]]:
             if not sep or not key.strip().isupper():
                 continue
             if key.strip() == "EXIT":
-                exit_code = int(value) if value.strip().lstrip("-").isdigit() else -1
+                code = _integer(value)
+                exit_code = code if code is not None else -1
             else:
                 pairs[key.strip()] = value.strip()
-        blocks.append((int(index) if index.isdigit() else -1, exit_code, pairs, "SAMPLE=" + chunk))
+        number = _integer(index) if not index.startswith("-") else None
+        blocks.append((number if number is not None else -1, exit_code, pairs, "SAMPLE=" + chunk))
     return blocks
 
 
@@ -144,7 +149,16 @@ def _number(pairs: Mapping[str, str], key: str, raw: str) -> float:
         raise ParseError(f"{key} is not a number: {pairs[key]!r}", raw) from None
     if not math.isfinite(value):
         raise ParseError(f"{key} is not finite: {pairs[key]!r}", raw)
+    if abs(value) > MAX_FIGURE:
+        raise ParseError(f"{key} is out of range (at most {MAX_FIGURE:g}): {pairs[key]!r}", raw)
     return value
+
+
+def _integer(text: str) -> int | None:
+    """``text`` as a decimal integer of ASCII digits (``str.isdigit`` also takes ``²``)."""
+    digits = text.strip()
+    unsigned = digits.removeprefix("-")
+    return int(digits) if unsigned.isascii() and unsigned.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -240,10 +254,10 @@ def _parse_streams(
         raise ValueError(f"parallel streams of {test_type} are not combined")
     by_run: dict[tuple[int, int], Sample] = {}
     for index, exit_code, pairs, raw in blocks:
-        stream = pairs.get("STREAM", "")
-        if not stream.isdigit():
+        stream = _integer(pairs.get("STREAM", "")) if not pairs.get("STREAM", "").startswith("-") else None
+        if stream is None:
             raise ParseError(f"netperf run {index} has no STREAM= line", raw)
-        by_run[(index, int(stream))] = parse_sample(test_type, index, exit_code, pairs, raw)
+        by_run[(index, stream)] = parse_sample(test_type, index, exit_code, pairs, raw)
     expected = {(i, j) for i in range(samples) for j in range(parallel)}
     if set(by_run) != expected or len(blocks) != len(expected):
         raise ParseError(

@@ -51,8 +51,9 @@ from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership, podsecurity
 from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import ApiError, SupersededError, reason_of
+from shared.client.statuses import StatusWriter
 from shared.controller import caches
-from shared.controller.builder import Context
+from shared.controller.builder import Context, report_failure
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
@@ -281,6 +282,11 @@ class NetperfReconciler:
 
     def watches(self) -> Sequence[Watch]:
         return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
+
+    @property
+    def statuses(self) -> StatusWriter:
+        """The status writer: the builder reports an exception a pass did not through it."""
+        return self.api.status
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
@@ -599,7 +605,14 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            await report_failure(
+                body,
+                "FailedUpdate",
+                reason_of(exc),
+                statuses=self.api.status,
+                events=self.ctx.events,
+                clock=self.clock,
+            )
             raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
 
     async def _step(
@@ -714,7 +727,14 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            self._event(body, "FailedUpdate", reason_of(exc), "Warning")
+            await report_failure(
+                body,
+                "FailedUpdate",
+                reason_of(exc),
+                statuses=self.api.status,
+                events=self.ctx.events,
+                clock=self.clock,
+            )
             raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
         if delay is None:
             return wake

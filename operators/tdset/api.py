@@ -163,15 +163,28 @@ class ScaleTargets:
         return await self.kube.get(self.path(namespace, plural, name, api_version, "scale"))
 
     async def patch_scale(
-        self, namespace: str, plural: str, name: str, api_version: str, replicas: int, *, uid: str = ""
+        self,
+        namespace: str,
+        plural: str,
+        name: str,
+        api_version: str,
+        replicas: int,
+        *,
+        uid: str = "",
+        resource_version: str = "",
     ) -> dict[str, Any]:
         """``spec.replicas`` through ``/scale`` (a merge patch: what ``kubectl scale`` writes);
         ``uid`` (when set) is a precondition for Deployments, StatefulSets and ReplicaSets: their
         ``/scale`` refuses the write with 409 when the object's UID differs. A custom resource's
-        ``/scale`` ignores it (kube-apiserver 1.34)."""
+        ``/scale`` ignores it (kube-apiserver 1.34). ``resource_version`` (when set) is one for
+        every kind: a Scale's resourceVersion is its object's, so the write fails (409) if the
+        object changed since it was read."""
         patch: dict[str, Any] = {"spec": {"replicas": replicas}}
-        if uid:
-            patch["metadata"] = {"uid": uid}
+        meta = {"uid": uid} if uid else {}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        if meta:
+            patch["metadata"] = meta
         return await self.kube.merge_patch(self.path(namespace, plural, name, api_version, "scale"), patch)
 
     async def patch(

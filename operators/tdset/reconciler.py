@@ -28,7 +28,7 @@ import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from operators.tdset import desired, schedule, status
 from operators.tdset import target as scaletarget
@@ -41,6 +41,7 @@ from shared.api.services import view as service_view
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.kube import ApiError, KubeClient, SupersededError, reason_of
 from shared.client.services import converge as converge_service
+from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
@@ -163,9 +164,20 @@ class FloorSweeps(Sweeps):
 
 
 class TargetConflictError(ownership.ConflictError):
-    """The scale target is held by another live TDSet: this one leaves it alone."""
+    """The scale target is held by another live TDSet, or controlled by another object (an
+    owner reference with ``controller: true``): this one leaves it alone."""
 
     reason = "TargetConflict"
+
+
+# Seconds between the passes of a TDSet whose target another holds (each one read, no write).
+CONFLICT_RECHECK = 30.0
+
+
+def _same_degraded(previous: Mapping[str, Any], failure: tuple[str, str]) -> bool:
+    """Whether the last status already says ``Degraded`` for ``failure`` (its Event is out)."""
+    before = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
+    return (before.get("status"), before.get("reason"), before.get("message")) == ("True", *failure)
 
 
 class TargetError(Exception):
@@ -287,11 +299,30 @@ class TargetSweeps(Sweeps):
         original = scaletarget.give_back_replicas(claim)
         if self._autoscaled(key):
             original = None
-        if original is not None:
-            await self._api.patch_scale(namespace, held.plural, name, held.api_version, original)
-        await self._api.patch(
-            namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim)
-        )
+        # Both writes carry what was read as preconditions (UID, resourceVersion): the claim
+        # taken meanwhile by a TDSet re-created under the same name is kept, with the user's
+        # original replicas it carries (a 409: read again, in the sweep that follows).
+        version = claim.resource_version
+        try:
+            if original is not None:
+                answer = await self._api.patch_scale(
+                    namespace,
+                    held.plural,
+                    name,
+                    held.api_version,
+                    original,
+                    uid=claim.uid,
+                    resource_version=version,
+                )
+                version = str((answer.get("metadata") or {}).get("resourceVersion") or version)
+            await self._api.patch(
+                namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim, version)
+            )
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            self._again = True
+            return
         self.claims.pop(key, None)
         self._released(key)
         why = f"TDSet {claim.holder_name} (uid {claim.holder}) no longer scales it"
@@ -454,6 +485,11 @@ class TDSetReconciler:
                 self.ctx.controller.kick(namespace, tdset)  # the TDSets whose scaleTargetRef it scales
         if event_type != "DELETED" and view.floor_owner is not None:
             self.floor_sweeps.request()
+
+    @property
+    def statuses(self) -> StatusWriter:
+        """The status writer: the builder reports an exception a pass did not through it."""
+        return self.api.status
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)
@@ -898,6 +934,14 @@ class TDSetReconciler:
                     f"{ref} is scaled by TDSet {claim.holder_name} (uid {claim.holder}); one TDSet "
                     "at a time scales an object: this one leaves it alone until that one lets go"
                 )
+            controller = ownership.controller_of(obj)
+            if controller is not None:
+                holder = f"{controller.get('kind')} {controller.get('name')} (uid {controller.get('uid')})"
+                raise TargetConflictError(
+                    f"{ref} is controlled by {holder}, which sets its replicas: scaling it too would "
+                    f"fight that controller. This TDSet leaves it alone; point spec.scaleTargetRef at "
+                    f"what controls it ({controller.get('kind')} {controller.get('name')}) instead"
+                )
             if ref.key[:2] in scaletarget.OWN_FIELDS_SCALE:
                 # One GET where two were (a pass polling a target that catches up reads it each time).
                 scale = scaletarget.scale_of_object(obj)
@@ -1017,6 +1061,73 @@ class TDSetReconciler:
         self.overlap_notes[uid] = (generation, tuple(notes))
         return notes
 
+    async def plan(
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        holidays: frozenset[datetime.date],
+        holidays_error: str | None,
+        *,
+        previous: Mapping[str, Any],
+        now: datetime.datetime,
+    ) -> tuple[schedule.Lookahead, schedule.Decision, float, str]:
+        """The calendar at ``now``, its decision with the next transition only (all a pass that
+        just writes the target needs; a pass that writes the status asks for the rest of
+        status.upcoming), the bound of the pass's writes (none, however throttled or retried,
+        may hold it past the next boundary of any layer) and why: :meth:`calendar_failed` when
+        it raises."""
+        meta = body["metadata"]
+        try:
+            ahead = schedule.Lookahead(spec, now, meta.get("annotations"), holidays)
+            decision = dataclasses.replace(ahead.decision(1), holidays_error=holidays_error)
+            bound = schedule.recheck_delay(spec, decision, now)
+            return ahead, decision, bound, schedule.describe(spec, decision.decided)
+        except Exception as exc:
+            await self.calendar_failed(body, exc, previous, meta.get("generation", 0), now)
+
+    def failed(
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], failure: tuple[str, str], bound: float
+    ) -> NoReturn:
+        """A pass's failure, already in the status: its Warning Event (a ``TargetConflict``'s
+        once per change of it, not per retry), then the retry."""
+        if failure[0] != TargetConflictError.reason or not _same_degraded(previous, failure):
+            self._event(body, failure[0], failure[1], "Warning")
+        if failure[0] == TargetConflictError.reason:
+            # Its holder going (a TDSet letting go kicks this one; a controller's owner
+            # reference going wakes nothing): looked at again at least this often, with one
+            # read and no write.
+            bound = min(bound, CONFLICT_RECHECK)
+        raise ReconcileError(failure[0], failure[1], bound)
+
+    async def calendar_failed(
+        self,
+        body: Mapping[str, Any],
+        exc: Exception,
+        previous: Mapping[str, Any],
+        generation: int,
+        now: datetime.datetime,
+    ) -> NoReturn:
+        """The calendar raised on a spec that passed its checks (a bug, or an input they did not
+        foresee): ``Degraded`` with :data:`.status.CALENDAR_ERROR` naming the calendar's fields,
+        a Warning Event once per change of it, no write to the target; retried with backoff."""
+        meta = body["metadata"]
+        message = (
+            "the calendar (spec.timeZone, spec.schedulingConfig, spec.overrides, spec.holidays, "
+            f"the {schedule.OVERRIDE_ANNOTATION} annotation, the holidays' ConfigMap) cannot be "
+            f"worked out: {type(exc).__name__}: {exc}; replicas are left as they are"
+        )
+        logger.error(f"{meta['namespace']}/{meta['name']}: {message}", exc_info=exc)
+        self.degraded_gauge.labels(meta["namespace"], meta["name"]).set(1)
+        before = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
+        await self.write_status(
+            body,
+            status.calendar_failed(message=message, generation=generation, current=previous, now=now),
+            schedule.DEFAULT_RECHECK_MINUTES * 60,
+        )
+        if (before.get("reason"), before.get("message")) != (status.CALENDAR_ERROR, message):
+            self._event(body, status.CALENDAR_ERROR, message, "Warning")
+        raise ReconcileError(status.CALENDAR_ERROR, message) from exc
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -1034,14 +1145,9 @@ class TDSetReconciler:
             return None
 
         holidays, holidays_error = await self.holidays.dates(namespace, name, spec)
-        ahead = schedule.Lookahead(spec, now, meta.get("annotations"), holidays)
-        # The next transition only: all a pass that just writes the target needs; a pass that
-        # writes the status asks for the rest of status.upcoming below.
-        decision = dataclasses.replace(ahead.decision(1), holidays_error=holidays_error)
-        # No write of this pass, however throttled or retried, may hold it past the next boundary
-        # of any layer (override, holiday, pre-warm, window).
-        bound = schedule.recheck_delay(spec, decision, now)
-        why = schedule.describe(spec, decision.decided)
+        ahead, decision, bound, why = await self.plan(
+            body, spec, holidays, holidays_error, previous=previous, now=now
+        )
         warnings = list(decision.warnings)
         suspended = bool(spec.get("suspend"))
         ref = scaletarget.ref_of(spec)
@@ -1072,7 +1178,10 @@ class TDSetReconciler:
             # status writes, instead of each waiting behind those of the TDSets before it (docs/benchmarks.md:
             # p99 lag 39 s before).
             return 0.0
-        decision = dataclasses.replace(ahead.decision(schedule.UPCOMING), holidays_error=holidays_error)
+        try:
+            decision = dataclasses.replace(ahead.decision(schedule.UPCOMING), holidays_error=holidays_error)
+        except Exception as exc:
+            await self.calendar_failed(body, exc, previous, generation, now)
         warnings = self.spec_overlaps(uid, generation, spec) + warnings
         self._announce(body, previous, warnings, suspended, why)
         self._announce_calendar(body, previous, decision)
@@ -1098,8 +1207,7 @@ class TDSetReconciler:
         self.degraded_gauge.labels(namespace, name).set(1 if failure is not None else 0)
         await self.write_status(body, new_status, bound)
         if failure is not None:
-            self._event(body, failure[0], failure[1], "Warning")
-            raise ReconcileError(failure[0], failure[1], bound)
+            self.failed(body, previous, failure, bound)
         # A target is not watched: while it catches up (or a pre-warm waits for it), only a poll wakes us.
         poll = status.target_recheck(new_status, decision, now) if ref is not None else None
         pending = self.expectations.next_expiry(uid)

@@ -104,6 +104,12 @@ TIME_PATTERN = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}((:[0-9]{2})?|:[0-9]{2}(Z|[+-][0-9]{2}:[0-9]{2}))$"
 )
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+# The years a date or time of the calendar may name (overrides, the annotation, holidays): far
+# wider than any schedule needs, and far enough inside datetime's years 1 to 9999 that no
+# offset, midnight or horizon added to them leaves its range. Admission says the same
+# (:func:`in_range_rule`); the controller checks again (objects stored before the rule, the
+# annotation, a holidays ConfigMap).
+EARLIEST_YEAR, LATEST_YEAR = 1970, 2999
 # A Go/CEL duration of hours, minutes and seconds: 5m, 1h30m, 90s.
 DURATION_PATTERN = r"^([0-9]{1,2}h)?([0-9]{1,4}m)?([0-9]{1,5}s)?$"
 _DURATION = re.compile(r"^(?:([0-9]{1,2})h)?(?:([0-9]{1,4})m)?(?:([0-9]{1,5})s)?$")
@@ -337,11 +343,25 @@ def window_from_spec(index: int, item: Mapping[str, Any], lead: datetime.timedel
     )
 
 
+def in_range_rule(field: str = "self") -> str:
+    """The CEL rule that a date or time string (``YYYY-MM-DD…``) lies within the calendar's years."""
+    return f"{field} >= '{EARLIEST_YEAR:04d}-01-01' && {field} < '{LATEST_YEAR + 1:04d}-01-01'"
+
+
+RANGE_MESSAGE = f"must lie in the years {EARLIEST_YEAR} to {LATEST_YEAR}"
+
+
+def _check_year(text: str, year: int) -> None:
+    if not EARLIEST_YEAR <= year <= LATEST_YEAR:
+        raise ValueError(f"{text!r} {RANGE_MESSAGE}")
+
+
 def load_zone(name: str) -> zoneinfo.ZoneInfo:
-    """The IANA zone ``name``; raises ValueError with a readable message when unknown."""
+    """The IANA zone ``name``; raises ValueError with a readable message when unknown (or when
+    the name is a file of the zone database that is no zone)."""
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, IsADirectoryError) as exc:
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown time zone {name!r} (expected an IANA name such as Europe/Berlin)") from exc
 
 
@@ -367,6 +387,7 @@ def parse_time(text: str, zone: zoneinfo.ZoneInfo) -> datetime.datetime:
         parsed = datetime.datetime.fromisoformat(text)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from exc
+    _check_year(text, parsed.year)
     if parsed.tzinfo is None:
         return wall_to_instant(parsed, zone)
     return parsed.astimezone(datetime.UTC)
@@ -376,9 +397,11 @@ def parse_date(text: str) -> datetime.date:
     if not re.match(DATE_PATTERN, text):
         raise ValueError(f"{text!r} is not a date such as 2026-12-25")
     try:
-        return datetime.date.fromisoformat(text)
+        parsed = datetime.date.fromisoformat(text)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from exc
+    _check_year(text, parsed.year)
+    return parsed
 
 
 def parse_holiday_data(data: Mapping[str, Any] | None) -> tuple[frozenset[datetime.date], list[str]]:
@@ -558,7 +581,8 @@ def calendar_from(
         Calendar(
             schedule,
             tuple(overrides),
-            frozenset(parse_date(str(d)) for d in listed.get("dates") or ()) | holidays,
+            frozenset(parse_date(str(d)) for d in listed.get("dates") or ())
+            | {d for d in holidays if EARLIEST_YEAR <= d.year <= LATEST_YEAR},
             int(replicas) if replicas is not None else None,
             bounds_of(spec, "spec"),
         ),

@@ -19,10 +19,14 @@ from operators.tdset.schedule import (
     DEFAULT_RECHECK_MINUTES,
     DEFAULT_TIME_ZONE,
     DURATION_PATTERN,
+    EARLIEST_YEAR,
+    LATEST_YEAR,
     MAX_REPLICAS,
     OVERRIDE_ANNOTATION,
+    RANGE_MESSAGE,
     TIME_PATTERN,
     UPCOMING,
+    in_range_rule,
 )
 from shared.api.crd import CONDITIONS_SCHEMA, CRDSpec, ratcheting_rule
 from shared.api.validation import IMAGE, name_rules
@@ -275,7 +279,16 @@ STATUS_SCHEMA: dict[str, Any] = {
 MAX_OVERRIDES = 32
 MAX_HOLIDAYS = 366
 _NAME = {"type": "string", "minLength": 1, "maxLength": 63, "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}
-_TIME = {"type": "string", "minLength": 16, "maxLength": 25, "pattern": TIME_PATTERN}
+# Dates and times within the calendar's years (schedule.EARLIEST_YEAR..LATEST_YEAR), a plain
+# text comparison of the leading date; ratcheting, so an object stored before keeps updating.
+_IN_RANGE = ratcheting_rule(in_range_rule(), RANGE_MESSAGE)
+_TIME = {
+    "type": "string",
+    "minLength": 16,
+    "maxLength": 25,
+    "pattern": TIME_PATTERN,
+    "x-kubernetes-validations": [_IN_RANGE],
+}
 _LEAD_TIME = {
     "type": "string",
     "minLength": 2,
@@ -326,7 +339,8 @@ CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
                     **_TIME,
                     "description": (
                         "When it starts: RFC 3339 (2026-11-27T00:00:00Z, 2026-11-27T00:00:00+01:00) "
-                        "or a date and time in spec.timeZone (2026-11-27T00:00)."
+                        "or a date and time in spec.timeZone (2026-11-27T00:00), in the years "
+                        f"{EARLIEST_YEAR} to {LATEST_YEAR}."
                     ),
                 },
                 "end": {
@@ -353,10 +367,15 @@ CALENDAR_SPEC_PROPERTIES: dict[str, Any] = {
         "properties": {
             "dates": {
                 "type": "array",
-                "description": "Holidays, e.g. 2026-12-25.",
+                "description": f"Holidays, e.g. 2026-12-25 (in the years {EARLIEST_YEAR} to {LATEST_YEAR}).",
                 "maxItems": MAX_HOLIDAYS,
                 "x-kubernetes-list-type": "set",
                 "items": {"type": "string", "minLength": 10, "maxLength": 10, "pattern": DATE_PATTERN},
+                # On the list: the items of a set are not correlatable, so a rule on them could
+                # not ratchet.
+                "x-kubernetes-validations": [
+                    ratcheting_rule(f"self.all(d, {in_range_rule('d')})", f"every date {RANGE_MESSAGE}")
+                ],
             },
             "configMapRef": {
                 "type": "object",

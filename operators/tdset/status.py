@@ -3,7 +3,8 @@
 With ``spec.scaleTargetRef`` the same conditions describe the target, read through its
 ``/scale`` and its status (:func:`operators.tdset.target.readiness`); its failures are
 ``TargetNotScalable``, ``TargetNotFound``, ``TargetForbidden`` (Degraded, retried) and
-``TargetConflict`` (another TDSet holds it: Stalled, as a name conflict).
+``TargetConflict`` (another TDSet holds it, or another controller: an owner reference with
+``controller: true``; Stalled, as a name conflict, until the holder goes; one Event per change).
 
 Conditions:
 
@@ -18,7 +19,10 @@ Conditions:
   failure's reason when a child could not be written; True with ``InvalidOverrideAnnotation``
   when the override annotation cannot be read (the calendar runs without it), with
   ``HolidaysUnavailable`` when the holidays' ConfigMap is missing or holds what is not a date
-  (the calendar runs with the dates it could read); False otherwise.
+  (the calendar runs with the dates it could read, so one bad date in a ConfigMap that many
+  TDSets share leaves its other dates applying in each), with ``CalendarError`` when the
+  calendar raised on a spec that passed the checks (replicas left as they are, retried);
+  False otherwise.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
   ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
@@ -161,6 +165,33 @@ def invalid(
     return current
 
 
+def calendar_failed(
+    *, message: str, generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
+) -> dict[str, Any]:
+    """Status for a calendar that raised: ``Degraded`` with :data:`CALENDAR_ERROR`,
+    ``Reconciling`` (retried), not ``Ready``; the schedule fields are cleared."""
+    current = dict(current or {})
+    cause = conditions.make(
+        conditions.DEGRADED, True, CALENDAR_ERROR, message, generation=generation, now=now
+    )
+    current.update(
+        {
+            "observedGeneration": generation,
+            "activeWindow": None,
+            "nextTransitionTime": None,
+            "decidedBy": None,
+            "upcoming": None,
+            "conditions": conditions.set_all(
+                current.get("conditions"),
+                cause,
+                *conditions.readiness(reconciling=(CALENDAR_ERROR, message), generation=generation, now=now),
+            ),
+        }
+    )
+    return current
+
+
+CALENDAR_ERROR = "CalendarError"
 INVALID_ANNOTATION = "InvalidOverrideAnnotation"
 HOLIDAYS_UNAVAILABLE = "HolidaysUnavailable"
 

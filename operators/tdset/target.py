@@ -16,7 +16,11 @@ is remembered on the target itself, as py-kube-downscaler remembers ``downscaler
   for people reading the object.
 
 The give-back (:func:`give_back_replicas`, :func:`release_patch`) sets ``/scale`` to the
-original replicas, then drops the label and annotations.
+original replicas, then drops the label and annotations, each write with the UID and the
+resourceVersion it read as preconditions: a TDSet re-created under the same name that claims
+the target meanwhile keeps the claim and the user's original replicas it carries (the
+give-back reads the target again and finds a new holder), instead of having them dropped and
+recording its own scaled replicas as the original.
 
 Which kinds can be targets is decided by discovery, as the HPA and KEDA decide it
 (:func:`scale_resource`): the kind's resource in its group-version must list a ``<plural>/scale``
@@ -143,11 +147,14 @@ def claim_patch(claim: Claim, owner: Mapping[str, Any], found: int) -> dict[str,
     }
 
 
-def release_patch(claim: Claim) -> dict[str, Any]:
-    """Drop the claim (null deletes a key); the UID is a precondition."""
+def release_patch(claim: Claim, resource_version: str | None = None) -> dict[str, Any]:
+    """Drop the claim (null deletes a key); the UID is a precondition, and the resourceVersion
+    (the claim's as read, or the one the give-back's scale write answered): a claim taken
+    meanwhile (a TDSet re-created under the same name) is never dropped."""
     return {
         "metadata": {
             "uid": claim.uid,
+            "resourceVersion": resource_version if resource_version is not None else claim.resource_version,
             "labels": {HOLDER: None},
             "annotations": {HOLDER_NAME: None, ORIGINAL: None},
         }

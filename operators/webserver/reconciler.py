@@ -38,6 +38,7 @@ from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
 from shared.client.kube import ApiError, KubeClient, reason_of
 from shared.client.services import converge as converge_service
+from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
@@ -129,6 +130,11 @@ class WebServerReconciler:
             # Metadata only: the data of a ConfigMap is read when a WebServer references it.
             self.configmaps.watch(),
         ]
+
+    @property
+    def statuses(self) -> StatusWriter:
+        """The status writer: the builder reports an exception a pass did not through it."""
+        return self.api.status
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.api.status.is_echo(body)

@@ -16,23 +16,39 @@ sync gate, a watch of the primary feeding it, the reconciler's watches (children
 :meth:`Context.owns`), forgetting per-object state and series when an object goes, and the
 process (:class:`~shared.controller.runtime.Runtime`). An operator's ``reconciler.py`` holds its
 logic only; ``python -m operators.<name>`` (``operators.main``) builds and runs it.
+
+A pass reports its own failures (a condition and an Event, then
+:class:`~shared.controller.workqueue.ReconcileError`). Whatever else it raises, a bug or an
+input nobody foresaw, is reported here, the same for every operator
+(:func:`report_unexpected`): ``Degraded`` (and ``Reconciling``) with reason
+:data:`UNEXPECTED` and the exception, written through the reconciler's ``statuses`` writer, and
+a Warning Event when that condition changes; the pass is then retried with backoff like any
+failure. No exception of a pass ends in a log line alone.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shared.api import conditions
 from shared.api.clock import Clock
 from shared.api.description import OperatorDescription, Resource
 from shared.client.events import EventRecorder
-from shared.client.kube import KubeClient
+from shared.client.kube import KubeClient, SupersededError
+from shared.client.statuses import StatusWriter
 from shared.controller.caches import OwnerCache, managed_labels
 from shared.controller.metrics import Metrics
 from shared.controller.runtime import Options, Runtime
 from shared.controller.watches import Watch
-from shared.controller.workqueue import Controller
+from shared.controller.workqueue import Controller, ReconcileError
+
+logger = logging.getLogger("shared.controller")
+# The condition's and Event's reason for an exception a pass did not report itself.
+UNEXPECTED = "ReconcileFailed"
+_MAX_MESSAGE = 1024
 
 
 @dataclass
@@ -136,7 +152,19 @@ class Operator:
         runtime.manage(self.controller, self.kube, self.clock, self.events)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> float | None:
-        return await self.reconciler.reconcile(body)
+        try:
+            return await self.reconciler.reconcile(body)
+        except (ReconcileError, SupersededError):
+            raise
+        except Exception as exc:
+            message = await report_unexpected(
+                exc,
+                body,
+                getattr(self.reconciler, "statuses", None),
+                self.events,
+                self.clock,
+            )
+            raise ReconcileError(UNEXPECTED, message) from exc
 
     def _is_echo(self, body: Mapping[str, Any]) -> bool:
         return self.reconciler.is_echo(body)
@@ -155,3 +183,52 @@ class Operator:
         """Run until SIGINT/SIGTERM with ``options`` (``operators.main`` parses them)."""
         self.runtime.options = options
         self.runtime.run(self.watches())
+
+
+async def report_unexpected(
+    exc: Exception,
+    body: Mapping[str, Any],
+    statuses: StatusWriter | None,
+    events: EventRecorder,
+    clock: Clock,
+) -> str:
+    """Report an exception a pass did not report itself (:func:`report_failure` with
+    :data:`UNEXPECTED` and the exception named); returns the message."""
+    meta = body.get("metadata") or {}
+    message = f"the reconcile pass failed: {type(exc).__name__}: {exc}"[:_MAX_MESSAGE]
+    logger.error(f"{meta.get('namespace')}/{meta.get('name')}: {message}", exc_info=exc)
+    await report_failure(body, UNEXPECTED, message, statuses=statuses, events=events, clock=clock)
+    return message
+
+
+async def report_failure(
+    body: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    statuses: StatusWriter | None,
+    events: EventRecorder,
+    clock: Clock,
+) -> None:
+    """``Degraded`` and ``Reconciling`` True with ``reason`` in the object's status (through
+    ``statuses``, the writer the reconciler writes with, so its own next write starts from it),
+    and a Warning Event when the condition changes (not once per retry). A status write that
+    fails is logged: the Event is out, and the retry writes again."""
+    meta = body.get("metadata") or {}
+    current = statuses.current(body) if statuses is not None else {}
+    before = conditions.get(current.get("conditions"), conditions.DEGRADED) or {}
+    if (before.get("status"), before.get("reason"), before.get("message")) != ("True", reason, message):
+        events.record(body, type="Warning", reason=reason, message=message)
+    if statuses is None:
+        return
+    now, generation = clock.now(), int(meta.get("generation") or 0)
+    cause = conditions.make(conditions.DEGRADED, True, reason, message, generation=generation, now=now)
+    readiness = conditions.readiness(reconciling=(reason, message), generation=generation, now=now)
+    try:
+        await statuses.write(
+            body, {**current, "conditions": conditions.set_all(current.get("conditions"), cause, *readiness)}
+        )
+    except SupersededError:
+        raise
+    except Exception as write_failed:
+        logger.warning(f"{meta.get('namespace')}/{meta.get('name')}: writing the status: {write_failed!r}")

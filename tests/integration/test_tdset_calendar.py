@@ -258,6 +258,38 @@ def test_holidays_from_an_unlabelled_configmap_follow_its_changes(cluster, names
     )
 
 
+def test_a_bad_date_in_a_shared_holidays_configmap_is_reported_by_every_reader_and_the_rest_apply(
+    cluster, namespace, start_tdset_operator
+):
+    """``9999-12-31`` in a ConfigMap two TDSets read stopped both without a word. Each now reports
+    it (Degraded HolidaysUnavailable naming the word, a Warning Event) while today's holiday,
+    also listed, still decides."""
+    start_tdset_operator(THURSDAY)
+    client.CoreV1Api(cluster.api).create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "shared"}, "data": {"days": "2026-12-24\n9999-12-31"}},
+    )
+    spec = {
+        **steady(2, timeZone="Europe/Berlin"),
+        "schedulingConfig": [WINDOW],
+        "holidays": {"configMapRef": {"name": "shared"}, "replicas": 1},
+    }
+    for name in ("a", "b"):
+        create(cluster, namespace, name, spec)
+    for name in ("a", "b"):
+        replicas_become(cluster, namespace, name, 1, f"{name}: holidays.replicas from the valid date")
+        wait_for(
+            lambda name=name: (
+                condition(get(cluster, namespace, name), "Degraded").get("reason") == "HolidaysUnavailable"
+            ),
+            60,
+            f"{name}: Degraded HolidaysUnavailable",
+        )
+        message = condition(get(cluster, namespace, name), "Degraded")["message"]
+        assert "9999-12-31" in message and schedule.RANGE_MESSAGE in message
+        assert wait_event(cluster, namespace, name, "HolidaysUnavailable", "9999-12-31").type == "Warning"
+
+
 @pytest.mark.parametrize(
     ("patch", "fragments"),
     [
@@ -312,6 +344,23 @@ def test_holidays_from_an_unlabelled_configmap_follow_its_changes(cluster, names
         ({"holidays": {"dates": ["2026-12-25"]}}, ["spec.holidays.replicas", "Required value"]),
         ({"leadTime": "25h"}, ["spec.leadTime", "must be at most 24h"]),
         ({"leadTime": "soon"}, ["spec.leadTime", "should match"]),
+        (
+            {
+                "timeZone": "America/New_York",
+                "overrides": [
+                    {"name": "x", "start": "2026-12-01T00:00", "end": "9999-12-31T23:00", "replicas": 1}
+                ],
+            },
+            ["spec.overrides[0].end", schedule.RANGE_MESSAGE],
+        ),
+        (
+            {"holidays": {"dates": ["2026-12-25", "9999-12-31"], "replicas": 1}},
+            ["spec.holidays.dates", schedule.RANGE_MESSAGE],
+        ),
+        (
+            {"holidays": {"dates": ["1969-12-31"], "replicas": 1}},
+            ["spec.holidays.dates", schedule.RANGE_MESSAGE],
+        ),
     ],
     ids=[
         "override-end-before-start",
@@ -323,6 +372,9 @@ def test_holidays_from_an_unlabelled_configmap_follow_its_changes(cluster, names
         "holidays-without-replicas",
         "lead-time-over-a-day",
         "lead-time-not-a-duration",
+        "override-past-the-calendars-years",
+        "holiday-past-the-calendars-years",
+        "holiday-before-the-calendars-years",
     ],
 )
 def test_invalid_calendars_are_rejected_at_admission_with_the_field(cluster, namespace, patch, fragments):

@@ -428,3 +428,160 @@ def _served(cluster: Cluster, group: str) -> bool:
     except ApiException:
         return False
     return True
+
+
+def _replica_set_of(cluster: Cluster, namespace: str, deployment: str) -> dict[str, Any]:
+    """The ReplicaSet kube-controller-manager made for ``deployment`` (controller: true)."""
+    apps = client.AppsV1Api(cluster.api)
+
+    def found() -> dict[str, Any] | None:
+        for rs in apps.list_namespaced_replica_set(namespace).items:
+            refs = rs.metadata.owner_references or []
+            if any(r.controller and r.kind == "Deployment" and r.name == deployment for r in refs):
+                return apps.api_client.sanitize_for_serialization(rs)
+        return None
+
+    return wait_for(found, 60, f"the ReplicaSet of Deployment {deployment}")
+
+
+def test_a_target_another_controller_holds_is_a_target_conflict_until_it_lets_go(
+    cluster, namespace, start_tdset_operator
+):
+    """A Deployment's ReplicaSet is its Deployment's to scale: TargetConflict naming it, one
+    Event, no claim and no write on the ReplicaSet; once the Deployment is deleted orphaning it
+    (the garbage collector drops the owner reference) the TDSet takes it by itself."""
+    start_tdset_operator()
+    apps = client.AppsV1Api(cluster.api)
+    apps.create_namespaced_deployment(namespace, workload_body("Deployment", "web", 2))
+    rs = _replica_set_of(cluster, namespace, "web")
+    rs_name = rs["metadata"]["name"]
+    create(cluster, namespace, "rs", spec(ref("ReplicaSet", rs_name), 4))
+
+    degraded = wait_for(
+        lambda: (
+            (c := condition(get(cluster, namespace, "rs"), "Degraded")).get("reason") == "TargetConflict"
+            and c
+        ),
+        60,
+        "TargetConflict on the ReplicaSet",
+    )
+    assert "Deployment web" in degraded["message"] and degraded["status"] == "True"
+    event = wait_event(cluster, namespace, "rs", "TargetConflict", "Deployment web")
+    assert event.type == "Warning"
+    held = apps.read_namespaced_replica_set(rs_name, namespace)
+    assert target.HOLDER not in (held.metadata.labels or {}) and held.spec.replicas == 2
+    assert not [e for e in events(cluster, namespace, "rs") if e.reason in ("ClaimedTarget", "ScaledTarget")]
+    assert [e.reason for e in events(cluster, namespace, "rs")].count("TargetConflict") == 1
+
+    apps.delete_namespaced_deployment("web", namespace, propagation_policy="Orphan")
+    wait_for(
+        lambda: not apps.read_namespaced_replica_set(rs_name, namespace).metadata.owner_references,
+        60,
+        "the garbage collector orphans the ReplicaSet",
+    )
+    wait_for(
+        lambda: apps.read_namespaced_replica_set(rs_name, namespace).spec.replicas == 4,
+        120,
+        "the TDSet scales the ReplicaSet once nothing else controls it",
+    )
+    assert (
+        target.claim_of(
+            apps.api_client.sanitize_for_serialization(apps.read_namespaced_replica_set(rs_name, namespace))
+        ).original
+        == 2
+    )
+
+
+def test_another_tdsets_own_deployment_is_a_target_conflict_and_keeps_its_replicas(
+    cluster, namespace, start_tdset_operator
+):
+    start_tdset_operator()
+    own = {"container": {"image": "nginx:1.27", "port": 80}, "schedulingConfig": [], "defaultReplica": 2}
+    create(cluster, namespace, "own", own)
+    apps = client.AppsV1Api(cluster.api)
+    wait_for(
+        lambda: apps.read_namespaced_deployment("own", namespace).spec.replicas == 2, 60, "its Deployment"
+    )
+    create(cluster, namespace, "thief", spec(ref("Deployment", "own"), 5))
+
+    wait_event(cluster, namespace, "thief", "TargetConflict", "TDSet own")
+    assert condition(get(cluster, namespace, "thief"), "Degraded")["reason"] == "TargetConflict"
+    dep = apps.read_namespaced_deployment("own", namespace)
+    assert dep.spec.replicas == 2 and target.HOLDER not in (dep.metadata.labels or {})
+
+
+def test_a_tdset_replaced_under_its_name_keeps_the_users_original_replicas(
+    cluster, namespace, start_tdset_operator
+):
+    """Deleted and re-created at once under the same name: the new TDSet finds the old claim
+    (or the give-back racing it, with preconditions) and records the user's 2, not the 4 the
+    first one scaled the Deployment to; deleting it gives back 2."""
+    start_tdset_operator()
+    app = Target(cluster, namespace, "Deployment").create(replicas=2)
+    first = create(cluster, namespace, "sched", spec(app.ref, 4))
+    app.becomes(4, "scaled by the first TDSet")
+    api = co(cluster)
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "sched")
+    second = wait_for(
+        lambda: _create_if_gone(cluster, namespace, "sched", spec(app.ref, 4)), 60, "the TDSet re-created"
+    )
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+
+    wait_for(lambda: app.claim().holder == second["metadata"]["uid"], 60, "the new TDSet holds the target")
+    assert app.claim().original == 2
+    assert app.replicas() == 4
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "sched")
+    app.becomes(2, "the user's original replicas given back")
+    wait_for(lambda: app.claim().holder is None, 60, "the claim dropped")
+
+
+def _create_if_gone(
+    cluster: Cluster, namespace: str, name: str, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    try:
+        return create(cluster, namespace, name, body)
+    except ApiException as exc:
+        if exc.status == 409:  # the old one is still being deleted
+            return None
+        raise
+
+
+def test_a_date_at_the_calendars_limits_is_refused_or_degraded_with_an_event(
+    cluster, namespace, start_tdset_operator
+):
+    """Admission refuses an override past the calendar's years; the override annotation (no
+    schema) ending 9999-12-31T23:00 west of UTC, which left a TDSet without any status, is
+    Degraded with the reason and a Warning Event, and the calendar runs on without it."""
+    start_tdset_operator()
+    app = Target(cluster, namespace, "Deployment").create(replicas=1)
+    far = {"name": "far", "start": "2026-01-01T00:00", "end": "9999-12-31T23:00", "replicas": 3}
+    with pytest.raises(ApiException) as refused:
+        create(cluster, namespace, "far", spec(app.ref, 2, timeZone="America/New_York", overrides=[far]))
+    assert refused.value.status == 422 and "1970 to 2999" in refused.value.body
+
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TDSet",
+        "metadata": {
+            "name": "edge",
+            "annotations": {"tdset.k8s-operators-py.dev/override": "replicas=3,until=9999-12-31T23:00"},
+        },
+        "spec": spec(app.ref, 2, timeZone="America/New_York"),
+    }
+    co(cluster).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    # (A first pass may report a claim refused while the new Deployment's controller writes it.)
+    degraded = wait_for(
+        lambda: (
+            (c := condition(get(cluster, namespace, "edge"), "Degraded")).get("reason")
+            == "InvalidOverrideAnnotation"
+            and c
+        ),
+        60,
+        "the TDSet Degraded with InvalidOverrideAnnotation",
+    )
+    assert degraded["status"] == "True" and "1970 to 2999" in degraded["message"]
+    assert (
+        wait_event(cluster, namespace, "edge", "InvalidOverrideAnnotation", "9999-12-31T23:00").type
+        == "Warning"
+    )
+    app.becomes(2, "the calendar runs without the annotation")

@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.netperf import desired
+from operators.netperf import parse as parsing
 from operators.netperf.parse import KEYS, ParseError, parse, stats
 from operators.netperf.schema import MAX_RUNS
 
@@ -204,3 +205,58 @@ def test_the_longest_message_fits_the_termination_message():
     run = "SAMPLE=9\nSTREAM=7\nEXIT=0\n" + "".join(f"{k}={'9' * 12}\n" for k in streams)
     assert len(run.encode()) * MAX_RUNS < 4096
     assert "-k" in desired.netperf_argv({"testType": "TCP_RR"}, "10.0.0.1")
+
+
+# -- any termination message ------------------------------------------------------------------
+# The client's termination message is written by its image, which a Netperf may name: any text
+# up to the kubelet's 4096 bytes. Parsing answers or raises ParseError (InvalidResult), never
+# anything else, for every test type and sample/stream count the schema admits.
+
+NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(
+        ["1e308", "1.7e308", "1e300", "1e15", "1e16", "-1", "0", "5e-324", "1_000", "²", "٣", "NaN"]
+    ),
+    st.integers(-(10**30), 10**30).map(str),
+    st.text(max_size=6),
+)
+KEY_NAMES = st.sampled_from(
+    sorted({k for keys in parsing.KEYS.values() for k in keys} | {"EXIT", "STREAM", "SAMPLE"})
+)
+UNITS = st.sampled_from([*parsing.BITS_PER_UNIT, "Trans/s", "bogus"])
+
+
+@st.composite
+def termination_messages(draw: st.DrawFn, test_type: str, samples: int, parallel: int) -> str:
+    blocks = []
+    for i in range(draw(st.integers(0, samples * parallel + 1))):
+        lines = [f"SAMPLE={draw(st.one_of(st.just(str(i % samples)), NUMBERS))}"]
+        if parallel > 1:
+            lines.append(f"STREAM={draw(st.one_of(st.just(str(i // samples)), NUMBERS))}")
+        lines.append(f"EXIT={draw(st.one_of(st.just('0'), NUMBERS))}")
+        for key in parsing.KEYS[test_type]:
+            if draw(st.integers(0, 9)) == 0:
+                continue  # a dropped selector
+            if key == "THROUGHPUT_UNITS":
+                lines.append(f"{key}={draw(UNITS)}")
+            elif key == "PROTOCOL":
+                lines.append(f"{key}={draw(st.sampled_from(['TCP', 'UDP']))}")
+            else:
+                lines.append(f"{key}={draw(NUMBERS)}")
+        lines += draw(st.lists(st.builds("{}={}".format, KEY_NAMES, NUMBERS), max_size=2))
+        blocks.append("\n".join(lines))
+    return draw(st.sampled_from(["", "warning\n"])) + "\n".join(blocks)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), test_type=st.sampled_from(sorted(parsing.KEYS)), samples=st.integers(1, 4))
+def test_any_termination_message_is_a_result_or_a_parse_error(data, test_type, samples):
+    parallel = 1 if test_type in parsing.RR_TYPES else data.draw(st.integers(1, 3))
+    message = data.draw(termination_messages(test_type, samples, parallel))
+    try:
+        result = parsing.parse(message, test_type, samples, parallel)
+    except parsing.ParseError:
+        return
+    figure = result.throughput_bits if result.throughput_bits is not None else result.transactions
+    assert figure is not None
+    assert all(math.isfinite(v) for v in (figure.mean, figure.stddev, figure.ci95_low, figure.ci95_high))

@@ -17,6 +17,7 @@ import pytest
 from operators.netperf import desired
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.reconciler import NetperfReconciler
+from shared.api import conditions
 from shared.api.clock import Clock
 from shared.client.kube import namespaced
 from shared.controller.workqueue import ReconcileError
@@ -99,8 +100,15 @@ def test_a_server_pod_refused_by_a_quota_is_retried_with_the_run_still_claimed()
 
     with pytest.raises(ReconcileError, match="exceeded quota"):
         p.run()
-    assert [a.key[:2] for a in kube.writes()] == [("patch", "netperfs"), ("create", "pods")]
+    # The run claimed, the pod refused, the failure in a condition (and a Warning Event).
+    assert [a.key[:2] for a in kube.writes()] == [
+        ("patch", "netperfs"),
+        ("create", "pods"),
+        ("patch", "netperfs"),
+    ]
     assert kube.object(NP_PATH)["status"]["status"] == "Initial"
+    degraded = conditions.get(kube.object(NP_PATH)["status"]["conditions"], conditions.DEGRADED)
+    assert degraded["reason"] == "FailedUpdate" and "exceeded quota" in degraded["message"]
     assert [(t, reason) for t, reason, _ in p.events] == [
         ("Normal", "TestStarted"),
         ("Warning", "FailedUpdate"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -677,3 +678,108 @@ def test_the_scale_of_an_apps_object_is_read_from_its_own_fields():
         replicas=3, status_replicas=2, selector="app=web,tier=front,env in (canary,prod),!legacy"
     )
     assert target.scale_of_object({"spec": {"replicas": 0}}) == target.ScaleView(0, 0, "")
+
+
+def owned(obj: dict[str, Any], kind: str = "Deployment", name: str = "web-owner") -> dict[str, Any]:
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "owner-uid", "controller": True}
+    ]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "reference", "plural", "holder"),
+    [
+        (owned(workload("ReplicaSet")), ref("ReplicaSet"), "replicasets", "Deployment web-owner"),
+        (owned(workload(), "TDSet", "other"), ref(), "deployments", "TDSet other"),
+    ],
+    ids=["deployments-replicaset", "another-tdsets-deployment"],
+)
+def test_a_target_another_controller_holds_is_a_conflict_once_with_no_write_to_it_or_its_hpa(
+    obj, reference, plural, holder
+):
+    """A target with an owner reference ``controller: true`` (a Deployment's ReplicaSet,
+    another TDSet's own Deployment) is that controller's to scale: a TargetConflict naming it,
+    nothing written to the target or to an HPA on it, the Event once (not per retry), and the
+    conflict gone by itself once the controller lets go."""
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": reference["kind"], "name": "web"},
+            "minReplicas": 1,
+            "maxReplicas": 10,
+        },
+    }
+    kube = FakeKube(tdset(reference), obj, hpa)
+    p = Pass(kube)
+    p.tds.autoscaler_changed(
+        "ADDED", kube.object(namespaced(NS, "horizontalpodautoscalers", "web", "autoscaling/v2"))
+    )
+    p.see(TDS_PATH)
+
+    for attempt in (1, 2):
+        with pytest.raises(ReconcileError, match="TargetConflict") as failed:
+            p.run()
+        assert failed.value.not_after is not None and failed.value.not_after <= 30
+        writes = [a.key for a in kube.writes()]
+        assert all(key[1] == "tdsets" for key in writes), writes  # the status at most
+        st = kube.object(TDS_PATH)["status"]
+        degraded = conditions.get(st["conditions"], "Degraded")
+        assert degraded["reason"] == "TargetConflict" and holder in degraded["message"]
+        assert [e[1] for e in p.events] == (["TargetConflict"] if attempt == 1 else [])
+    assert claim(kube, path(plural)).holder is None
+    assert kube.object(path(plural))["spec"]["replicas"] == 2
+
+    # The controller lets go (an orphaned object): the next pass claims and schedules it.
+    asyncio.run(kube.client().merge_patch(path(plural), {"metadata": {"ownerReferences": None}}))
+    p.run()
+    assert claim(kube, path(plural)).holder == uid(kube)
+
+
+def _claimed_by_a_new_tdset(kube: FakeKube, replicas: int) -> Callable[[Any], Awaitable[None]]:
+    """What a TDSet re-created under the same name does in its first pass, slipped in between
+    the give-back's read and its write: it takes the claim (keeping the recorded original) and
+    scales the target to its schedule."""
+
+    async def reclaim(action: Any) -> None:
+        obj = kube.object(path())
+        assert obj is not None
+        found = target.claim_of(obj)
+        new_owner = {"metadata": {"name": "shop", "uid": "new-uid"}}
+        await kube.client().merge_patch(path(), target.claim_patch(found, new_owner, obj["spec"]["replicas"]))
+        await kube.client().merge_patch(path() + "/scale", target.scale_patch(replicas))
+
+    return reclaim
+
+
+@pytest.mark.parametrize("slipped_before", ["scale", ""], ids=["before-the-scale", "before-the-release"])
+def test_a_tdset_recreated_under_the_name_during_the_give_back_keeps_the_original_replicas(slipped_before):
+    """Deleted and re-created at once: the new TDSet's claim lands between the give-back's read
+    and one of its writes. The give-back's writes carry the resourceVersion read, so it neither
+    sets the replicas under the new holder nor drops its claim: the user's 2 stay recorded as
+    the original (not the 5 the first TDSet scaled it to), and the new holder keeps the target."""
+    kube = FakeKube(tdset(ref()), workload(replicas=2))
+    p = Pass(kube)
+    p.see(TDS_PATH)
+    p.sweep(start=True)
+    p.run()
+    assert kube.object(path())["spec"]["replicas"] == 5
+    old_uid = uid(kube)
+    reclaim, done = _claimed_by_a_new_tdset(kube, 5), []
+
+    async def slip_in(action: Any) -> None:
+        if not done and action.subresource == slipped_before:
+            done.append(action.key)
+            await reclaim(action)
+
+    kube.prepend_reactor("patch", "deployments", slip_in)
+    p.live.add("new-uid")
+    p.tds.wanted["new-uid"] = (NS, "shop", (NS, "apps", "Deployment", "web"))
+    p.sweep(forget=old_uid)
+
+    found = claim(kube, path())
+    assert found.holder == "new-uid" and found.original == 2
+    assert kube.object(path())["spec"]["replicas"] == 5
+    assert done and not [e for e in p.events if e[1] == "GaveBackReplicas"]
