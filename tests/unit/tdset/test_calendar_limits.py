@@ -363,8 +363,10 @@ def _one_pass(
     reconciler = operator.reconciler
     assert isinstance(reconciler, TDSetReconciler)
     if holiday_data:
-        configmap = {"metadata": {"name": "days", "namespace": "ns"}, "data": holiday_data}
-        reconciler.holidays.changed("ADDED", configmap)
+        # Stored on the fake server: the pass reads a referenced ConfigMap by name.
+        configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "days", "namespace": "ns"}}
+        kube.add({**configmap, "data": holiday_data})
+        reconciler.holidays.changed("ADDED", {**configmap, "kind": "PartialObjectMetadata"})
 
     async def run() -> None:
         try:
