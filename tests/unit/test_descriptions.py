@@ -255,6 +255,13 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
         bundle.BUNDLE / "manifests" / "fourth-operator-metrics_v1_service.yaml",
         bundle.BUNDLE / "manifests" / "fourth-operator_monitoring.coreos.com_v1_servicemonitor.yaml",
         bundle.BUNDLE / "manifests" / "fourth-operator_policy_v1_poddisruptionbudget.yaml",
+        # the editor and viewer roles every kind gets, aggregated to admin/edit/view
+        bundle.BUNDLE
+        / "manifests"
+        / "k8s-operators-py-fourth-editor-role_rbac.authorization.k8s.io_v1_clusterrole.yaml",
+        bundle.BUNDLE
+        / "manifests"
+        / "k8s-operators-py-fourth-viewer-role_rbac.authorization.k8s.io_v1_clusterrole.yaml",
         REPO / "images" / "fourth-operator" / "Dockerfile",
     }
     csv = bundle.csv("0.1.0", bundle.DEFAULT_REGISTRY)

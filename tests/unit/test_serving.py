@@ -80,7 +80,7 @@ async def test_track_watches_marks_listing_through_kopf_generator(monkeypatch):
     try:
         with pytest.raises(RuntimeError):
             track_watches(Readiness())
-        gen = watching.continuous_watch(resource="pods.v1", namespace="ns", settings=None)
+        gen = watching.continuous_watch(resource=PODS, namespace="ns", settings=None)
         first = await gen.__anext__()
         assert first == {"type": None, "object": {}} and not r.is_ready() and r.pending() == ["pods.v1@ns"]
         assert await gen.__anext__() is watching.Bookmark.LISTED
@@ -281,7 +281,7 @@ async def test_a_watch_that_fails_is_reported_retried_with_a_fresh_listing_and_r
     monkeypatch.setattr(kopf_adapter, "RETRY_CAP", 0.01)
     undo = track_watches(r)
     try:
-        gen = watching.continuous_watch(resource="pods.v1", namespace="ns", settings=None)
+        gen = watching.continuous_watch(resource=PODS, namespace="ns", settings=None)
         assert await anext(gen) is watching.Bookmark.LISTED
     finally:
         undo()
