@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
 from shared.api import ownership
+from shared.api.lru import LRU
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
 from shared.client.kube import ApiError, KubeClient, reason_of
@@ -47,6 +49,8 @@ from shared.controller.workqueue import ReconcileError
 
 POD, SERVICE, CONFIGMAP, BUDGET = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
+# ConfigMap states whose digests are kept: more than the referenced ConfigMaps read at once.
+DIGESTS = 256
 
 
 def content_digest(body: Mapping[str, Any]) -> str:
@@ -55,21 +59,39 @@ def content_digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def summarize(body: Mapping[str, Any], want: frozenset[str]) -> tuple[str, frozenset[str]]:
-    """What is kept of a referenced ConfigMap: the digest of its content and which of the keys
-    ``want`` it has (not every key: a ConfigMap may hold a hundred thousand)."""
-    data, binary = body.get("data") or {}, body.get("binaryData") or {}
-    return content_digest(body), frozenset(k for k in want if k in data or k in binary)
+def spec_check(spec: Mapping[str, Any]) -> list[FieldError]:
+    """The CRD schema's errors of a spec, then its CEL rules' (once the types are right)."""
+    return VALIDATOR.errors(spec) or rule_errors(spec)
 
 
 class ConfigMaps:
     """The ConfigMaps the WebServers reference (any of their namespace, labelled or not), read
     by reference (:class:`~shared.controller.configmaps.ReferencedConfigMaps`): a digest of
     each and which of the keys asked for it has, and which WebServer reads which, so a change
-    wakes exactly those."""
+    wakes exactly those.
+
+    WebServers asking for different keys of one ConfigMap make it read again for the keys not
+    yet known; its digest is computed once per state (UID and resourceVersion) all the same,
+    as hashing a ConfigMap of 1 MiB is most of what such a read costs."""
 
     def __init__(self, kube: KubeClient, kick: Callable[[str, str], None]) -> None:
-        self.maps = ReferencedConfigMaps(kube, kick, summarize)
+        self.maps = ReferencedConfigMaps(kube, kick, self.summarize)
+        self._digests: LRU[tuple[str, str], str] = LRU(DIGESTS)
+        self._lock = threading.Lock()  # summaries are made in threads
+
+    def summarize(self, body: Mapping[str, Any], want: frozenset[str]) -> tuple[str, frozenset[str]]:
+        """What is kept of a referenced ConfigMap: the digest of its content and which of the
+        keys ``want`` it has (not every key: a ConfigMap may hold a hundred thousand)."""
+        meta = body.get("metadata") or {}
+        state = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        with self._lock:
+            digest = self._digests.get(state) if all(state) else None
+        if digest is None:
+            digest = content_digest(body)
+            with self._lock:
+                self._digests.put(state, digest)
+        data, binary = body.get("data") or {}, body.get("binaryData") or {}
+        return digest, frozenset(k for k in want if k in data or k in binary)
 
     def watch(self) -> Watch:
         return self.maps.watch(CONFIGMAP.group, CONFIGMAP.version, CONFIGMAP.plural)
@@ -150,15 +172,17 @@ class WebServerReconciler:
         self.api.status.forget(uid)
         self.spec_checked.pop(uid, None)
 
-    def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
+    async def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
         """The CRD schema's errors of ``spec``, checked once per generation: the API server
         bumps it on every change of the spec, and every pod or status event of an unchanged
         WebServer runs a pass (the check was 2 % of the operator's CPU creating 1000)."""
         checked = self.spec_checked.get(uid)
         if checked is not None and generation and checked[0] == generation:
             return list(checked[1])
-        # The CEL rules' Python twins once the types are known to be right.
-        errors = VALIDATOR.errors(spec) or rule_errors(spec)
+        # The CEL rules' Python twins once the types are known to be right. In a thread: the
+        # largest spec takes tens of milliseconds to check, which on the event loop would hold
+        # every other namespace's passes (the thread gives the loop its turn every few ms).
+        errors = await asyncio.to_thread(spec_check, spec)
         if generation:
             self.spec_checked[uid] = (generation, tuple(errors))
         return errors
@@ -296,7 +320,7 @@ class WebServerReconciler:
         current = self.api.status.current(body)
 
         service = bool((spec.get("service") or {}).get("enabled"))
-        errors = self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
+        errors = await self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
         if errors:
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)

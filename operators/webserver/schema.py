@@ -117,7 +117,7 @@ def _map(values: dict[str, Any], rules: list[dict[str, Any]], description: str) 
 # args, pod annotations' keys and values): what an object may cost the operator's memory is
 # bounded by these totals, not by the item counts times the item lengths (which allowed about
 # 1 MiB a WebServer). Ratcheting: a spec stored before the rule keeps its value while unchanged.
-MAX_PART_CHARS = 32768
+MAX_PART_CHARS = 8192
 TOTAL_MESSAGE = f"at most {MAX_PART_CHARS} characters in all"
 
 

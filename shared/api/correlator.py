@@ -31,10 +31,12 @@ sequence of instants.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from shared.api.lru import LRU
 
 # The API server refuses longer Event messages (client-go cuts them too).
 MAX_MESSAGE = 1024
@@ -52,34 +54,6 @@ V = TypeVar("V")
 def cut(message: str) -> str:
     """``message`` cut to what the API server takes."""
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
-
-
-class LRU(Generic[K, V]):
-    """A mapping of at most ``size`` entries: adding one more forgets the least recently used."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        if size < 1:
-            raise ValueError("an LRU holds at least one entry")
-        self.size = size
-        self._entries: OrderedDict[K, V] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._entries
-
-    def get(self, key: K) -> V | None:
-        value = self._entries.get(key)
-        if value is not None:
-            self._entries.move_to_end(key)
-        return value
-
-    def put(self, key: K, value: V) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
 
 
 def _object_key(event: Mapping[str, Any]) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from operators.webserver.schema import MAX_PART_CHARS
 from tests.framework.cluster import Cluster
 from tests.framework.resources import Kind
 from tests.framework.waits import wait_for
@@ -53,7 +54,7 @@ def conditions(ws: dict) -> dict:
     return {c["type"]: c for c in ws["status"]["conditions"]}
 
 
-def largest_spec(replicas: int = 0, total: int = 32768) -> dict:
+def largest_spec(replicas: int = 0, total: int = MAX_PART_CHARS) -> dict:
     """A WebServer spec at the schema's maxima: every list and map at its most items, every
     string at its longest, the parts with a character budget (env, command, args, pod
     annotations) filled to ``total`` each: the worst case of what one object may cost the
@@ -66,7 +67,9 @@ def largest_spec(replicas: int = 0, total: int = 32768) -> dict:
     def qualified(i: int) -> str:  # a prefix of 253 characters, "/", a name of 63
         return subdomain(i) + "/" + "k" * 63
 
-    env_names = [f"E{i:02d}" + "x" * 250 for i in range(64)]  # 253 each: 16192 of the budget
+    # 64 variables, their names half the budget, the other half the values of 32 of them.
+    name_length = min(253, total // 2 // 64)
+    env_names = [f"E{i:02d}" + "x" * (name_length - 3) for i in range(64)]
     env: list[dict] = [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": subdomain(i), "key": "k" * 253}}}
         for i, name in enumerate(env_names[:32])
@@ -75,8 +78,10 @@ def largest_spec(replicas: int = 0, total: int = 32768) -> dict:
     per = values // 32
     env += [{"name": name, "value": "v" * per} for name in env_names[32:]]
     strings = [f"{i:02d}" + "s" * (4096 - 2) for i in range(total // 4096)]
-    keys = [qualified(i) for i in range(32)]
-    per_value = (total - sum(len(k) for k in keys)) // 32
+    # As many of the longest annotation keys as leave room for values of the rest of the budget.
+    keys = [qualified(i) for i in range(min(32, total // 2 // len(qualified(0))))]
+    per_value = min(4096, (total - sum(len(k) for k in keys)) // len(keys))
+    labels = [qualified(i) for i in range(32)]
     return {
         "replicas": replicas,
         "image": "r" * 512,
@@ -93,7 +98,7 @@ def largest_spec(replicas: int = 0, total: int = 32768) -> dict:
         "command": strings,
         "args": strings,
         "podMetadata": {
-            "labels": {k: "l" * 63 for k in keys},
+            "labels": {k: "l" * 63 for k in labels},
             "annotations": {k: "a" * per_value for k in keys},
         },
         "restartedAt": "2026-11-26T00:00:00Z",

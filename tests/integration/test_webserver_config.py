@@ -121,16 +121,16 @@ VOLUME = {"name": "v", "mountPath": "/etc/v", "configMap": {"name": "c"}}
         ),
         ({"minReadySeconds": 3601}, ["spec.minReadySeconds", "less than or equal to 3600"]),
         ({"command": ["x"] * 65}, ["spec.command", "must have at most 64 items"]),
-        # The character budgets (schema.MAX_PART_CHARS): 8 x 4096 fit, one character more does not.
-        ({"command": ["x" * 4096] * 8 + ["y"]}, ["spec.command", "at most 32768 characters in all"]),
-        ({"args": ["x" * 4096] * 8 + ["y"]}, ["spec.args", "at most 32768 characters in all"]),
+        # The character budgets (schema.MAX_PART_CHARS): 2 x 4096 fit, one character more does not.
+        ({"command": ["x" * 4096] * 2 + ["y"]}, ["spec.command", "at most 8192 characters in all"]),
+        ({"args": ["x" * 4096] * 2 + ["y"]}, ["spec.args", "at most 8192 characters in all"]),
         (
-            {"env": [{"name": f"E{i}", "value": "x" * 8192} for i in range(4)]},
-            ["spec.env", "at most 32768 characters in all"],
+            {"env": [{"name": "E0", "value": "x" * 8190}, {"name": "E1", "value": "y"}]},
+            ["spec.env", "at most 8192 characters in all"],
         ),
         (
-            {"podMetadata": {"annotations": {f"k{i}": "v" * 4096 for i in range(8)}}},
-            ["spec.podMetadata.annotations", "at most 32768 characters in all"],
+            {"podMetadata": {"annotations": {"k0": "v" * 4096, "k1": "v" * 4095}}},
+            ["spec.podMetadata.annotations", "at most 8192 characters in all"],
         ),
     ],
 )

@@ -11,14 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.webserver.reconciler import content_digest
-from operators.webserver.reconciler import summarize as webserver_summary
+from operators.webserver import reconciler as webserver_reconciler
+from operators.webserver.reconciler import ConfigMaps, content_digest
 from shared.client.kube import ApiError
 from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import METADATA_ONLY
 from tests.framework.fakekube import FakeKube, fail
 
 NS = "ns"
+
+
+def webserver_summary():
+    """The WebServer operator's summary of a ConfigMap, as its reconciler makes it (a new
+    one each time: it keeps digests by the ConfigMap's UID and resourceVersion)."""
+    return ConfigMaps(None, lambda ns, name: None).summarize  # type: ignore[arg-type]
 
 
 def store(kube: FakeKube, name: str, data: dict[str, str], namespace: str = NS) -> dict[str, Any]:
@@ -34,7 +40,7 @@ def reads(kube: FakeKube) -> list[str]:
 
 def maps_on(kube: FakeKube, kicked: list[tuple[str, str]] | None = None) -> ReferencedConfigMaps[Any]:
     return ReferencedConfigMaps(
-        kube, lambda ns, name: (kicked if kicked is not None else []).append((ns, name)), webserver_summary
+        kube, lambda ns, name: (kicked if kicked is not None else []).append((ns, name)), webserver_summary()
     )
 
 
@@ -171,7 +177,7 @@ async def test_a_read_that_fails_raises_and_keeps_nothing():
 
 async def test_at_most_reads_at_once_configmaps_are_read_at_a_time():
     kube = FakeKube()
-    maps = ReferencedConfigMaps(kube, lambda ns, name: None, webserver_summary, reads_at_once=2)
+    maps = ReferencedConfigMaps(kube, lambda ns, name: None, webserver_summary(), reads_at_once=2)
     names = [f"cm{i}" for i in range(6)]
     for name in names:
         store(kube, name, {"a": name})
@@ -190,3 +196,23 @@ async def test_at_most_reads_at_once_configmaps_are_read_at_a_time():
     kube.prepend_reactor("get", "configmaps", slow)
     await asyncio.gather(*(maps.read(NS, name) for name in names))
     assert most == 2 and len(maps) == 6
+
+
+def test_a_configmaps_digest_is_computed_once_per_state_whatever_keys_are_asked(monkeypatch):
+    """WebServers asking for different keys of one large ConfigMap read it again, but hash its
+    content once per UID and resourceVersion; a new state is hashed again."""
+    hashed = []
+
+    def counting(body):
+        hashed.append(body["metadata"]["resourceVersion"])
+        return f"digest-{body['metadata']['resourceVersion']}"
+
+    monkeypatch.setattr(webserver_reconciler, "content_digest", counting)
+    summarize = ConfigMaps(None, lambda ns, name: None).summarize  # type: ignore[arg-type]
+    body = {"metadata": {"uid": "u1", "resourceVersion": "7"}, "data": {"a": "1", "b": "2"}}
+    assert summarize(body, frozenset({"a"})) == ("digest-7", frozenset({"a"}))
+    assert summarize(body, frozenset({"b", "c"})) == ("digest-7", frozenset({"b"}))
+    assert hashed == ["7"]
+    edited = {**body, "metadata": {"uid": "u1", "resourceVersion": "8"}}
+    assert summarize(edited, frozenset({"a"})) == ("digest-8", frozenset({"a"}))
+    assert hashed == ["7", "8"]

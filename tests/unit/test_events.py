@@ -12,7 +12,8 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from shared.api.correlator import AGGREGATE_PREFIX, LRU, Correlator, FairQueue, SpamFilter, TokenBucket
+from shared.api.correlator import AGGREGATE_PREFIX, Correlator, FairQueue, SpamFilter, TokenBucket
+from shared.api.lru import LRU
 from shared.client.events import MAX_MESSAGE, EventRecorder, event_manifest
 from shared.client.kube import ApiError, KubeClient
 from shared.client.leader import NotLeaderError

@@ -25,7 +25,8 @@ describes, one step after the other:
 All along, the probe is scaled between 1 and 2 replicas ``--pause`` seconds apart, each timed
 from just before its PATCH until the quiet namespace's watch shows a status with the patched
 ``observedGeneration`` and the new replica count (as :mod:`tools.bench.noisy_neighbour`), and
-the operator's resident memory is sampled every 0.25 s.
+the operator's resident memory is sampled every 0.25 s. Before each probe, a GET of the probe
+times the API server alone: what of a probe's delay is not the operator's.
 
 Reported: the operator's RSS at rest, after each step, and its peak (VmHWM) against the 384 MiB
 limit; the probes' p50, p99 and max, in all and by step; the load average.
@@ -141,6 +142,8 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
         memory = Memory(stats).start()
 
         by_step: dict[str, list[Probe]] = {}
+        # The API server's own part: a GET of the probe just before each probe, no operator in it.
+        gets: dict[str, list[float]] = {}
         rss_after: dict[str, float] = {}
         replicas = 1
 
@@ -149,6 +152,7 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
             probes = by_step.setdefault(step, [])
             while True:
                 replicas = 3 - replicas
+                gets.setdefault(step, []).append(await timed_get(api, path))
                 probes.append(await probe(api, path, watched, replicas, 0))
                 if work.done():
                     break
@@ -187,10 +191,11 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
         hwm = stats.sample().hwm_mib
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
-    every = [p for probes in by_step.values() for p in probes]
     steps = "\n".join(
-        f"  {step}: {dist(probes)}; RSS after {rss_after[step]:.0f} MiB" for step, probes in by_step.items()
+        f"  {step}: {dist(probes)}; RSS after {rss_after[step]:.0f} MiB; {api_part(gets[step])}"
+        for step, probes in by_step.items()
     )
+    every = [p for probes in by_step.values() for p in probes]
     print(
         f"\none namespace under the recommended quota ({', '.join(f'{k}={v}' for k, v in QUOTA.items())}):\n"
         f"{steps}\n"
@@ -199,6 +204,17 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
         f"  another namespace's reconcile (PATCH -> status observed): {dist(every)}\n"
         f"  limits: {lib.operator_limits(args)}; {load()}"
     )
+
+
+async def timed_get(api: Api, path: str) -> float:
+    t0 = time.monotonic()
+    await api.request("GET", path)
+    return time.monotonic() - t0
+
+
+def api_part(gets: list[float]) -> str:
+    """The API server's share of a step's delays: its answers to the GETs before the probes."""
+    return f"the API server's GET p50 {sorted(gets)[len(gets) // 2]:.2f}s, max {max(gets):.2f}s"
 
 
 def main() -> None:
