@@ -71,7 +71,8 @@ def largest_spec(replicas: int = 0, total: int = MAX_PART_CHARS) -> dict:
     name_length = min(253, total // 2 // 64)
     env_names = [f"E{i:02d}" + "x" * (name_length - 3) for i in range(64)]
     env: list[dict] = [
-        {"name": name, "valueFrom": {"secretKeyRef": {"name": subdomain(i), "key": "k" * 253}}}
+        # 16 Secrets here and 8 more for the volumes: the most distinct ones admission checks.
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": subdomain(i % 16), "key": "k" * 253}}}
         for i, name in enumerate(env_names[:32])
     ]
     values = total - sum(len(n) for n in env_names)
@@ -91,7 +92,7 @@ def largest_spec(replicas: int = 0, total: int = MAX_PART_CHARS) -> dict:
             {
                 "name": f"v{i:02d}" + "a" * 60,
                 "mountPath": f"/m{i:02d}" + "p" * 1020,
-                "secret": {"name": subdomain(i)},
+                "secret": {"name": subdomain(16 + i % 8)},
             }
             for i in range(16)
         ],
