@@ -45,7 +45,7 @@ and ``_created`` series are disabled to match Go's output.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import prometheus_client
 from prometheus_client import (
@@ -269,6 +269,16 @@ class _ObjectFamily:
         """Drop every series whose labels include ``labels``."""
         at = [(self.spec.labels.index(n), v) for n, v in labels.items()]
         for key in [k for k in self.values if all(k[i] == v for i, v in at)]:
+            del self.values[key]
+
+    def set_object(self, namespace: str, name: str, series: Mapping[tuple[str, ...], float]) -> None:
+        """Make an object's series exactly ``series`` ({the label values after namespace and
+        name: value}): each set first, then the others dropped, so a scrape in between never
+        misses a series that stays (a missing sample would make Prometheus resolve its alert)."""
+        for rest, value in series.items():
+            self.values[self._key((namespace, name, *rest), {})] = float(value)
+        wanted = {self._key((namespace, name, *rest), {}) for rest in series}
+        for key in [k for k in self.values if k[:2] == (namespace, name) and k not in wanted]:
             del self.values[key]
 
     def clear(self) -> None:

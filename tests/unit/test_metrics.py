@@ -109,13 +109,30 @@ def test_promtool_check_catches_a_bad_name():
 def test_a_deleted_objects_series_go_also_where_they_have_more_labels_than_namespace_and_name():
     m = Metrics(domain=description("netperf").metrics)
     m.gauge("netperf_failed").labels("ns", "np").set(1)
-    m.gauge("netperf_regressed").labels("ns", "np", "TCP_STREAM").set(1)
+    m.gauge("netperf_regressed").labels("ns", "np", "TCP_STREAM", "3").set(1)
     m.gauge("netperf_result_latency_seconds").labels("ns", "np", "TCP_RR", "p99").set(0.001)
-    m.gauge("netperf_regressed").labels("ns", "other", "TCP_STREAM").set(0)
+    m.gauge("netperf_regressed").labels("ns", "other", "TCP_STREAM", "").set(0)
     m.forget_object("ns", "np")
     text = m.exposition().decode()
     assert 'name="np"' not in text
-    assert 'netperf_regressed{name="other",namespace="ns",test_type="TCP_STREAM"} 0.0' in text
+    assert 'netperf_regressed{name="other",namespace="ns",run="",test_type="TCP_STREAM"} 0.0' in text
+
+
+def test_an_objects_series_set_whole_keep_those_that_stay_and_drop_the_others():
+    m = Metrics(domain=description("netperf").metrics)
+    gauge = m.gauge("netperf_result_latency_seconds")
+    assert isinstance(gauge, ObjectGauge)
+    gauge.labels("ns", "np", "TCP_RR", "p99").set(0.002)
+    gauge.labels("ns", "np", "TCP_RR", "p50").set(0.001)
+    gauge.labels("ns", "other", "TCP_RR", "p99").set(0.003)
+    gauge.set_object("ns", "np", {("TCP_RR", "p99"): 0.004, ("TCP_CRR", "p99"): 0.005})
+    assert gauge.values == {
+        ("ns", "np", "TCP_RR", "p99"): 0.004,
+        ("ns", "np", "TCP_CRR", "p99"): 0.005,
+        ("ns", "other", "TCP_RR", "p99"): 0.003,
+    }
+    gauge.set_object("ns", "np", {})
+    assert gauge.values == {("ns", "other", "TCP_RR", "p99"): 0.003}
 
 
 def test_per_object_series_scrape_as_prometheus_clients_own_would():

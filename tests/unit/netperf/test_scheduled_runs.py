@@ -206,7 +206,7 @@ def test_a_halved_throughput_is_a_regression_with_its_figures_an_event_and_a_met
     assert st["regression"]["baselineSamples"] == 9
     assert ("Warning", "Regressed") in [(t, r) for t, r, _ in p.events]
     exposition = p.operator.runtime.metrics.exposition().decode()
-    assert 'netperf_regressed{name="np",namespace="ns",test_type="TCP_STREAM"} 1.0' in exposition
+    assert 'netperf_regressed{name="np",namespace="ns",run="4",test_type="TCP_STREAM"} 1.0' in exposition
     assert (
         'netperf_result_throughput_bytes_per_second{name="np",namespace="ns",test_type="TCP_STREAM"}'
         in exposition
