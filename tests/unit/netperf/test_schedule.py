@@ -112,4 +112,6 @@ def test_baseline_is_the_previous_runs_of_the_same_measurement_or_the_pinned_sam
     assert schedule.baseline(earlier, schedule.Settings(baseline_runs=1)) == [3.0, 4.0]
     assert schedule.baseline(earlier, schedule.Settings(pinned=(7.0, 8.0))) == [7.0, 8.0]
     first = schedule.verdict([], item, schedule.Settings())  # nothing to compare with yet
-    assert first == schedule.NotJudged("NewBaseline", first.message) and "starts the baseline" in first.message
+    assert (
+        first == schedule.NotJudged("NewBaseline", first.message) and "starts the baseline" in first.message
+    )
