@@ -5,7 +5,8 @@ kwok runs the pods; the test finishes each client pod with output captured from 
 (the third run's throughput halved: the link got slower). A run's deadline is on the shifted
 clock too, so each restart shifts it by less than that. Proves #27's "three runs, history of
 three, no overlap, a kill mid-run" and a detected regression, on the API server's own record
-(the audit log) rather than the operator's Events. ``NETPERF_SCHEDULE_DUMP`` (a path): the final
+(the audit log) rather than the operator's Events; and that an operator started after the
+regression (the first one killed) exports its ``netperf_regressed`` series from the status. ``NETPERF_SCHEDULE_DUMP`` (a path): the final
 object is written there as YAML (docs/operators/netperf.md shows it).
 """
 
@@ -30,7 +31,7 @@ from tests.framework.netperfs import (
     get,
     in_test,
     no_pods_left,
-    phase_is,
+    reasons,
     scaled,
     st,
 )
@@ -135,6 +136,22 @@ def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster
     regressed = next(c for c in s["conditions"] if c["type"] == "Regressed")
     assert (regressed["status"], regressed["reason"]) == ("True", "Regressed")
     assert s["regression"]["run"] == 3 and s["regression"]["changePercent"] == pytest.approx(-50.0, abs=1)
+    regressed_series = {"namespace": namespace, "name": "nightly", "test_type": "TCP_STREAM", "run": "3"}
+    wait_for(lambda: op.metric("netperf_regressed", **regressed_series) == 1, 60, "netperf_regressed 1")
+    # A new operator process (a restart, a failover, an upgrade), killed hard before it: its
+    # first pass exports the verdict the object records; the series is the same, the alert too.
+    op.kill()
+    op = start_operator(hour + 3700 * second)
+    wait_for(
+        lambda: op.metric("netperf_regressed", **regressed_series) == 1,
+        60,
+        "the restarted operator's netperf_regressed from status",
+    )
+    lines = [line for line in op.metrics().splitlines() if line.startswith("netperf_regressed{")]
+    assert [line for line in lines if 'name="nightly"' in line] == [
+        f'netperf_regressed{{name="nightly",namespace="{namespace}",run="3",test_type="TCP_STREAM"}} 1.0'
+    ]
+    assert st(cluster, namespace, "nightly")["history"] == s["history"]  # it only read
     # The API server's record: each run's two pods created once, none for the skipped due time.
     assert audit.created(cluster, namespace, "pods") == [
         f"nightly-{c}-r{n}" for n in (1, 2, 3) for c in ("server", "client")
@@ -172,9 +189,18 @@ def test_invalid_schedules_are_rejected_with_the_field(cluster, namespace, spec,
 
 
 def test_a_bad_cron_expression_past_the_schema_is_degraded_with_the_field(cluster, namespace, start_operator):
+    """An error of the spec belongs to no run: Degraded and an Event, no run, no history entry."""
     start_operator(datetime.datetime.now(UTC))
     create(cluster, namespace, "np", {"schedule": "61 * * * *"})
-    s = phase_is(cluster, namespace, "np", "Error")
-    assert s["reason"] == "InvalidSpec" and "spec.schedule: minute: 61 is outside 0-59" in s["message"]
-    degraded = next(c for c in s["conditions"] if c["type"] == "Degraded")
-    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+
+    def degraded() -> dict | None:
+        conds = st(cluster, namespace, "np").get("conditions") or []
+        return next((c for c in conds if c["type"] == "Degraded" and c["status"] == "True"), None)
+
+    found = wait_for(degraded, 60, "Degraded")
+    assert (
+        found["reason"] == "InvalidSpec" and "spec.schedule: minute: 61 is outside 0-59" in found["message"]
+    )
+    s = st(cluster, namespace, "np")
+    assert "status" not in s and "history" not in s and "nextRunTime" not in s
+    assert wait_for(lambda: "InvalidSpec" in reasons(cluster, namespace, "np"), 60, "the InvalidSpec Event")
