@@ -6,8 +6,9 @@ kwok runs the pods; the test finishes each client pod with output captured from 
 clock too, so each restart shifts it by less than that. Proves #27's "three runs, history of
 three, no overlap, a kill mid-run" and a detected regression, on the API server's own record
 (the audit log) rather than the operator's Events; and that an operator started after the
-regression (the first one killed) exports its ``netperf_regressed`` series from the status. ``NETPERF_SCHEDULE_DUMP`` (a path): the final
-object is written there as YAML (docs/operators/netperf.md shows it).
+regression (the first one killed) exports its ``netperf_regressed`` series from the status.
+``NETPERF_SCHEDULE_DUMP`` (a path): the final object is written there as YAML
+(docs/operators/netperf.md shows it).
 """
 
 from __future__ import annotations
