@@ -668,9 +668,10 @@ class NetperfReconciler:
         generation = int(body["metadata"].get("generation", 0))
         self._event(body, "InvalidSpec", message, "Warning")
         delay: float | None = None
-        if current.get("status") in status.RUNNING and current.get("scheduledTime"):
-            spec = desired.effective(current.get("runSpec") or {})
-            run = f"r{current['run']}"
+        if current.get("status") in status.RUNNING:  # its key and spec as scheduled() has them
+            scheduled = bool(current.get("scheduledTime"))
+            run = f"r{current['run']}" if scheduled else str(current.get("observedGeneration"))
+            spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
             delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
             current = self.api.status.current(body)
         else:

@@ -268,9 +268,11 @@ def spec_invalid(
     ``Stalled`` until the spec changes; no due time is met meanwhile. The last run's result, the
     history and the verdict stay as they are: the error belongs to no run."""
     reason = "InvalidSpec"
+    # observedGeneration is a one-off run's key while it runs (as scheduled passes keep it).
+    running = current.get("status") in RUNNING
     return {
         **current,
-        "observedGeneration": generation,
+        "observedGeneration": current.get("observedGeneration") if running else generation,
         "nextRunTime": None,
         "conditions": conditions.set_all(
             current.get("conditions"),

@@ -515,3 +515,29 @@ def test_a_one_off_spec_error_after_a_schedule_is_its_own_run_and_not_in_the_his
     st = p.status
     assert (st["status"], st["reason"]) == ("Error", "InvalidSpec")
     assert st["history"] == history and "scheduledTime" not in st
+
+
+def test_a_one_off_run_under_way_when_a_refused_schedule_is_added_finishes_as_a_one_off():
+    body = netperf()
+    del body["spec"]["schedule"]
+    kube = FakeKube(body)
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    names = desired.pod_names("np", "1")
+    assert pods(kube) == [names.server]
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": "61 * * * *"}}))
+    p.kubelet(names.server, READY)
+    p.run()
+    assert pods(kube) == sorted([names.client, names.server])  # not deleted: the run goes on
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        names.client,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+        },
+    )
+    p.run()
+    st = p.status
+    assert st["status"] == "Done" and "history" not in st and pods(kube) == []
+    assert conditions.get(st["conditions"], "Degraded")["reason"] == "InvalidSpec"
