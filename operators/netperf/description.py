@@ -122,7 +122,11 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
             ),
             "short",
         ),
-        Panel("Netperf regressions", (("netperf_regressed == 1", OBJECT + " {{test_type}}"),), "short"),
+        Panel(
+            "Netperf regressions",
+            (("netperf_regressed == 1", OBJECT + " {{test_type}} since run {{run}}"),),
+            "short",
+        ),
         Panel(
             "Netperf tests by result",
             (("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}"),),
