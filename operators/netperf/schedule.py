@@ -23,7 +23,9 @@ again at each due time. The rules (also in docs/operators/netperf.md):
 Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason. Each result is judged against a baseline (:mod:`.regression`).
+the error's reason, and the key of what it measured (:mod:`.measurement`). Each result is
+judged against the earlier results of the same measurement (:func:`judge`, :mod:`.regression`);
+the verdict in the status, and when it stops applying, are :mod:`.verdicts`'.
 """
 
 from __future__ import annotations

@@ -271,7 +271,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "How a scheduled result is judged: regressed when its mean is at least "
                 "minChangePercent below the baseline's and Welch's one-sided t-test on the samples "
                 "gives p < pValue. Sets the Regressed condition, a Warning Event and "
-                "netperf_regressed."
+                "netperf_regressed. A result it cannot judge (the first of its measurement, fewer "
+                "than 2 samples on a side) is reported as not judged in status.regression."
             ),
             "properties": {
                 "baselineRuns": {
@@ -280,7 +281,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": MAX_BASELINE_RUNS,
                     "description": (
                         "The baseline is the samples of this many previous results of the same "
-                        f"test type (default {DEFAULT_BASELINE_RUNS})."
+                        "measurement: test type, parallel, messageSize, path, nodes, image and "
+                        f"duration (default {DEFAULT_BASELINE_RUNS}; see status.measurement)."
                     ),
                 },
                 "baseline": {
