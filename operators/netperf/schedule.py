@@ -251,14 +251,8 @@ class NotJudged:
     message: str
 
 
-def judge(
-    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | NotJudged:
-    """The judgement of a Done ``item`` against ``earlier`` (the Done results of its measurement,
-    oldest first): the one call that applies the statistical rule, so another rule replaces it
-    here. A verdict's figures are finite; where the rule has nothing to judge, ``NotJudged``."""
-    new = [float(x) for x in item.get("samples") or ()]
-    old = baseline(earlier, s)
+def _nothing_to_judge(new: Sequence[float], old: Sequence[float]) -> NotJudged | None:
+    """Why samples ``new`` cannot be judged against ``old`` by the rule, if they cannot."""
     if not old:
         return NotJudged("NewBaseline", "the first result of this measurement: it starts the baseline")
     if len(new) < 2:
@@ -275,7 +269,23 @@ def judge(
         )
     if statistics.fmean(old) <= 0:
         return NotJudged("ZeroBaseline", "the baseline's mean is 0: a drop from it cannot be measured")
-    found = regression.judge(new, old, min_change_percent=s.min_change_percent, p_value=s.p_value)
+    return None
+
+
+def judge(
+    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> regression.Verdict | NotJudged:
+    """The judgement of a Done ``item`` against ``earlier`` (the Done results of its measurement,
+    oldest first): the one call that applies the statistical rule, so another rule replaces it
+    here. A verdict's figures are finite; where the rule has nothing to judge, ``NotJudged``."""
+    new = [float(x) for x in item.get("samples") or ()]
+    old = baseline(earlier, s)
+    if (why := _nothing_to_judge(new, old)) is not None:
+        return why
+    try:
+        found = regression.judge(new, old, min_change_percent=s.min_change_percent, p_value=s.p_value)
+    except (ArithmeticError, ValueError) as exc:  # variances that underflow to 0, and the like
+        return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
     figures = (found.old_mean, found.new_mean, found.change_percent, found.p_value)
     if not all(math.isfinite(x) for x in figures):
         return NotJudged("NotFinite", f"the samples give no finite figures ({found.summary()})")

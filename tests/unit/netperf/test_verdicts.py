@@ -118,6 +118,13 @@ def _recorded(history: list[dict[str, Any]], item: dict[str, Any], regression: d
     return s, outcome, verdicts.recorded(st_, item, measured, outcome, generation=3, now=NOW)
 
 
+def test_samples_whose_variances_underflow_are_not_judged_instead_of_failing_the_pass():
+    item = {"run": 2, "measurement": "k", "result": "Done", "samples": [0.0, 0.0]}
+    earlier = [{"run": 1, "measurement": "k", "result": "Done", "samples": [0.0, 3e-140]}]
+    found = schedule.judge(earlier, item, schedule.Settings())
+    assert isinstance(found, schedule.NotJudged) and found.reason == "NotFinite"
+
+
 @SETTINGS
 @given(ENTRIES, SAMPLES, KEYS, REGRESSION, st.booleans())
 def test_a_verdict_in_status_is_finite_and_its_condition_and_series_agree(
