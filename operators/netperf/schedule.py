@@ -23,12 +23,16 @@ again at each due time. The rules (also in docs/operators/netperf.md):
 Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason. Each result is judged against a baseline (:mod:`.regression`).
+the error's reason, and the key of what it measured (:mod:`.measurement`). Each result is
+judged against the earlier results of the same measurement (:func:`judge`, :mod:`.regression`);
+the verdict in the status, and when it stops applying, are :mod:`.verdicts`'.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
+import statistics
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -163,18 +167,22 @@ def headline_stats(st: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None
     return "", None
 
 
-def entry(st: Mapping[str, Any], *, run: int, test_type: str) -> dict[str, Any]:
-    """One history entry of a finished run's status (compact: figures, not the whole status)."""
+def entry(
+    st: Mapping[str, Any], *, run: int, test_type: str, measurement: str | None = None
+) -> dict[str, Any]:
+    """One history entry of a finished run's status (compact: figures, not the whole status);
+    ``measurement``: the key of what it measured (:mod:`.measurement`), what baselines match on."""
     item: dict[str, Any] = {
         "run": run,
         "scheduledTime": st.get("scheduledTime"),
         "completedAt": st.get("completedAt"),
         "testType": test_type,
+        "measurement": measurement,
         "result": st.get("status"),
     }
     if st.get("status") != "Done":
         item["reason"] = st.get("reason")
-        return item
+        return {k: v for k, v in item.items() if v is not None}
     unit, stats = headline_stats(st)
     if stats is not None:
         item.update(
@@ -184,9 +192,10 @@ def entry(st: Mapping[str, Any], *, run: int, test_type: str) -> dict[str, Any]:
             ci95High=stats.get("ci95High"),
             samples=list(stats.get("samples") or []),
         )
-    p99 = (st.get("latencySeconds") or {}).get("p99")
-    if p99 is not None:
-        item["p99Seconds"] = p99
+    latency = st.get("latencySeconds") or {}
+    for percentile in ("p50", "p90", "p99"):
+        if latency.get(percentile) is not None:
+            item[f"{percentile}Seconds"] = latency[percentile]
     return {k: v for k, v in item.items() if v is not None}
 
 
@@ -213,28 +222,80 @@ def settings(spec: Mapping[str, Any]) -> Settings:
     )
 
 
-def baseline(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> list[float]:
-    """The samples ``item`` is compared with: the pinned ones, else those of the previous
-    ``baseline_runs`` Done results of the same test type (errors are not a baseline)."""
+def baseline(earlier: Sequence[Mapping[str, Any]], s: Settings) -> list[float]:
+    """The samples a result is compared with: the pinned ones, else those of the latest
+    ``baseline_runs`` of ``earlier`` (Done results of the same measurement, oldest first)."""
     if s.pinned:
         return list(s.pinned)
-    earlier = [
+    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
+
+
+def same_measurement(
+    history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """The Done results of ``history`` that measured what ``item`` measured, oldest first
+    (entries recorded without a measurement key match nothing: what they measured is unknown)."""
+    key = item.get("measurement")
+    return [
         h
         for h in history
-        if h.get("result") == "Done" and h.get("testType") == item.get("testType") and h.get("samples")
+        if h.get("result") == "Done" and key is not None and h.get("measurement") == key and h.get("samples")
     ]
-    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """A Done result the rule cannot judge, and why (a CamelCase reason and a sentence)."""
+
+    reason: str
+    message: str
+
+
+def _nothing_to_judge(new: Sequence[float], old: Sequence[float]) -> NotJudged | None:
+    """Why samples ``new`` cannot be judged against ``old`` by the rule, if they cannot."""
+    if not old:
+        return NotJudged("NewBaseline", "the first result of this measurement: it starts the baseline")
+    if len(new) < 2:
+        return NotJudged(
+            "TooFewSamples",
+            f"a result of {len(new)} sample cannot be judged: Welch's t-test needs at least 2 "
+            "samples per result (spec.samples >= 2)",
+        )
+    if len(old) < 2:
+        return NotJudged(
+            "TooFewSamples",
+            f"the baseline has {len(old)} sample: Welch's t-test needs at least 2 (more results "
+            "of this measurement, or spec.samples >= 2)",
+        )
+    if statistics.fmean(old) <= 0:
+        return NotJudged("ZeroBaseline", "the baseline's mean is 0: a drop from it cannot be measured")
+    return None
+
+
+def judge(
+    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> regression.Verdict | NotJudged:
+    """The judgement of a Done ``item`` against ``earlier`` (the Done results of its measurement,
+    oldest first): the one call that applies the statistical rule, so another rule replaces it
+    here. A verdict's figures are finite; where the rule has nothing to judge, ``NotJudged``."""
+    new = [float(x) for x in item.get("samples") or ()]
+    old = baseline(earlier, s)
+    if (why := _nothing_to_judge(new, old)) is not None:
+        return why
+    try:
+        found = regression.judge(new, old, min_change_percent=s.min_change_percent, p_value=s.p_value)
+    except (ArithmeticError, ValueError) as exc:  # variances that underflow to 0, and the like
+        return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
+    figures = (found.old_mean, found.new_mean, found.change_percent, found.p_value)
+    if not all(math.isfinite(x) for x in figures):
+        return NotJudged("NotFinite", f"the samples give no finite figures ({found.summary()})")
+    return found
 
 
 def verdict(
     history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | None:
-    """The judgement of a Done ``item`` against what came before it (None: nothing to judge)."""
+) -> regression.Verdict | NotJudged | None:
+    """The judgement of ``item`` against the results before it (None for an Error: no figure)."""
     if item.get("result") != "Done" or not item.get("samples"):
         return None
-    old = baseline(history, item, s)
-    if len(old) < 2:
-        return None
-    return regression.judge(
-        [float(x) for x in item["samples"]], old, min_change_percent=s.min_change_percent, p_value=s.p_value
-    )
+    return judge(same_measurement(history, item), item, s)

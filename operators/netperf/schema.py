@@ -271,7 +271,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                 "How a scheduled result is judged: regressed when its mean is at least "
                 "minChangePercent below the baseline's and Welch's one-sided t-test on the samples "
                 "gives p < pValue. Sets the Regressed condition, a Warning Event and "
-                "netperf_regressed."
+                "netperf_regressed. A result it cannot judge (the first of its measurement, fewer "
+                "than 2 samples on a side) is reported as not judged in status.regression."
             ),
             "properties": {
                 "baselineRuns": {
@@ -280,7 +281,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": MAX_BASELINE_RUNS,
                     "description": (
                         "The baseline is the samples of this many previous results of the same "
-                        f"test type (default {DEFAULT_BASELINE_RUNS})."
+                        "measurement: test type, parallel, messageSize, path, nodes, image and "
+                        f"duration (default {DEFAULT_BASELINE_RUNS}; see status.measurement)."
                     ),
                 },
                 "baseline": {
@@ -318,6 +320,20 @@ SPEC_SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+_PERCENTILES = {f"{p}Seconds": {"type": "number"} for p in ("p50", "p90", "p99")}
+# The spec fields a result's figure depends on (operators.netperf.measurement).
+MEASUREMENT_FIELDS = (
+    "testType",
+    "parallel",
+    "messageSize",
+    "path",
+    "serverNode",
+    "clientNode",
+    "placement",
+    "image",
+    "duration",
+)
 
 _STATS = {
     "type": "object",
@@ -368,7 +384,7 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "ci95Low": {"type": "number"},
                     "ci95High": {"type": "number"},
                     "samples": {"type": "array", "maxItems": MAX_SAMPLES, "items": {"type": "number"}},
-                    "p99Seconds": {"type": "number"},
+                    **_PERCENTILES,
                 },
             },
         },
@@ -477,16 +493,61 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "ci95Low": {"type": "number"},
                     "ci95High": {"type": "number"},
                     "samples": {"type": "array", "maxItems": 10, "items": {"type": "number"}},
-                    "p99Seconds": {"type": "number"},
+                    **_PERCENTILES,
+                    "measurement": {
+                        "type": "string",
+                        "description": (
+                            "The key of what the run measured (status.measurement.key): results "
+                            "are compared only with results of the same key."
+                        ),
+                    },
+                },
+            },
+        },
+        "measurement": {
+            "type": "object",
+            "description": (
+                "Scheduled: what the latest result measured, the spec fields that change the figure "
+                "(testType, parallel, messageSize, path, serverNode, clientNode, placement, image, "
+                "duration), their key (each history entry's measurement) and since which run."
+            ),
+            "properties": {
+                "key": {"type": "string"},
+                "since": {"type": "integer", "description": "The first run of this measurement in a row."},
+                **{
+                    f: {k: v for k, v in SPEC_SCHEMA["properties"][f].items() if k in ("type", "enum")}
+                    for f in MEASUREMENT_FIELDS
                 },
             },
         },
         "regression": {
             "type": "object",
-            "description": "Scheduled: the latest result judged against its baseline (see spec.regression).",
+            "description": (
+                "Scheduled: the latest result judged against the earlier results of its measurement "
+                "(see spec.regression); removed when the schedule is removed or the spec's "
+                "measurement changes (the Regressed condition says so)."
+            ),
             "properties": {
-                "run": {"type": "integer"},
+                "run": {"type": "integer", "description": "The run judged."},
+                "testType": {"type": "string"},
+                "measurement": {"type": "string", "description": "The key of its measurement."},
+                "judged": {
+                    "type": "boolean",
+                    "description": "False when there was nothing to judge (reason says why).",
+                },
+                "reason": {
+                    "type": "string",
+                    "description": (
+                        "Regressed, WithinBaseline, or why it was not judged: NewBaseline (the first "
+                        "result of its measurement), TooFewSamples (a side with fewer than 2 "
+                        "samples), ZeroBaseline, NotFinite."
+                    ),
+                },
                 "regressed": {"type": "boolean"},
+                "regressedSince": {
+                    "type": "integer",
+                    "description": "The first run of the regression in a row (the alert's run label).",
+                },
                 "baselineMean": {"type": "number"},
                 "mean": {"type": "number"},
                 "changePercent": {"type": "number"},

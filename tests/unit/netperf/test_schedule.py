@@ -96,15 +96,22 @@ def test_run_spec_is_the_test_part():
     assert schedule.run_spec(spec) == {"testType": "TCP_RR", "samples": 5}
 
 
-def test_baseline_is_the_previous_runs_of_the_same_type_or_the_pinned_samples():
+def test_baseline_is_the_previous_runs_of_the_same_measurement_or_the_pinned_samples():
+    a, b = "measurement-a", "measurement-b"
     history = [
-        {"run": 1, "result": "Done", "testType": "TCP_STREAM", "samples": [1.0, 2.0]},
-        {"run": 2, "result": "Error", "testType": "TCP_STREAM", "reason": "ClientTimeout"},
-        {"run": 3, "result": "Done", "testType": "TCP_RR", "samples": [9.0, 9.0]},
-        {"run": 4, "result": "Done", "testType": "TCP_STREAM", "samples": [3.0, 4.0]},
+        {"run": 1, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [1.0, 2.0]},
+        {"run": 2, "result": "Error", "testType": "TCP_STREAM", "measurement": a, "reason": "ClientTimeout"},
+        {"run": 3, "result": "Done", "testType": "TCP_STREAM", "measurement": b, "samples": [9.0, 9.0]},
+        {"run": 4, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [3.0, 4.0]},
+        {"run": 5, "result": "Done", "testType": "TCP_STREAM", "samples": [8.0, 8.0]},  # no key: unknown
     ]
-    item = {"run": 5, "result": "Done", "testType": "TCP_STREAM", "samples": [5.0, 6.0]}
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=5)) == [1.0, 2.0, 3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=1)) == [3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(pinned=(7.0, 8.0))) == [7.0, 8.0]
-    assert schedule.verdict([], item, schedule.Settings()) is None  # nothing to compare with yet
+    item = {"run": 6, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [5.0, 6.0]}
+    earlier = schedule.same_measurement(history, item)
+    assert [h["run"] for h in earlier] == [1, 4]
+    assert schedule.baseline(earlier, schedule.Settings(baseline_runs=5)) == [1.0, 2.0, 3.0, 4.0]
+    assert schedule.baseline(earlier, schedule.Settings(baseline_runs=1)) == [3.0, 4.0]
+    assert schedule.baseline(earlier, schedule.Settings(pinned=(7.0, 8.0))) == [7.0, 8.0]
+    first = schedule.verdict([], item, schedule.Settings())  # nothing to compare with yet
+    assert (
+        first == schedule.NotJudged("NewBaseline", first.message) and "starts the baseline" in first.message
+    )
