@@ -347,15 +347,7 @@ class NetperfReconciler:
             if item["result"] == "Done":  # nothing to compare with yet: not a regression
                 self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(0)
             return new
-        new["regression"] = {
-            "run": item["run"],
-            "regressed": verdict.regressed,
-            "baselineMean": verdict.old_mean,
-            "mean": verdict.new_mean,
-            "changePercent": round(verdict.change_percent, 2),
-            "pValue": float(f"{verdict.p_value:.4g}"),
-            "baselineSamples": verdict.baseline_samples,
-        }
+        new["regression"] = verdict.status(item["run"])
         reason = "Regressed" if verdict.regressed else "WithinBaseline"
         message = f"run {item['run']} ({item['testType']}): {verdict.summary()}"
         condition = conditions.make(

@@ -23,27 +23,34 @@ again at each due time. The rules (also in docs/operators/netperf.md):
 Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason. Each result is judged against a baseline (:mod:`.regression`).
+the error's reason. Each result is judged with the runs before it by the change-point
+detector (:mod:`.detector`).
 """
 
 from __future__ import annotations
 
 import datetime
+import statistics
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.netperf import cron, regression
+from operators.netperf import cron, detector
 from shared.api.validation import FieldError
 
 DEFAULT_TIME_ZONE = "UTC"
 DEFAULT_HISTORY = 24
 MAX_HISTORY = 100
-DEFAULT_BASELINE_RUNS = 5
-MAX_BASELINE_RUNS = 20
+DIRECTIONS = detector.DIRECTIONS
+# The detector's window: the results before the latest it looks at (the default history keeps
+# 24 results in all).
+DEFAULT_BASELINE_RUNS = 23
+MAX_BASELINE_RUNS = MAX_HISTORY - 1
 DEFAULT_MIN_CHANGE_PERCENT = 10.0
-DEFAULT_P_VALUE = 0.05
+# Measured by tools/bench/regression_detector.py: at most one false Regressed per 720 hourly
+# runs at a coefficient of variation of 2-20 % between samples.
+DEFAULT_P_VALUE = 0.0005
 MAX_BASELINE_SAMPLES = 100
 # The spec fields that are about when to run, not what: everything else is the test, copied into
 # status.runSpec when a run starts.
@@ -201,40 +208,90 @@ class Settings:
     min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT
     p_value: float = DEFAULT_P_VALUE
     pinned: tuple[float, ...] = ()
+    direction: str = detector.DEFAULT_DIRECTION
+    acknowledged_run: int | None = None
+
+    @property
+    def options(self) -> detector.Options:
+        return detector.Options(
+            direction=self.direction, min_change_percent=self.min_change_percent, p_value=self.p_value
+        )
 
 
 def settings(spec: Mapping[str, Any]) -> Settings:
     r = spec.get("regression") or {}
+    acknowledged = r.get("acknowledgedRun")
     return Settings(
         baseline_runs=int(r.get("baselineRuns") or DEFAULT_BASELINE_RUNS),
         min_change_percent=float(r.get("minChangePercent") or DEFAULT_MIN_CHANGE_PERCENT),
         p_value=float(r.get("pValue") or DEFAULT_P_VALUE),
         pinned=tuple(float(x) for x in r.get("baseline") or ()),
+        direction=str(r.get("direction") or detector.DEFAULT_DIRECTION),
+        acknowledged_run=int(acknowledged) if acknowledged is not None else None,
     )
 
 
-def baseline(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> list[float]:
-    """The samples ``item`` is compared with: the pinned ones, else those of the previous
-    ``baseline_runs`` Done results of the same test type (errors are not a baseline)."""
-    if s.pinned:
-        return list(s.pinned)
-    earlier = [
+def comparable(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The earlier results ``item`` is judged with: Done results of the same test type (errors
+    are no measurement)."""
+    return [
         h
         for h in history
         if h.get("result") == "Done" and h.get("testType") == item.get("testType") and h.get("samples")
     ]
-    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
 
 
-def verdict(
+def series(
     history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | None:
-    """The judgement of a Done ``item`` against what came before it (None: nothing to judge)."""
+) -> list[Mapping[str, Any]]:
+    """The runs the detector sees, ``item`` last: the comparable ones since the acknowledged run
+    (when ``item`` is that run or later), at most ``baseline_runs`` before ``item``."""
+    earlier = comparable(history, item)
+    ack = s.acknowledged_run
+    if ack is not None and int(item.get("run") or 0) >= ack:
+        earlier = [h for h in earlier if int(h.get("run") or 0) >= ack]
+    return [*earlier[len(earlier) - s.baseline_runs :], item]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: detector.Verdict
+    change_run: int | None  # the first run of the regression (None: not regressed)
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict.regressed
+
+    def status(self, run: int) -> dict[str, Any]:
+        """``status.regression`` for the judged ``run``."""
+        v = self.verdict
+        out: dict[str, Any] = {
+            "run": run,
+            "regressed": v.regressed,
+            "baselineMean": v.old_mean,
+            "mean": v.new_mean,
+            "changePercent": round(v.change_percent, 2),
+            "baselineRuns": v.baseline_runs,
+        }
+        if v.p_value == v.p_value:  # not NaN
+            out["pValue"] = float(f"{v.p_value:.4g}")
+        if self.change_run is not None:
+            out["changeRun"] = self.change_run
+        return out
+
+    def summary(self) -> str:
+        since = f", since run {self.change_run}" if self.change_run is not None else ""
+        return self.verdict.summary() + since
+
+
+def verdict(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> Judgement | None:
+    """The judgement of a Done ``item`` with the runs before it (None: nothing to judge)."""
     if item.get("result") != "Done" or not item.get("samples"):
         return None
-    old = baseline(history, item, s)
-    if len(old) < 2:
+    runs = series(history, item, s)
+    values = [statistics.fmean(float(x) for x in h["samples"]) for h in runs]
+    judged = detector.judge(values, s.options, s.pinned)
+    if judged is None:
         return None
-    return regression.judge(
-        [float(x) for x in item["samples"]], old, min_change_percent=s.min_change_percent, p_value=s.p_value
-    )
+    index = judged.change_index
+    return Judgement(judged, int(runs[index]["run"]) if index is not None else None)
