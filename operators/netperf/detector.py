@@ -234,6 +234,10 @@ class _Replay:
 def judge(values: Sequence[float], options: Options, pinned: Sequence[float] = ()) -> Verdict | None:
     """The verdict on the last of ``values`` (rules 2 and 3 of the module docstring), the runs
     before it judged in turn; None when there is nothing to judge (fewer than two baseline runs)."""
+    # In units of the largest value: the running sums of squares keep their precision.
+    scale = max((abs(v) for v in (*values, *pinned)), default=0.0) or 1.0
+    values = [v / scale for v in values]
+    pinned = [v / scale for v in pinned]
     replay = _Replay(values, options, pinned, [False] * len(values))
     verdict: Verdict | None = None
     for i in range(len(values)):
@@ -241,4 +245,6 @@ def judge(values: Sequence[float], options: Options, pinned: Sequence[float] = (
         verdict = replay.step(i, episode)
         if verdict is not None and verdict.regressed and verdict.change_index is not None:
             replay.mark(verdict.change_index, i)
-    return verdict
+    if verdict is None:
+        return None
+    return replace(verdict, old_mean=verdict.old_mean * scale, new_mean=verdict.new_mean * scale)

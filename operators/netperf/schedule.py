@@ -43,6 +43,7 @@ DEFAULT_TIME_ZONE = "UTC"
 DEFAULT_HISTORY = 24
 MAX_HISTORY = 100
 DIRECTIONS = detector.DIRECTIONS
+DEFAULT_DIRECTION = detector.DEFAULT_DIRECTION
 # The detector's window: the results before the latest it looks at (the default history keeps
 # 24 results in all).
 DEFAULT_BASELINE_RUNS = 23
@@ -250,7 +251,7 @@ def series(
     ack = s.acknowledged_run
     if ack is not None and int(item.get("run") or 0) >= ack:
         earlier = [h for h in earlier if int(h.get("run") or 0) >= ack]
-    return [*earlier[len(earlier) - s.baseline_runs :], item]
+    return [*earlier[max(0, len(earlier) - s.baseline_runs) :], item]
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def test_run_spec_is_the_test_part():
     assert schedule.run_spec(spec) == {"testType": "TCP_RR", "samples": 5}
 
 
-def test_baseline_is_the_previous_runs_of_the_same_type_or_the_pinned_samples():
+def test_the_series_is_the_earlier_done_runs_of_the_same_type_since_the_acknowledged_run():
     history = [
         {"run": 1, "result": "Done", "testType": "TCP_STREAM", "samples": [1.0, 2.0]},
         {"run": 2, "result": "Error", "testType": "TCP_STREAM", "reason": "ClientTimeout"},
@@ -104,7 +104,22 @@ def test_baseline_is_the_previous_runs_of_the_same_type_or_the_pinned_samples():
         {"run": 4, "result": "Done", "testType": "TCP_STREAM", "samples": [3.0, 4.0]},
     ]
     item = {"run": 5, "result": "Done", "testType": "TCP_STREAM", "samples": [5.0, 6.0]}
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=5)) == [1.0, 2.0, 3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=1)) == [3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(pinned=(7.0, 8.0))) == [7.0, 8.0]
+
+    def runs(**settings):
+        return [h["run"] for h in schedule.series(history, item, schedule.Settings(**settings))]
+
+    assert runs() == [1, 4, 5]
+    assert runs(baseline_runs=1) == [4, 5]
+    assert runs(acknowledged_run=4) == [4, 5]
+    assert runs(acknowledged_run=6) == [1, 4, 5]  # not reached yet: no effect until run 6
     assert schedule.verdict([], item, schedule.Settings()) is None  # nothing to compare with yet
+    judged = schedule.verdict(history, item, schedule.Settings())  # run 5 against runs 1 and 4
+    assert judged is not None and not judged.regressed and judged.verdict.baseline_runs == 2
+
+
+def test_settings_read_the_regression_fields():
+    s = schedule.settings(
+        {"regression": {"direction": "Either", "acknowledgedRun": 7, "minChangePercent": 20, "pValue": 0.01}}
+    )
+    assert (s.direction, s.acknowledged_run, s.min_change_percent, s.p_value) == ("Either", 7, 20.0, 0.01)
+    assert schedule.settings({}) == schedule.Settings()
