@@ -14,13 +14,18 @@ docs/operators/netperf.md):
    network benchmark moves by, it is the likelihood ratio; exponent 1 (Otava's default) also
    finds changes of the distribution's shape, which need tens of runs to see, more than an
    alert may wait.
-2. **Verdicts per segment**, oldest first: the first segment (or the pinned baseline) is the
-   baseline; each later segment is compared with the latest baseline by the same test, one
-   sided in ``direction``: *regressed* when p < ``p_value`` and the change is at least
-   ``min_change_percent``, otherwise it is the new baseline. So regressed runs are never part
-   of the baseline a later run is judged against, and a recovery (a segment back at the
-   baseline, or above it) clears the verdict.
-3. The latest result's verdict is its segment's.
+2. **The baseline** of a run: the runs before it that are no regression, segmented by rule 1;
+   oldest first, each segment becomes the baseline unless it is worse than the baseline so far
+   (the test of rule 3). So regressed runs, and a drop not flagged yet, are never part of the
+   baseline a later run is judged against, while a level that rose (or fell less than the
+   minimum effect) is the new normal.
+3. **Verdicts**, each run in turn, given those before it (a replay: the verdict is a function of
+   the history alone). A run is *regressed* when the latest ``k`` runs (k = 1, 2, 3, each at its
+   share ``tail_shares`` of ``p_value``) are worse than their baseline, one-sided in
+   ``direction``, by Student's t-test at that level and by at least ``min_change_percent``; the
+   regression starts at the first of them. While it lasts, each next run is judged with all
+   the runs since it started (at ``p_value``), and it ends with the first run nearer the
+   baseline's mean than the regressed runs' (a recovery clears it at once).
 
 Values are judged per run, not per sample: runs vary more among themselves (other tenants,
 placement, time of day) than samples within a run, and the per-run mean carries that variance
@@ -212,7 +217,8 @@ class _Replay:
         values, options = self.values, self.options
         if episode is not None and len(base := self.baseline(episode)) >= 2:
             v = _regressed(base, values[episode : i + 1], options, options.p_value)
-            if v.regressed:
+            # ... and the latest run is nearer the regressed level than the baseline's.
+            if v.regressed and abs(values[i] - v.new_mean) < abs(values[i] - v.old_mean):
                 return replace(v, change_index=episode)
         best: Verdict | None = None
         latest: Verdict | None = None
@@ -232,8 +238,8 @@ class _Replay:
 
 
 def judge(values: Sequence[float], options: Options, pinned: Sequence[float] = ()) -> Verdict | None:
-    """The verdict on the last of ``values`` (rules 2 and 3 of the module docstring), the runs
-    before it judged in turn; None when there is nothing to judge (fewer than two baseline runs)."""
+    """The verdict on the last of ``values`` (the module docstring's rules), the runs before it
+    judged in turn; None when there is nothing to judge (fewer than two baseline runs)."""
     # In units of the largest value: the running sums of squares keep their precision.
     scale = max((abs(v) for v in (*values, *pinned)), default=0.0) or 1.0
     values = [v / scale for v in values]
