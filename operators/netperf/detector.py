@@ -137,9 +137,11 @@ def change_points(values: Sequence[float], options: Options) -> list[int]:
                 best, best_t = tau, t
         if best < 0:
             continue
-        p = 2.0 * _p_greater(best_t, b - a - 2)
         change = _relative(statistics.fmean(values[a:best]), statistics.fmean(values[best:b]))
-        if p < options.p_value and abs(change) >= options.min_change_percent:
+        if (
+            abs(change) >= options.min_change_percent
+            and 2.0 * _p_greater(best_t, b - a - 2) < options.p_value
+        ):
             found.append(best)
             stack += [(a, best), (best, b)]
     return sorted(found)
@@ -167,10 +169,16 @@ def _worse(change: float, direction: str, minimum: float) -> bool:
     return abs(change) >= minimum
 
 
-def _regressed(base: Sequence[float], new: Sequence[float], options: Options, p_value: float) -> Verdict:
-    change, p = _compare(base, new, options.direction)
-    worse = p < p_value and _worse(change, options.direction, options.min_change_percent)
-    return Verdict(worse, statistics.fmean(base), statistics.fmean(new), change, p, len(base), None)
+def _regressed(
+    base: Sequence[float], new: Sequence[float], options: Options, p_value: float, *, p_needed: bool = False
+) -> Verdict:
+    """``new`` against ``base``; the t-test is left out (p NaN) when the change is too small to
+    count anyway, unless ``p_needed``."""
+    old_mean, new_mean = statistics.fmean(base), statistics.fmean(new)
+    change = _relative(old_mean, new_mean)
+    big = _worse(change, options.direction, options.min_change_percent)
+    p = _compare(base, new, options.direction)[1] if big or p_needed else math.nan
+    return Verdict(big and p < p_value, old_mean, new_mean, change, p, len(base), None)
 
 
 def _baseline(accepted: Sequence[float], options: Options) -> list[float]:
@@ -229,7 +237,7 @@ class _Replay:
             old = self.baseline(start)
             if len(old) < 2:
                 continue
-            v = _regressed(old, values[start : i + 1], options, options.p_value * share)
+            v = _regressed(old, values[start : i + 1], options, options.p_value * share, p_needed=k == 1 and i == len(values) - 1)
             if k == 1:
                 latest = v
             if v.regressed and (best is None or v.p_value < best.p_value):
