@@ -237,7 +237,8 @@ class _Replay:
             old = self.baseline(start)
             if len(old) < 2:
                 continue
-            v = _regressed(old, values[start : i + 1], options, options.p_value * share, p_needed=k == 1 and i == len(values) - 1)
+            shown = k == 1 and i == len(values) - 1  # the verdict reported: with its p
+            v = _regressed(old, values[start : i + 1], options, options.p_value * share, p_needed=shown)
             if k == 1:
                 latest = v
             if v.regressed and (best is None or v.p_value < best.p_value):

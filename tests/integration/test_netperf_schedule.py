@@ -165,6 +165,15 @@ def test_three_scheduled_runs_no_overlap_a_kill_mid_run_and_a_regression(cluster
             {"schedule": "@daily", "regression": {"baseline": [1.0]}},
             ["spec.regression.baseline", "at least 2"],
         ),
+        (
+            {"schedule": "@daily", "regression": {"baseline": [1.0, 2.0], "acknowledgedRun": 3}},
+            ["spec.regression.acknowledgedRun", "acknowledgedRun and baseline are exclusive"],
+        ),
+        (
+            {"schedule": "@daily", "regression": {"direction": "Down"}},
+            ["spec.regression.direction", "Unsupported value"],
+        ),
+        ({"schedule": "@daily", "regression": {"acknowledgedRun": 0}}, ["spec.regression.acknowledgedRun"]),
     ],
 )
 def test_invalid_schedules_are_rejected_with_the_field(cluster, namespace, spec, fragments):

@@ -91,6 +91,14 @@ def test_schedule_fields_need_a_schedule(field):
     assert error.path == f"spec.{field}" and "needs spec.schedule" in error.message
 
 
+def test_an_acknowledged_run_with_a_pinned_baseline_is_refused_by_the_controller_too():
+    [error] = combination_errors(
+        {"schedule": "@daily", "regression": {"baseline": [1.0, 2.0], "acknowledgedRun": 3}}
+    )
+    assert error.path == "spec.regression.acknowledgedRun" and "exclusive" in error.message
+    assert combination_errors({"schedule": "@daily", "regression": {"acknowledgedRun": 3}}) == []
+
+
 def test_run_spec_is_the_test_part():
     spec = {"schedule": "@daily", "timeZone": "UTC", "testType": "TCP_RR", "samples": 5, "regression": {}}
     assert schedule.run_spec(spec) == {"testType": "TCP_RR", "samples": 5}
