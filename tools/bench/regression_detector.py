@@ -12,7 +12,8 @@ history of 24 results). Prints, as Markdown tables:
 - **detection**: a level held for a full history, then a sustained drop; per drop and CV, the
   share of ``--trials`` trials flagged within 1, 2 and 3 runs of the drop, and the median runs
   to the first Regressed (within 24 runs);
-- the same with ``samples: 5``.
+- the same with ``samples: 5``;
+- the CPU time of one verdict on a full history (this process, whatever else the machine runs).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,9 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"False alarms, {args.series} series x {RUNS} runs per CV, no change:\n")
         print("| CV | Regressed verdicts per 720 runs | Regressed episodes per 720 runs |")
         print("| --- | --- | --- |")
+        cpu = time.process_time()
         for cv in FALSE_CVS:
             flagged, episodes = false_alarms(args.seed, cv, args.series, samples)
             print(f"| {cv:.0%} | {flagged:.2f} | {episodes:.2f} |", flush=True)
+        per = (time.process_time() - cpu) / max(1, len(FALSE_CVS) * args.series * RUNS)
+        print(f"\nCPU per verdict (a full history of {schedule.DEFAULT_HISTORY}): {per * 1e3:.2f} ms")
         print(f"\nDetection of a sustained drop, {args.trials} trials each:\n")
         for line in detection_table(args.seed, args.trials, samples):
             print(line, flush=True)
