@@ -47,11 +47,18 @@ DIRECTIONS = ("Decrease", "Increase", "Either")
 DEFAULT_DIRECTION = "Decrease"
 
 
+# The shipped defaults, measured by tools/bench/regression_detector.py (docs/benchmarks.md): at
+# most one false Regressed per 720 hourly runs at a coefficient of variation of 2-20 % between
+# samples.
+DEFAULT_MIN_CHANGE_PERCENT = 10.0
+DEFAULT_P_VALUE = 0.0005
+
+
 @dataclass(frozen=True)
 class Options:
     direction: str = DEFAULT_DIRECTION  # which change is a regression
-    min_change_percent: float = 10.0
-    p_value: float = 0.001
+    min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT
+    p_value: float = DEFAULT_P_VALUE
     # The latest k runs are tested for a new regression, k = 1, 2, ..., each at its share of
     # p_value: most to the longest tail (the most power for a moderate drop), a little to the
     # short ones (a collapse is flagged at once).

@@ -48,10 +48,8 @@ DEFAULT_DIRECTION = detector.DEFAULT_DIRECTION
 # 24 results in all).
 DEFAULT_BASELINE_RUNS = 23
 MAX_BASELINE_RUNS = MAX_HISTORY - 1
-DEFAULT_MIN_CHANGE_PERCENT = 10.0
-# Measured by tools/bench/regression_detector.py: at most one false Regressed per 720 hourly
-# runs at a coefficient of variation of 2-20 % between samples.
-DEFAULT_P_VALUE = 0.0005
+DEFAULT_MIN_CHANGE_PERCENT = detector.DEFAULT_MIN_CHANGE_PERCENT
+DEFAULT_P_VALUE = detector.DEFAULT_P_VALUE
 MAX_BASELINE_SAMPLES = 100
 # The spec fields that are about when to run, not what: everything else is the test, copied into
 # status.runSpec when a run starts.

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 from operators.netperf import detector, schedule
 
-DEFAULTS = detector.Options(
-    p_value=schedule.DEFAULT_P_VALUE, min_change_percent=schedule.DEFAULT_MIN_CHANGE_PERCENT
-)
+DEFAULTS = detector.Options()
 
 LEVELS = st.floats(1.0, 1e11)
 OPTIONS = st.builds(
