@@ -12,7 +12,8 @@ field is a *star* when one of its items is ``*`` or ``?`` without a step above 1
 ``*/1``, ``1,*``; ``*/7`` is not); when either day field is a star, a day must match both,
 otherwise either. (Vixie calls any field starting with ``*`` a star, so ``*/7`` with a
 restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its times are
-compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py).
+compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
+tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
 
 Times are read on the wall clock of a time zone (:func:`next_after`). Across a daylight-saving
 change: a wall-clock time that does not exist (spring forward) is skipped that day; a time

@@ -3,7 +3,8 @@ same expressions accepted and the same next run times, on generated expressions 
 
 Zones without daylight saving only (UTC, fixed offsets, zones whose offset has not changed
 since before the instants): across a DST change we differ on purpose (cron.py's docstring).
-The one expression we accept and CronJob refuses is 7 for Sunday in the day of week.
+The one expression we accept and CronJob refuses is 7 for Sunday in the day of week; a few
+malformed fields its tokenizer lets through we refuse (the last test).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime
 import zoneinfo
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +123,20 @@ def test_a_stepped_star_beside_a_restricted_day_is_either_day():
     )
     (answer,) = robfigcron.next_times([("0 0 */7 * 1", "UTC", after, 3)])
     assert [t.day for t in answer.times] == [29, 30, 1]  # the 29th (1 + 4x7), a Monday, the 1st
+
+
+@pytest.mark.parametrize(
+    ("expr", "why"),
+    [
+        ("1,,2 * * * *", "an empty list item (robfig skips it)"),
+        (", * * * *", "a field of empty items (robfig: a schedule that never fires)"),
+        ("+5 * * * *", "a signed number"),
+        ("*-5 * * * *", "a range from * (robfig reads *)"),
+    ],
+)
+def test_malformed_fields_robfig_lets_through_are_refused(expr, why):
+    """What CronJob's parser accepts by accident of its tokenizer, and we refuse at the field."""
+    (theirs,) = robfigcron.next_times([(expr, "UTC", datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), 1)])
+    assert theirs.error is None, why
+    with pytest.raises(ValueError, match="minute"):
+        cron.parse(expr)
