@@ -140,3 +140,17 @@ def test_malformed_fields_robfig_lets_through_are_refused(expr, why):
     assert theirs.error is None, why
     with pytest.raises(ValueError, match="minute"):
         cron.parse(expr)
+
+
+def test_across_daylight_saving_we_differ_on_purpose():
+    """The night clocks go back in Europe/Berlin, 02:30 comes twice: CronJob's parser runs at both,
+    we run once (cron.py's docstring)."""
+    after = datetime.datetime(2026, 10, 24, 12, tzinfo=datetime.UTC)
+    (theirs,) = robfigcron.next_times([("30 2 * * *", "Europe/Berlin", after, 2)])
+    assert [t.isoformat() for t in theirs.times] == ["2026-10-25T00:30:00+00:00", "2026-10-25T01:30:00+00:00"]
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    first = cron.next_after(cron.parse("30 2 * * *"), after, berlin)
+    assert first == theirs.times[0]
+    assert cron.next_after(cron.parse("30 2 * * *"), first, berlin) == datetime.datetime(
+        2026, 10, 26, 1, 30, tzinfo=datetime.UTC
+    )
