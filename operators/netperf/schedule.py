@@ -24,8 +24,9 @@ Each finished run adds an entry to ``status.history`` (newest last, at most ``hi
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
 the error's reason, and the key of what it measured (:mod:`.measurement`). Each result is
-judged against the earlier results of the same measurement (:func:`judge`, :mod:`.regression`);
-the verdict in the status, and when it stops applying, are :mod:`.verdicts`'.
+judged with the earlier results of the same measurement by the change-point detector
+(:func:`judge`, :mod:`.detector`); the verdict in the status, and when it stops applying, are
+:mod:`.verdicts`'.
 """
 
 from __future__ import annotations
@@ -38,16 +39,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.netperf import cron, regression
+from operators.netperf import cron, detector
 from shared.api.validation import FieldError
 
 DEFAULT_TIME_ZONE = "UTC"
 DEFAULT_HISTORY = 24
 MAX_HISTORY = 100
-DEFAULT_BASELINE_RUNS = 5
-MAX_BASELINE_RUNS = 20
-DEFAULT_MIN_CHANGE_PERCENT = 10.0
-DEFAULT_P_VALUE = 0.05
+DIRECTIONS = detector.DIRECTIONS
+DEFAULT_DIRECTION = detector.DEFAULT_DIRECTION
+# The detector's window: the results before the latest it looks at (the default history keeps
+# 24 results in all).
+DEFAULT_BASELINE_RUNS = 23
+MAX_BASELINE_RUNS = MAX_HISTORY - 1
+DEFAULT_MIN_CHANGE_PERCENT = detector.DEFAULT_MIN_CHANGE_PERCENT
+DEFAULT_P_VALUE = detector.DEFAULT_P_VALUE
 MAX_BASELINE_SAMPLES = 100
 # The spec fields that are about when to run, not what: everything else is the test, copied into
 # status.runSpec when a run starts.
@@ -210,31 +215,33 @@ class Settings:
     min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT
     p_value: float = DEFAULT_P_VALUE
     pinned: tuple[float, ...] = ()
+    direction: str = detector.DEFAULT_DIRECTION
+    acknowledged_run: int | None = None
+
+    @property
+    def options(self) -> detector.Options:
+        return detector.Options(
+            direction=self.direction, min_change_percent=self.min_change_percent, p_value=self.p_value
+        )
 
 
 def settings(spec: Mapping[str, Any]) -> Settings:
     r = spec.get("regression") or {}
+    acknowledged = r.get("acknowledgedRun")
     return Settings(
         baseline_runs=int(r.get("baselineRuns") or DEFAULT_BASELINE_RUNS),
         min_change_percent=float(r.get("minChangePercent") or DEFAULT_MIN_CHANGE_PERCENT),
         p_value=float(r.get("pValue") or DEFAULT_P_VALUE),
         pinned=tuple(float(x) for x in r.get("baseline") or ()),
+        direction=str(r.get("direction") or detector.DEFAULT_DIRECTION),
+        acknowledged_run=int(acknowledged) if acknowledged is not None else None,
     )
 
 
-def baseline(earlier: Sequence[Mapping[str, Any]], s: Settings) -> list[float]:
-    """The samples a result is compared with: the pinned ones, else those of the latest
-    ``baseline_runs`` of ``earlier`` (Done results of the same measurement, oldest first)."""
-    if s.pinned:
-        return list(s.pinned)
-    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
-
-
-def same_measurement(
-    history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
-    """The Done results of ``history`` that measured what ``item`` measured, oldest first
-    (entries recorded without a measurement key match nothing: what they measured is unknown)."""
+def comparable(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The earlier results ``item`` is judged with: the Done results of ``history`` that measured
+    what ``item`` measured (:mod:`.measurement`), oldest first. Errors are no measurement, and
+    entries recorded without a measurement key match nothing: what they measured is unknown."""
     key = item.get("measurement")
     return [
         h
@@ -243,59 +250,96 @@ def same_measurement(
     ]
 
 
+def series(
+    history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> list[Mapping[str, Any]]:
+    """The runs the detector sees, ``item`` last: the comparable ones since the acknowledged run
+    (when ``item`` is that run or later), at most ``baseline_runs`` before ``item``."""
+    earlier = comparable(history, item)
+    ack = s.acknowledged_run
+    if ack is not None and int(item.get("run") or 0) >= ack:
+        earlier = [h for h in earlier if int(h.get("run") or 0) >= ack]
+    return [*earlier[max(0, len(earlier) - s.baseline_runs) :], item]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The detector's verdict on a run, and the run its regression started at."""
+
+    verdict: detector.Verdict
+    change_run: int | None  # the first run of the regression (None: not regressed)
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict.regressed
+
+    def status(self, run: int) -> dict[str, Any]:
+        """The figures of ``status.regression`` for the judged ``run`` (finite numbers only)."""
+        v = self.verdict
+        out: dict[str, Any] = {
+            "run": run,
+            "regressed": v.regressed,
+            "baselineMean": v.old_mean,
+            "mean": v.new_mean,
+            "changePercent": round(v.change_percent, 2),
+            "baselineRuns": v.baseline_runs,
+        }
+        if math.isfinite(v.p_value):  # NaN: no t-test, the change is too small to count
+            out["pValue"] = float(f"{v.p_value:.4g}")
+        if self.change_run is not None:
+            out["changeRun"] = self.change_run
+        return out
+
+    def summary(self) -> str:
+        since = f", since run {self.change_run}" if self.change_run is not None else ""
+        return self.verdict.summary() + since
+
+
 @dataclass(frozen=True)
 class NotJudged:
-    """A Done result the rule cannot judge, and why (a CamelCase reason and a sentence)."""
+    """A Done result the detector cannot judge, and why (a CamelCase reason and a sentence)."""
 
     reason: str
     message: str
 
 
-def _nothing_to_judge(new: Sequence[float], old: Sequence[float]) -> NotJudged | None:
-    """Why samples ``new`` cannot be judged against ``old`` by the rule, if they cannot."""
-    if not old:
-        return NotJudged("NewBaseline", "the first result of this measurement: it starts the baseline")
-    if len(new) < 2:
-        return NotJudged(
-            "TooFewSamples",
-            f"a result of {len(new)} sample cannot be judged: Welch's t-test needs at least 2 "
-            "samples per result (spec.samples >= 2)",
-        )
-    if len(old) < 2:
-        return NotJudged(
-            "TooFewSamples",
-            f"the baseline has {len(old)} sample: Welch's t-test needs at least 2 (more results "
-            "of this measurement, or spec.samples >= 2)",
-        )
-    if statistics.fmean(old) <= 0:
-        return NotJudged("ZeroBaseline", "the baseline's mean is 0: a drop from it cannot be measured")
-    return None
-
-
-def judge(
-    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | NotJudged:
-    """The judgement of a Done ``item`` against ``earlier`` (the Done results of its measurement,
-    oldest first): the one call that applies the statistical rule, so another rule replaces it
-    here. A verdict's figures are finite; where the rule has nothing to judge, ``NotJudged``."""
-    new = [float(x) for x in item.get("samples") or ()]
-    old = baseline(earlier, s)
-    if (why := _nothing_to_judge(new, old)) is not None:
-        return why
+def judge(earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> Judgement | NotJudged:
+    """The judgement of a Done ``item`` with ``earlier`` (the Done results of its measurement,
+    oldest first, :func:`comparable`): the one call that applies the detector, so another rule
+    replaces it here. A judgement's figures are finite; where there is nothing to judge,
+    ``NotJudged``."""
+    runs = series(earlier, item, s)
+    ack = s.acknowledged_run
+    since = f" since the acknowledged run {ack}" if ack is not None and int(item.get("run") or 0) >= ack else ""
+    if len(runs) == 1 and not s.pinned:
+        return NotJudged("NewBaseline", f"the first result of this measurement{since}: it starts the baseline")
     try:
-        found = regression.judge(new, old, min_change_percent=s.min_change_percent, p_value=s.p_value)
-    except (ArithmeticError, ValueError) as exc:  # variances that underflow to 0, and the like
+        values = [statistics.fmean(float(x) for x in h["samples"]) for h in runs]
+        if not all(math.isfinite(v) for v in values):
+            return NotJudged("NotFinite", "the samples give no finite run mean")
+        judged = detector.judge(values, s.options, s.pinned)
+    except (ArithmeticError, ValueError) as exc:  # sums that overflow, and the like
         return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
-    figures = (found.old_mean, found.new_mean, found.change_percent, found.p_value)
-    if not all(math.isfinite(x) for x in figures):
-        return NotJudged("NotFinite", f"the samples give no finite figures ({found.summary()})")
-    return found
+    if judged is None:
+        before = len(runs) - 1
+        return NotJudged(
+            "TooFewSamples",
+            f"{before} earlier result{'s' if before != 1 else ''} of this measurement{since} give no "
+            "baseline of 2 runs: the detector needs at least 2",
+        )
+    if judged.old_mean <= 0:
+        return NotJudged("ZeroBaseline", "the baseline's mean is 0: a change from it cannot be measured")
+    figures = (judged.old_mean, judged.new_mean, judged.change_percent)
+    if not all(math.isfinite(x) for x in figures) or math.isinf(judged.p_value):
+        return NotJudged("NotFinite", f"the samples give no finite figures ({judged.summary()})")
+    index = judged.change_index
+    return Judgement(judged, int(runs[index]["run"]) if index is not None else None)
 
 
 def verdict(
     history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | NotJudged | None:
-    """The judgement of ``item`` against the results before it (None for an Error: no figure)."""
+) -> Judgement | NotJudged | None:
+    """The judgement of ``item`` with the results before it (None for an Error: no figure)."""
     if item.get("result") != "Done" or not item.get("samples"):
         return None
-    return judge(same_measurement(history, item), item, s)
+    return judge(comparable(history, item), item, s)

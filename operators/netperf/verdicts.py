@@ -5,9 +5,11 @@ the ``netperf_regressed`` series is derived from it on every pass (:func:`.statu
 restarted operator, a new leader or an upgraded one exports what the object says.
 
 - :func:`recorded`: a finished run judged (:func:`.schedule.verdict`): ``status.regression``
-  with the run, its test type and measurement, the figures (finite numbers only) or why it was
-  not judged, and ``regressedSince``: the first run of a regression that goes on (the alert's
-  ``run`` label, stable while the regression lasts).
+  with the run, its test type and measurement, the detector's figures (finite numbers only) or
+  why it was not judged, and ``regressedSince``: the first run of a regression that goes on
+  (the detector's ``changeRun`` when it was found; the alert's ``run`` label, stable while the
+  regression lasts). The ``Regressed`` condition always agrees with it: a result that is not
+  judged sets it False with the reason.
 - :func:`settled`: the verdict no longer applies (the schedule was removed, or the measurement
   of the spec is not the one judged): ``status.regression`` is removed and ``Regressed`` is
   False with the reason (``NotScheduled``, ``MeasurementChanged``) and what the verdict was.
@@ -19,7 +21,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from operators.netperf import measurement, regression, schedule
+from operators.netperf import measurement, schedule
 from shared.api import conditions
 
 CLEARED = ("NotScheduled", "MeasurementChanged")
@@ -36,7 +38,7 @@ def recorded(
     st: Mapping[str, Any],
     item: Mapping[str, Any],
     measured: Mapping[str, Any],
-    outcome: regression.Verdict | schedule.NotJudged,
+    outcome: schedule.Judgement | schedule.NotJudged,
     *,
     generation: int,
     now: datetime.datetime,
@@ -60,23 +62,14 @@ def recorded(
     else:
         regressed = outcome.regressed
         reason = "Regressed" if regressed else "WithinBaseline"
-        since = run
+        since = outcome.change_run or run
         if regressed and before.get("regressed") and before.get("measurement") == measured["key"]:
-            since = int(before.get("regressedSince") or before.get("run") or run)
-        found.update(
-            judged=True,
-            regressed=regressed,
-            reason=reason,
-            baselineMean=outcome.old_mean,
-            mean=outcome.new_mean,
-            changePercent=round(outcome.change_percent, 2),
-            pValue=float(f"{outcome.p_value:.4g}"),
-            baselineSamples=outcome.baseline_samples,
-        )
+            since = int(before.get("regressedSince") or before.get("run") or since)
+        found.update(judged=True, reason=reason, **outcome.status(run))
         if regressed:
             found["regressedSince"] = since
         what = outcome.summary()
-        if regressed and since != run:
+        if regressed and since != outcome.change_run:
             what += f"; regressed since run {since}"
     message = f"run {run} ({test_type}): {what}"
     if changed:

@@ -73,8 +73,10 @@ REGRESSION = st.fixed_dictionaries(
         "baseline": st.lists(FIGURE, min_size=2, max_size=schedule.MAX_BASELINE_SAMPLES),
         "minChangePercent": st.floats(1, 100),
         "pValue": st.floats(0.0001, 0.5),
+        "direction": st.sampled_from(schedule.DIRECTIONS),
+        "acknowledgedRun": st.integers(1, 1200),
     },
-)
+).filter(lambda r: "baseline" not in r or "acknowledgedRun" not in r)  # exclusive at admission
 
 
 @SETTINGS
@@ -118,11 +120,20 @@ def _recorded(history: list[dict[str, Any]], item: dict[str, Any], regression: d
     return s, outcome, verdicts.recorded(st_, item, measured, outcome, generation=3, now=NOW)
 
 
-def test_samples_whose_variances_underflow_are_not_judged_instead_of_failing_the_pass():
-    item = {"run": 2, "measurement": "k", "result": "Done", "samples": [0.0, 0.0]}
-    earlier = [{"run": 1, "measurement": "k", "result": "Done", "samples": [0.0, 3e-140]}]
+def test_samples_whose_sums_overflow_are_not_judged_instead_of_failing_the_pass():
+    item = {"run": 3, "measurement": "k", "result": "Done", "samples": [1e308]}
+    earlier = [
+        {"run": run, "measurement": "k", "result": "Done", "samples": [1.7e308, 1.7e308]} for run in (1, 2)
+    ]
     found = schedule.judge(earlier, item, schedule.Settings())
     assert isinstance(found, schedule.NotJudged) and found.reason == "NotFinite"
+
+
+def test_a_baseline_of_zeros_is_not_judged():
+    item = {"run": 3, "measurement": "k", "result": "Done", "samples": [1.0]}
+    earlier = [{"run": run, "measurement": "k", "result": "Done", "samples": [0.0, 0.0]} for run in (1, 2)]
+    found = schedule.judge(earlier, item, schedule.Settings())
+    assert isinstance(found, schedule.NotJudged) and found.reason == "ZeroBaseline"
 
 
 @SETTINGS
@@ -141,13 +152,15 @@ def test_a_verdict_in_status_is_finite_and_its_condition_and_series_agree(
     condition = conditions.get(found["conditions"], schedule.REGRESSED)
     assert condition is not None and condition["status"] == ("True" if verdict["regressed"] else "False")
     assert condition["reason"] == verdict["reason"]
-    earlier = schedule.same_measurement(history, item)
+    earlier = schedule.comparable(history, item)
     if not s.pinned and not earlier:
         assert verdict["reason"] == "NewBaseline"
     if verdict["regressed"]:
-        assert verdict["judged"] and verdict["changePercent"] <= -s.min_change_percent + 0.01
+        change, least = verdict["changePercent"], s.min_change_percent - 0.01
+        worse = {"Decrease": -change, "Increase": change, "Either": abs(change)}[s.direction]
+        assert verdict["judged"] and worse >= least
         assert verdict["pValue"] <= s.p_value
-        assert verdict["regressedSince"] == (990 if before else 1001)
+        assert verdict["regressedSince"] == (990 if before else verdict["changeRun"])
     else:
         assert "regressedSince" not in verdict
     if not verdict["judged"]:
