@@ -303,37 +303,47 @@ class NotJudged:
     message: str
 
 
-def judge(earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> Judgement | NotJudged:
+def _detected(runs: Sequence[Mapping[str, Any]], s: Settings) -> detector.Verdict | NotJudged | None:
+    """The detector's verdict on the last of ``runs`` (None: fewer than 2 baseline runs)."""
+    try:
+        values = [statistics.fmean(float(x) for x in h["samples"]) for h in runs]
+        return detector.judge(values, s.options, s.pinned)
+    except (ArithmeticError, ValueError) as exc:  # sums that overflow, and the like
+        return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
+
+
+def judge(
+    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> Judgement | NotJudged:
     """The judgement of a Done ``item`` with ``earlier`` (the Done results of its measurement,
     oldest first, :func:`comparable`): the one call that applies the detector, so another rule
     replaces it here. A judgement's figures are finite; where there is nothing to judge,
     ``NotJudged``."""
     runs = series(earlier, item, s)
     ack = s.acknowledged_run
-    since = f" since the acknowledged run {ack}" if ack is not None and int(item.get("run") or 0) >= ack else ""
+    reached = ack is not None and int(item.get("run") or 0) >= ack
+    since = f" since the acknowledged run {ack}" if reached else ""
     if len(runs) == 1 and not s.pinned:
-        return NotJudged("NewBaseline", f"the first result of this measurement{since}: it starts the baseline")
-    try:
-        values = [statistics.fmean(float(x) for x in h["samples"]) for h in runs]
-        if not all(math.isfinite(v) for v in values):
-            return NotJudged("NotFinite", "the samples give no finite run mean")
-        judged = detector.judge(values, s.options, s.pinned)
-    except (ArithmeticError, ValueError) as exc:  # sums that overflow, and the like
-        return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
-    if judged is None:
+        return NotJudged(
+            "NewBaseline", f"the first result of this measurement{since}: it starts the baseline"
+        )
+    found = _detected(runs, s)
+    if found is None:
         before = len(runs) - 1
         return NotJudged(
             "TooFewSamples",
             f"{before} earlier result{'s' if before != 1 else ''} of this measurement{since} give no "
             "baseline of 2 runs: the detector needs at least 2",
         )
-    if judged.old_mean <= 0:
+    if isinstance(found, NotJudged):
+        return found
+    if found.old_mean <= 0:
         return NotJudged("ZeroBaseline", "the baseline's mean is 0: a change from it cannot be measured")
-    figures = (judged.old_mean, judged.new_mean, judged.change_percent)
-    if not all(math.isfinite(x) for x in figures) or math.isinf(judged.p_value):
-        return NotJudged("NotFinite", f"the samples give no finite figures ({judged.summary()})")
-    index = judged.change_index
-    return Judgement(judged, int(runs[index]["run"]) if index is not None else None)
+    figures = (found.old_mean, found.new_mean, found.change_percent)
+    if not all(math.isfinite(x) for x in figures) or math.isinf(found.p_value):  # NaN p: no t-test
+        return NotJudged("NotFinite", f"the samples give no finite figures ({found.summary()})")
+    index = found.change_index
+    return Judgement(found, int(runs[index]["run"]) if index is not None else None)
 
 
 def verdict(

@@ -47,7 +47,13 @@ class Link:
     def _item(self, level: float) -> dict[str, Any]:
         self.run += 1
         values = [max(0.0, self.rng.gauss(level, self.cv * level)) for _ in range(self.samples)]
-        return {"run": self.run, "result": "Done", "testType": "TCP_STREAM", "measurement": MEASUREMENT, "samples": values}
+        return {
+            "run": self.run,
+            "result": "Done",
+            "testType": "TCP_STREAM",
+            "measurement": MEASUREMENT,
+            "samples": values,
+        }
 
     def fill(self, level: float) -> None:
         """A full history at ``level`` (not judged: as after a day of runs)."""
