@@ -71,6 +71,10 @@ olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe f
 kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests judge our objects with
 	$(BIN)/python -m localcluster.gotools kstatus
 
+.PHONY: robfigcron
+robfigcron: venv ## Build (or reuse) CronJob's schedule parser (robfig/cron v3) as a command, for the cron differential test
+	$(BIN)/python -m localcluster.gotools robfigcron
+
 .PHONY: catalog
 catalog: gotools ## Render the file-based catalog with opm (offline) and validate it
 	$(BIN)/python -m tools.generate.catalog --version $(VERSION) --registry $(REGISTRY)
@@ -122,7 +126,7 @@ unit: venv system-deps ## Unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin catalog validate kstatus node-images ## Lint, OLM validation, unit, integration and end-to-end tests
+test: lint system-deps testbin catalog validate kstatus robfigcron node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 -n $(WORKERS) --dist loadgroup tests $(PYTEST_ARGS)
 

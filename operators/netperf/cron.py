@@ -1,19 +1,30 @@
 """Standard 5-field cron expressions, as Kubernetes CronJob reads them (pure).
 
-``minute hour day-of-month month day-of-week``; each field a comma list of ``*``, ``n``,
-``a-b``, with an optional ``/step`` (``*/15``, ``0-30/10``, ``5/20`` = ``5-59/20``). Months
-may be ``JAN``-``DEC``, days of the week ``SUN``-``SAT`` (0-7, both 0 and 7 are Sunday). The
-macros ``@yearly``/``@annually``, ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and
-``@hourly`` are accepted. As in Vixie cron (and CronJob): when both day fields are restricted
-(neither starts with ``*``), a day matches if *either* does; otherwise both must.
+``minute hour day-of-month month day-of-week``; each field a comma list of ``*`` (or ``?``),
+``n``, ``a-b``, with an optional ``/step`` (``*/15``, ``0-30/10``, ``5/20`` = ``5-59/20``).
+Months may be ``JAN``-``DEC``, days of the week ``SUN``-``SAT`` (0-6; 7 is also Sunday, as in
+Vixie cron: the one expression CronJob refuses and we accept). The macros
+``@yearly``/``@annually``, ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and ``@hourly``
+are accepted.
+
+The two day fields combine as in CronJob's parser (robfig/cron v3), not as in Vixie cron: a day
+field is a *star* when one of its items is ``*`` or ``?`` without a step above 1 (``*``,
+``*/1``, ``1,*``; ``*/7`` is not); when either day field is a star, a day must match both,
+otherwise either. (Vixie calls any field starting with ``*`` a star, so ``*/7`` with a
+restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its times are
+compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
+tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
 
 Times are read on the wall clock of a time zone (:func:`next_after`). Across a daylight-saving
 change: a wall-clock time that does not exist (spring forward) is skipped that day; a time
-that occurs twice (fall back) fires once, the first time.
+that occurs twice (fall back) fires once, the first time. This is where we differ from
+CronJob on purpose: robfig/cron fires such a time twice (``30 2 * * *`` in Europe/Berlin runs
+at 00:30 and 01:30 UTC on the night clocks go back), and its day search shifts the hour on
+days whose midnight does not exist.
 
 Written here rather than taken from PyPI: the operator image stays at its dependencies, and the
 whole grammar is the hundred lines below, tested against a naive minute-by-minute oracle
-(tests/unit/netperf/test_cron.py, with hypothesis).
+(tests/unit/netperf/test_cron.py, with hypothesis) and against robfig/cron v3.
 """
 
 from __future__ import annotations
@@ -42,7 +53,8 @@ _FIELDS = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
-_ITEM = re.compile(r"^(\*|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?$")
+_ITEM = re.compile(r"^(\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?$")
+_STAR = ("*", "?")
 # How far ahead a next time is looked for: "0 0 29 2 1" (a Monday the 29th of February, or any
 # Monday in February... both) and leap days recur within 8 years; a schedule with no time
 # within that never fires ("0 0 30 2 *").
@@ -69,7 +81,7 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday .. 6
-    days_any: bool  # day of month was "*..." (then only the weekday restricts days)
+    days_any: bool  # day of month is a star (see the module docstring): both day fields must match
     weekdays_any: bool
 
     def day_matches(self, date: datetime.date) -> bool:
@@ -94,18 +106,21 @@ def _value(text: str, low: int, names: tuple[str, ...], field: str) -> int:
     raise ValueError(f"{field}: {text!r} is not a number" + (" or a name" if names else ""))
 
 
-def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...]) -> frozenset[int]:
+def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...]) -> tuple[frozenset[int], bool]:
+    """The field's values, and whether it is a star (an item ``*`` or ``?`` with no step above 1)."""
     values: set[int] = set()
+    star = False
     for item in text.split(","):
         m = _ITEM.match(item)
         if not m:
-            raise ValueError(f"{field}: {item!r} is not n, a-b, * or one of them /step")
+            raise ValueError(f"{field}: {item!r} is not n, a-b, * (or ?) or one of them /step")
         span, step_text = m.group(1), m.group(2)
         step = int(step_text) if step_text else 1
         if step < 1:
             raise ValueError(f"{field}: step must be at least 1 in {item!r}")
-        if span == "*":
+        if span in _STAR:
             start, end = low, high
+            star = star or step == 1
         elif "-" in span:
             a, b = span.split("-", 1)
             start, end = _value(a, low, names, field), _value(b, low, names, field)
@@ -118,7 +133,7 @@ def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...]) -
         if end < start:
             raise ValueError(f"{field}: range {span!r} ends before it starts")
         values.update(range(start, end + 1, step))
-    return frozenset(values)
+    return frozenset(values), star
 
 
 def parse(text: str) -> Cron:
@@ -130,11 +145,10 @@ def parse(text: str) -> Cron:
             f"{text!r} has {len(parts)} fields; expected 5 (minute hour day-of-month month day-of-week) "
             "or a macro such as @hourly"
         )
-    sets = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
+    fields = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
+    sets = [values for values, _ in fields]
     weekdays = frozenset(d % 7 for d in sets[4])
-    return Cron(
-        sets[0], sets[1], sets[2], sets[3], weekdays, parts[2].startswith("*"), parts[4].startswith("*")
-    )
+    return Cron(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1])
 
 
 def next_after(cron: Cron, after: datetime.datetime, zone: zoneinfo.ZoneInfo) -> datetime.datetime | None:

@@ -83,8 +83,10 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
         MetricSpec(
             "netperf_regressed",
             "gauge",
-            "1 when a scheduled Netperf's latest result is a regression against its baseline, else 0",
-            RESULT,
+            "1 when a scheduled Netperf's latest result is a regression against the earlier results of "
+            "its measurement, else 0; run: the first run of the regression (empty when 0). From "
+            "status.regression on every pass; gone when the schedule or the measurement changes",
+            (*RESULT, "run"),
         ),
     ),
     alerts=(
@@ -102,10 +104,12 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
             "netperf_regressed == 1",
             for_="0m",
             severity="warning",
-            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ({{ $labels.test_type }}) regressed",
-            description="The latest scheduled result of Netperf {{ $labels.namespace }}/{{ $labels.name }} "
-            "is significantly below its baseline; its Regressed condition and status.regression give "
-            "the means, the change and the p-value.",
+            summary="Netperf {{ $labels.namespace }}/{{ $labels.name }} ({{ $labels.test_type }}) regressed "
+            "at run {{ $labels.run }}",
+            description="The scheduled results of Netperf {{ $labels.namespace }}/{{ $labels.name }} "
+            "are significantly below the baseline of their measurement since run {{ $labels.run }} "
+            "(status.history has it); its Regressed condition and status.regression give the latest "
+            "run's means, change and p-value.",
         ),
     ),
     panels=(
@@ -118,7 +122,11 @@ spec: {serverNode: node-a, clientNode: node-b, testType: TCP_STREAM, samples: 3}
             ),
             "short",
         ),
-        Panel("Netperf regressions", (("netperf_regressed == 1", OBJECT + " {{test_type}}"),), "short"),
+        Panel(
+            "Netperf regressions",
+            (("netperf_regressed == 1", OBJECT + " {{test_type}} since run {{run}}"),),
+            "short",
+        ),
         Panel(
             "Netperf tests by result",
             (("sum by (result) (increase(netperf_tests_total[1h]))", "{{result}}"),),

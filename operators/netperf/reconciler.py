@@ -35,14 +35,13 @@ crash left behind are deleted by the next pass (from the cache, without API read
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.netperf import desired, schedule, schema, status
+from operators.netperf import desired, measurement, schedule, schema, status, verdicts
 from operators.netperf.api import NetperfAPI
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.desired import PodView, ServiceView
@@ -54,6 +53,7 @@ from shared.client.kube import ApiError, SupersededError, reason_of
 from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context, report_failure
+from shared.controller.metrics import ObjectGauge
 from shared.controller.watches import Watch
 from shared.controller.workqueue import ReconcileError
 
@@ -270,15 +270,18 @@ class NetperfReconciler:
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
         self.finished_runs = status.FinishedRuns()
+        self.tests_total = ctx.metrics.counter("netperf_tests_total")
+        # Every per-object series (results, failure, regression) is derived from the status after
+        # each pass (status.series): what a restarted operator or a new leader exports is what
+        # the object says, and a series that no longer applies goes.
         # Prometheus' base unit is bytes; status keeps bits/s (the tutorial's speedBitsPerSec).
         self.throughput_gauge = ctx.metrics.gauge("netperf_throughput_bytes_per_second")
         self.failed_gauge = ctx.metrics.gauge("netperf_failed")
-        self.tests_total = ctx.metrics.counter("netperf_tests_total")
-        # A series per result, labelled with the test type: scraped after each run, the trend.
         self.result_throughput = ctx.metrics.gauge("netperf_result_throughput_bytes_per_second")
         self.result_rate = ctx.metrics.gauge("netperf_result_transactions_per_second")
         self.result_latency = ctx.metrics.gauge("netperf_result_latency_seconds")
         self.regressed_gauge = ctx.metrics.gauge("netperf_regressed")
+        self.object_series = {name: ctx.metrics.gauge(name) for name in status.SERIES}
 
     def watches(self) -> Sequence[Watch]:
         return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
@@ -317,61 +320,39 @@ class NetperfReconciler:
             if await self.api.delete_service(namespace, svc.name, svc.uid):
                 self._event(body, "DeletedService", f"Deleted service {svc.name}")
 
-    def _result_series(self, body: Mapping[str, Any], new: Mapping[str, Any], test_type: str) -> None:
-        """The Done run's figures as the per-result series (namespace, name, test type)."""
-        labels = (body["metadata"]["namespace"], body["metadata"]["name"], test_type)
-        if new.get("speedBitsPerSec") is not None:
-            self.result_throughput.labels(*labels).set(new["speedBitsPerSec"] / 8)
-        if (rate := (new.get("transactionsPerSec") or {}).get("mean")) is not None:
-            self.result_rate.labels(*labels).set(rate)
-        for percentile, value in (new.get("latencySeconds") or {}).items():
-            if percentile.startswith("p"):  # p50, p90, p99 (not the mean)
-                self.result_latency.labels(*labels, percentile).set(value)
-
-    def _clear_result_series(self, namespace: str, name: str) -> None:
-        for gauge in (self.result_throughput, self.result_rate, self.result_latency):
-            gauge.remove_by_labels({"namespace": namespace, "name": name})
+    def _export(self, body: Mapping[str, Any]) -> None:
+        """Make the object's series what its spec and latest status say (status.series)."""
+        meta = body["metadata"]
+        wanted = status.series(body.get("spec") or {}, self.api.status.current(body))
+        for metric, values in wanted.items():
+            gauge = self.object_series[metric]
+            assert isinstance(gauge, ObjectGauge)  # per object (namespace, name, ...)
+            gauge.set_object(meta["namespace"], meta["name"], values)
 
     def record(self, body: Mapping[str, Any], new: dict[str, Any], now: datetime.datetime) -> dict[str, Any]:
-        """A scheduled run's end: its entry in the history, and the regression verdict on it."""
+        """A scheduled run's end: its entry in the history, and the regression verdict on it
+        (kept only while it applies to the spec: verdicts.settled)."""
         spec = body.get("spec") or {}
         sched, _ = schedule.parse(spec)
         limit = sched.history_limit if sched is not None else schedule.DEFAULT_HISTORY
         run_spec = desired.effective(new.get("runSpec") or spec)
-        item = schedule.entry(new, run=int(new["run"]), test_type=str(run_spec["testType"]))
+        measured = measurement.with_key(run_spec)
+        item = schedule.entry(
+            new, run=int(new["run"]), test_type=str(run_spec["testType"]), measurement=measured["key"]
+        )
         prior = [h for h in new.get("history") or [] if h.get("run") != item["run"]]  # a retried write
-        verdict = schedule.verdict(prior, item, schedule.settings(spec))
+        outcome = schedule.verdict(prior, item, schedule.settings(spec))
         new = {**new, "history": schedule.appended(prior, item, limit)}
-        meta = body["metadata"]
-        if verdict is None:
-            if item["result"] == "Done":  # nothing to compare with yet: not a regression
-                self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(0)
+        if outcome is None:  # an Error: no figure to judge; the verdict stands as it was
             return new
-        new["regression"] = {
-            "run": item["run"],
-            "regressed": verdict.regressed,
-            "baselineMean": verdict.old_mean,
-            "mean": verdict.new_mean,
-            "changePercent": round(verdict.change_percent, 2),
-            "pValue": float(f"{verdict.p_value:.4g}"),
-            "baselineSamples": verdict.baseline_samples,
-        }
-        reason = "Regressed" if verdict.regressed else "WithinBaseline"
-        message = f"run {item['run']} ({item['testType']}): {verdict.summary()}"
-        condition = conditions.make(
-            schedule.REGRESSED,
-            verdict.regressed,
-            reason,
-            message,
-            generation=meta.get("generation", 0),
-            now=now,
-        )
-        new["conditions"] = conditions.set_all(new.get("conditions"), condition)
-        self.regressed_gauge.labels(meta["namespace"], meta["name"], item["testType"]).set(
-            1 if verdict.regressed else 0
-        )
-        if verdict.regressed:
-            self._event(body, "Regressed", message, "Warning")
+        generation = int(body["metadata"].get("generation", 0))
+        new = verdicts.recorded(new, item, measured, outcome, generation=generation, now=now)
+        new = verdicts.settled(spec, new, generation=generation, now=now) or new
+        verdict = new.get("regression") or {}
+        if verdict.get("regressed"):
+            regressed = conditions.get(new["conditions"], schedule.REGRESSED)
+            assert regressed is not None  # verdicts.recorded sets it
+            self._event(body, "Regressed", str(regressed["message"]), "Warning")
         return new
 
     async def _finish(self, body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
@@ -380,12 +361,7 @@ class NetperfReconciler:
         if new.get("scheduledTime") and new["status"] in status.FINISHED:  # a scheduled run
             new = self.record(body, new, self.clock.now())
         await self.api.status.write(body, new)
-        self.failed_gauge.labels(meta["namespace"], meta["name"]).set(1 if new["status"] == "Error" else 0)
         if new["status"] == "Done":
-            test_type = desired.effective(new.get("runSpec") or body.get("spec") or {})["testType"]
-            self._result_series(body, new, str(test_type))
-            if new.get("speedBitsPerSec") is not None:
-                self.throughput_gauge.labels(meta["namespace"], meta["name"]).set(new["speedBitsPerSec"] / 8)
             complete = conditions.get(new["conditions"], status.COMPLETE)
             assert complete is not None  # status.done sets every condition
             self._event(body, "TestFinished", complete["message"])
@@ -540,6 +516,18 @@ class NetperfReconciler:
         return p.remaining
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
+        """One pass (:meth:`_reconcile`), then the object's series as its status now says."""
+        superseded = False
+        try:
+            return await self._reconcile(body)
+        except SupersededError:
+            superseded = True  # the object is gone or replaced: its series are forgotten with it
+            raise
+        finally:
+            if not superseded:
+                self._export(body)
+
+    async def _reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta = body["metadata"]
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         generation = meta.get("generation", 0)
@@ -549,15 +537,21 @@ class NetperfReconciler:
         views: list[PodView] = self.pods.children(namespace, uid)
         sched, schedule_errors = schedule.parse(spec)
 
+        # A verdict that no longer applies (schedule removed, another measurement) is cleared
+        # before anything else, whatever the pass does next.
+        cleared = verdicts.settled(body.get("spec") or {}, current, generation=generation, now=now)
+        if cleared is not None:
+            await self.api.status.write(body, cleared)
+            current = self.api.status.current(body)
+            regressed = conditions.get(current.get("conditions"), schedule.REGRESSED) or {}
+            self._event(body, "RegressionCleared", str(regressed.get("message") or ""))
+
         if (
             current.get("status") in status.FINISHED
             and current.get("observedGeneration") == generation
             and (sched is None or current.get("reason") == "InvalidSpec")
         ):
             # Nothing to do but leftovers of a crash between the final status and the deletes.
-            if current.get("speedBitsPerSec") is not None:
-                self.throughput_gauge.labels(namespace, name).set(current["speedBitsPerSec"] / 8)
-            self.failed_gauge.labels(namespace, name).set(1 if current.get("status") == "Error" else 0)
             await self._delete_pods(body, views)
             return None
 
@@ -568,9 +562,13 @@ class NetperfReconciler:
             errors = combination_errors(body.get("spec") or {}) + schedule_errors
         if errors:
             message = "; ".join(map(str, errors))
+            if sched is not None:  # scheduled: an error of the spec, of no run
+                return await self.invalid_schedule(body, current, views, message, now)
             new = status.error(
                 current=current, reason="InvalidSpec", message=message, now=now, generation=generation
             )
+            # A one-off run's own error, never a scheduled run's result (nor in the history).
+            new.update(runSpec=None, scheduledTime=None, nextRunTime=None)
             await self._finish(body, new, views)
             return None
 
@@ -585,12 +583,6 @@ class NetperfReconciler:
                 # A schedule removed: the history stays, the run counter too (pod names of a
                 # later schedule never repeat), but this run is a one-off, not scheduled.
                 current.update(runSpec=None, scheduledTime=None, nextRunTime=None)
-                self.failed_gauge.labels(namespace, name).set(0)
-                # The status clears the last result for a new run; so does its series (it is keyed
-                # by name: it would show a predecessor's figure until this run is Done).
-                with contextlib.suppress(KeyError):
-                    self.throughput_gauge.remove(namespace, name)
-                self._clear_result_series(namespace, name)
                 await self.api.status.write(body, current)
                 what = f"{spec['testType']}, {spec['samples']} x {spec['duration']}s"
                 if int(spec["parallel"]) > 1:
@@ -662,6 +654,32 @@ class NetperfReconciler:
             return await self.server_step(p)
         return await self.test_step(p)
 
+    async def invalid_schedule(
+        self,
+        body: Mapping[str, Any],
+        current: dict[str, Any],
+        views: list[PodView],
+        message: str,
+        now: datetime.datetime,
+    ) -> float | None:
+        """A scheduled Netperf whose spec is refused: Degraded and a Warning Event; no run starts.
+        The status' results, history and verdict are untouched (the error belongs to no run);
+        a run already under way was claimed with a valid spec (status.runSpec) and finishes."""
+        generation = int(body["metadata"].get("generation", 0))
+        self._event(body, "InvalidSpec", message, "Warning")
+        delay: float | None = None
+        if current.get("status") in status.RUNNING:  # its key and spec as scheduled() has them
+            scheduled = bool(current.get("scheduledTime"))
+            run = f"r{current['run']}" if scheduled else str(current.get("observedGeneration"))
+            spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
+            delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
+            current = self.api.status.current(body)
+        else:
+            await self._delete_pods(body, views)  # a crash's leftovers: no run is in progress
+        new = status.spec_invalid(current=current, message=message, generation=generation, now=now)
+        await self.api.status.write(body, new)
+        return delay
+
     async def scheduled(
         self,
         body: Mapping[str, Any],
@@ -673,7 +691,8 @@ class NetperfReconciler:
         """A scheduled Netperf's pass: deal with due times, then step the run in progress (if any);
         wakes at the next due time or the run's deadline, whichever is first."""
         meta = body["metadata"]
-        namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation", 0)
+        name, generation = meta["name"], meta.get("generation", 0)
+        current = status.spec_valid(current=current, generation=generation, now=now)
         running = current.get("status") in status.RUNNING
         spec_now = desired.effective(body.get("spec") or {})
         anchor = (
@@ -702,7 +721,6 @@ class NetperfReconciler:
                     "scheduledTime": conditions.rfc3339(decision.start),
                     "path": schema.paths(spec_now)[0],
                 }
-                self.failed_gauge.labels(namespace, name).set(0)
                 await self.api.status.write(body, current)
                 spec = desired.effective(current["runSpec"])
                 what = f"run {number} (due {current['scheduledTime']}): {spec['testType']}, "

@@ -1,29 +1,14 @@
-"""Is a scheduled result a regression? Welch's t-test plus a minimum effect size (pure, stdlib).
-
-The rule (also in docs/operators/netperf.md): a result *regressed* when, compared with the
-baseline samples (the previous ``baselineRuns`` results' samples pooled, or the pinned
-``regression.baseline``),
-
-- its mean is lower by at least ``minChangePercent`` (default 10 %) of the baseline mean, and
-- Welch's one-sided t-test (unequal variances, Welch-Satterthwaite degrees of freedom) says a
-  drop at least this large is unlikely by chance: p < ``pValue`` (default 0.05).
-
-Higher is better for every figure compared (bits/s, transactions/s, connections/s). Both
-conditions are needed: the t-test alone flags 1 % drops of a very steady link, the effect size
-alone flags noise of a very noisy one. The false-alarm rate on equal distributions and the power
-on a 2x drop are measured on synthetic samples in tests/unit/netperf/test_regression.py.
+"""Student's t distribution (pure, stdlib): what the change-point detector (:mod:`.detector`)
+tests its splits and verdicts with.
 
 Why no scipy: it is not a dependency of the operator image (pyproject.toml); the t
 distribution's CDF is the regularized incomplete beta function, computed below by its continued
-fraction (Lentz), accurate to ~1e-12 -- far finer than a 0.05 threshold needs.
+fraction (Lentz), accurate to ~1e-12 -- far finer than any significance level needs.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 _EPS = 1e-14
 _TINY = 1e-300
@@ -72,57 +57,3 @@ def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with ``df`` degrees of freedom."""
     tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
     return tail if t < 0 else 1.0 - tail
-
-
-@dataclass(frozen=True)
-class Welch:
-    t: float
-    df: float
-    p_lower: float  # one-sided: P(a difference this negative or more | equal means)
-
-
-def welch(new: Sequence[float], old: Sequence[float]) -> Welch:
-    """Welch's t-test of mean(new) < mean(old); each needs at least 2 samples."""
-    if len(new) < 2 or len(old) < 2:
-        raise ValueError("Welch's t-test needs at least 2 samples on each side")
-    m1, m2 = statistics.fmean(new), statistics.fmean(old)
-    v1, v2 = statistics.variance(new) / len(new), statistics.variance(old) / len(old)
-    se2 = v1 + v2
-    if se2 == 0.0:  # both constant: any difference is certain, none is none
-        diff = m1 - m2
-        t = -math.inf if diff < 0 else (math.inf if diff > 0 else 0.0)
-        return Welch(t, math.inf, 0.0 if diff < 0 else (1.0 if diff > 0 else 0.5))
-    t = (m1 - m2) / math.sqrt(se2)
-    df = se2 * se2 / ((v1 * v1 / (len(new) - 1) if v1 else 0.0) + (v2 * v2 / (len(old) - 1) if v2 else 0.0))
-    return Welch(t, df, t_cdf(t, df))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    regressed: bool
-    old_mean: float
-    new_mean: float
-    change_percent: float  # negative: a drop
-    p_value: float
-    baseline_samples: int
-
-    def summary(self) -> str:
-        return (
-            f"mean {self.new_mean:.4g} vs baseline {self.old_mean:.4g} "
-            f"({self.change_percent:+.1f} %, p = {self.p_value:.3g}, "
-            f"{self.baseline_samples} baseline samples)"
-        )
-
-
-def judge(
-    new: Sequence[float], old: Sequence[float], *, min_change_percent: float, p_value: float
-) -> Verdict:
-    """The rule of the module docstring; ``regressed`` False whatever the data when a side has
-    fewer than 2 samples (no variance, no test)."""
-    old_mean = statistics.fmean(old) if old else math.nan
-    new_mean = statistics.fmean(new) if new else math.nan
-    if len(new) < 2 or len(old) < 2 or old_mean <= 0:
-        return Verdict(False, old_mean, new_mean, math.nan, math.nan, len(old))
-    change = (new_mean - old_mean) / old_mean * 100.0
-    p = welch(new, old).p_lower
-    return Verdict(change <= -min_change_percent and p < p_value, old_mean, new_mean, change, p, len(old))

@@ -23,27 +23,36 @@ again at each due time. The rules (also in docs/operators/netperf.md):
 Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason. Each result is judged against a baseline (:mod:`.regression`).
+the error's reason, and the key of what it measured (:mod:`.measurement`). Each result is
+judged with the earlier results of the same measurement by the change-point detector
+(:func:`judge`, :mod:`.detector`); the verdict in the status, and when it stops applying, are
+:mod:`.verdicts`'.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
+import statistics
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.netperf import cron, regression
+from operators.netperf import cron, detector
 from shared.api.validation import FieldError
 
 DEFAULT_TIME_ZONE = "UTC"
 DEFAULT_HISTORY = 24
 MAX_HISTORY = 100
-DEFAULT_BASELINE_RUNS = 5
-MAX_BASELINE_RUNS = 20
-DEFAULT_MIN_CHANGE_PERCENT = 10.0
-DEFAULT_P_VALUE = 0.05
+DIRECTIONS = detector.DIRECTIONS
+DEFAULT_DIRECTION = detector.DEFAULT_DIRECTION
+# The detector's window: the results before the latest it looks at (the default history keeps
+# 24 results in all).
+DEFAULT_BASELINE_RUNS = 23
+MAX_BASELINE_RUNS = MAX_HISTORY - 1
+DEFAULT_MIN_CHANGE_PERCENT = detector.DEFAULT_MIN_CHANGE_PERCENT
+DEFAULT_P_VALUE = detector.DEFAULT_P_VALUE
 MAX_BASELINE_SAMPLES = 100
 # The spec fields that are about when to run, not what: everything else is the test, copied into
 # status.runSpec when a run starts.
@@ -163,18 +172,22 @@ def headline_stats(st: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None
     return "", None
 
 
-def entry(st: Mapping[str, Any], *, run: int, test_type: str) -> dict[str, Any]:
-    """One history entry of a finished run's status (compact: figures, not the whole status)."""
+def entry(
+    st: Mapping[str, Any], *, run: int, test_type: str, measurement: str | None = None
+) -> dict[str, Any]:
+    """One history entry of a finished run's status (compact: figures, not the whole status);
+    ``measurement``: the key of what it measured (:mod:`.measurement`), what baselines match on."""
     item: dict[str, Any] = {
         "run": run,
         "scheduledTime": st.get("scheduledTime"),
         "completedAt": st.get("completedAt"),
         "testType": test_type,
+        "measurement": measurement,
         "result": st.get("status"),
     }
     if st.get("status") != "Done":
         item["reason"] = st.get("reason")
-        return item
+        return {k: v for k, v in item.items() if v is not None}
     unit, stats = headline_stats(st)
     if stats is not None:
         item.update(
@@ -184,9 +197,10 @@ def entry(st: Mapping[str, Any], *, run: int, test_type: str) -> dict[str, Any]:
             ci95High=stats.get("ci95High"),
             samples=list(stats.get("samples") or []),
         )
-    p99 = (st.get("latencySeconds") or {}).get("p99")
-    if p99 is not None:
-        item["p99Seconds"] = p99
+    latency = st.get("latencySeconds") or {}
+    for percentile in ("p50", "p90", "p99"):
+        if latency.get(percentile) is not None:
+            item[f"{percentile}Seconds"] = latency[percentile]
     return {k: v for k, v in item.items() if v is not None}
 
 
@@ -201,40 +215,141 @@ class Settings:
     min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT
     p_value: float = DEFAULT_P_VALUE
     pinned: tuple[float, ...] = ()
+    direction: str = detector.DEFAULT_DIRECTION
+    acknowledged_run: int | None = None
+
+    @property
+    def options(self) -> detector.Options:
+        return detector.Options(
+            direction=self.direction, min_change_percent=self.min_change_percent, p_value=self.p_value
+        )
 
 
 def settings(spec: Mapping[str, Any]) -> Settings:
     r = spec.get("regression") or {}
+    acknowledged = r.get("acknowledgedRun")
     return Settings(
         baseline_runs=int(r.get("baselineRuns") or DEFAULT_BASELINE_RUNS),
         min_change_percent=float(r.get("minChangePercent") or DEFAULT_MIN_CHANGE_PERCENT),
         p_value=float(r.get("pValue") or DEFAULT_P_VALUE),
         pinned=tuple(float(x) for x in r.get("baseline") or ()),
+        direction=str(r.get("direction") or detector.DEFAULT_DIRECTION),
+        acknowledged_run=int(acknowledged) if acknowledged is not None else None,
     )
 
 
-def baseline(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings) -> list[float]:
-    """The samples ``item`` is compared with: the pinned ones, else those of the previous
-    ``baseline_runs`` Done results of the same test type (errors are not a baseline)."""
-    if s.pinned:
-        return list(s.pinned)
-    earlier = [
+def comparable(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The earlier results ``item`` is judged with: the Done results of ``history`` that measured
+    what ``item`` measured (:mod:`.measurement`), oldest first. Errors are no measurement, and
+    entries recorded without a measurement key match nothing: what they measured is unknown."""
+    key = item.get("measurement")
+    return [
         h
         for h in history
-        if h.get("result") == "Done" and h.get("testType") == item.get("testType") and h.get("samples")
+        if h.get("result") == "Done" and key is not None and h.get("measurement") == key and h.get("samples")
     ]
-    return [float(x) for h in earlier[-s.baseline_runs :] for x in h["samples"]]
+
+
+def series(
+    history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> list[Mapping[str, Any]]:
+    """The runs the detector sees, ``item`` last: the comparable ones since the acknowledged run
+    (when ``item`` is that run or later), at most ``baseline_runs`` before ``item``."""
+    earlier = comparable(history, item)
+    ack = s.acknowledged_run
+    if ack is not None and int(item.get("run") or 0) >= ack:
+        earlier = [h for h in earlier if int(h.get("run") or 0) >= ack]
+    return [*earlier[max(0, len(earlier) - s.baseline_runs) :], item]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The detector's verdict on a run, and the run its regression started at."""
+
+    verdict: detector.Verdict
+    change_run: int | None  # the first run of the regression (None: not regressed)
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict.regressed
+
+    def status(self, run: int) -> dict[str, Any]:
+        """The figures of ``status.regression`` for the judged ``run`` (finite numbers only)."""
+        v = self.verdict
+        out: dict[str, Any] = {
+            "run": run,
+            "regressed": v.regressed,
+            "baselineMean": v.old_mean,
+            "mean": v.new_mean,
+            "changePercent": round(v.change_percent, 2),
+            "baselineRuns": v.baseline_runs,
+        }
+        if math.isfinite(v.p_value):  # NaN: no t-test, the change is too small to count
+            out["pValue"] = float(f"{v.p_value:.4g}")
+        if self.change_run is not None:
+            out["changeRun"] = self.change_run
+        return out
+
+    def summary(self) -> str:
+        since = f", since run {self.change_run}" if self.change_run is not None else ""
+        return self.verdict.summary() + since
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """A Done result the detector cannot judge, and why (a CamelCase reason and a sentence)."""
+
+    reason: str
+    message: str
+
+
+def _detected(runs: Sequence[Mapping[str, Any]], s: Settings) -> detector.Verdict | NotJudged | None:
+    """The detector's verdict on the last of ``runs`` (None: fewer than 2 baseline runs)."""
+    try:
+        values = [statistics.fmean(float(x) for x in h["samples"]) for h in runs]
+        return detector.judge(values, s.options, s.pinned)
+    except (ArithmeticError, ValueError) as exc:  # sums that overflow, and the like
+        return NotJudged("NotFinite", f"the samples give no finite test statistic ({exc})")
+
+
+def judge(
+    earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
+) -> Judgement | NotJudged:
+    """The judgement of a Done ``item`` with ``earlier`` (the Done results of its measurement,
+    oldest first, :func:`comparable`): the one call that applies the detector, so another rule
+    replaces it here. A judgement's figures are finite; where there is nothing to judge,
+    ``NotJudged``."""
+    runs = series(earlier, item, s)
+    ack = s.acknowledged_run
+    reached = ack is not None and int(item.get("run") or 0) >= ack
+    since = f" since the acknowledged run {ack}" if reached else ""
+    if len(runs) == 1 and not s.pinned:
+        return NotJudged(
+            "NewBaseline", f"the first result of this measurement{since}: it starts the baseline"
+        )
+    found = _detected(runs, s)
+    if found is None:
+        before = len(runs) - 1
+        return NotJudged(
+            "TooFewSamples",
+            f"{before} earlier result{'s' if before != 1 else ''} of this measurement{since} give no "
+            "baseline of 2 runs: the detector needs at least 2",
+        )
+    if isinstance(found, NotJudged):
+        return found
+    if found.old_mean <= 0:
+        return NotJudged("ZeroBaseline", "the baseline's mean is 0: a change from it cannot be measured")
+    figures = (found.old_mean, found.new_mean, found.change_percent)
+    if not all(math.isfinite(x) for x in figures) or math.isinf(found.p_value):  # NaN p: no t-test
+        return NotJudged("NotFinite", f"the samples give no finite figures ({found.summary()})")
+    index = found.change_index
+    return Judgement(found, int(runs[index]["run"]) if index is not None else None)
 
 
 def verdict(
     history: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
-) -> regression.Verdict | None:
-    """The judgement of a Done ``item`` against what came before it (None: nothing to judge)."""
+) -> Judgement | NotJudged | None:
+    """The judgement of ``item`` with the results before it (None for an Error: no figure)."""
     if item.get("result") != "Done" or not item.get("samples"):
         return None
-    old = baseline(history, item, s)
-    if len(old) < 2:
-        return None
-    return regression.judge(
-        [float(x) for x in item["samples"]], old, min_change_percent=s.min_change_percent, p_value=s.p_value
-    )
+    return judge(comparable(history, item), item, s)

@@ -16,9 +16,11 @@ import shared
 # The scheduling fields and their limits live with the rules that use them (pure, no CRD import).
 from operators.netperf.schedule import (
     DEFAULT_BASELINE_RUNS,
+    DEFAULT_DIRECTION,
     DEFAULT_HISTORY,
     DEFAULT_MIN_CHANGE_PERCENT,
     DEFAULT_P_VALUE,
+    DIRECTIONS,
     MAX_BASELINE_RUNS,
     MAX_BASELINE_SAMPLES,
     MAX_HISTORY,
@@ -87,6 +89,11 @@ _COMPARE_UNIQUE = (
 _NEEDS_SCHEDULE = tuple(
     (f, f"has(self.schedule) || !has(self.{f})", f"{f} needs spec.schedule: it is about repeated runs")
     for f in ("timeZone", "window", "suspend", "startingDeadlineSeconds", "historyLimit", "regression")
+)
+_ACK_OR_PINNED = (
+    "!has(self.acknowledgedRun) || !has(self.baseline)",
+    "acknowledgedRun and baseline are exclusive: acknowledging a change starts a new measured "
+    "baseline; with a pinned baseline, pin the new samples instead",
 )
 _WINDOW_NOT_EMPTY = (
     "self.startHour != self.endHour",
@@ -268,19 +275,26 @@ SPEC_SCHEMA: dict[str, Any] = {
         "regression": {
             "type": "object",
             "description": (
-                "How a scheduled result is judged: regressed when its mean is at least "
-                "minChangePercent below the baseline's and Welch's one-sided t-test on the samples "
-                "gives p < pValue. Sets the Regressed condition, a Warning Event and "
-                "netperf_regressed."
+                "How a scheduled result is judged: change points in the run history of its "
+                "measurement (each run's mean), found and tested with Student's t-test as "
+                "Hunter/Apache Otava do; the latest result regressed when the runs since a change "
+                "are worse than the baseline (the latest level that was no regression) by at least "
+                "minChangePercent with p < pValue. Sets the Regressed condition, a Warning Event "
+                "and netperf_regressed. A result it cannot judge (the first of its measurement, a "
+                "baseline of fewer than 2 runs) is reported as not judged in status.regression."
             ),
+            "x-kubernetes-validations": [
+                {"rule": _ACK_OR_PINNED[0], "message": _ACK_OR_PINNED[1], "fieldPath": ".acknowledgedRun"}
+            ],
             "properties": {
                 "baselineRuns": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_BASELINE_RUNS,
                     "description": (
-                        "The baseline is the samples of this many previous results of the same "
-                        f"test type (default {DEFAULT_BASELINE_RUNS})."
+                        "How many earlier results of the same measurement the detector looks at: "
+                        "test type, parallel, messageSize, path, nodes, image and duration (default "
+                        f"{DEFAULT_BASELINE_RUNS}; at most what historyLimit keeps; see status.measurement)."
                     ),
                 },
                 "baseline": {
@@ -289,21 +303,41 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maxItems": MAX_BASELINE_SAMPLES,
                     "items": {"type": "number", "minimum": 0},
                     "description": (
-                        "A pinned baseline instead: samples in the headline unit (bits/s for STREAM "
-                        "tests, transactions/s or connections/s), e.g. copied from a history entry."
+                        "A pinned baseline instead: values in the headline unit (bits/s for STREAM "
+                        "tests, transactions/s or connections/s), e.g. run means copied from the history."
                     ),
                 },
                 "minChangePercent": {
                     "type": "number",
                     "minimum": 1,
                     "maximum": 100,
-                    "description": f"Smallest drop that counts (default {DEFAULT_MIN_CHANGE_PERCENT:g} %).",
+                    "description": f"Smallest change that counts (default {DEFAULT_MIN_CHANGE_PERCENT:g} %).",
                 },
                 "pValue": {
                     "type": "number",
                     "minimum": 0.0001,
                     "maximum": 0.5,
-                    "description": f"Significance level of the t-test (default {DEFAULT_P_VALUE}).",
+                    "description": (
+                        f"Significance level of the change points and verdicts (default {DEFAULT_P_VALUE}: "
+                        "at most one false Regressed per 720 runs, docs/benchmarks.md)."
+                    ),
+                },
+                "direction": {
+                    "type": "string",
+                    "enum": list(DIRECTIONS),
+                    "description": (
+                        f"Which change is a regression (default {DEFAULT_DIRECTION}: every figure "
+                        "judged is higher-is-better); Either also reports a rise."
+                    ),
+                },
+                "acknowledgedRun": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": (
+                        "A known and accepted change: from this run on, the runs before it are no "
+                        "baseline (e.g. the changeRun of status.regression after a deliberate "
+                        "change of the network). Not with baseline."
+                    ),
                 },
             },
         },
@@ -318,6 +352,20 @@ SPEC_SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+_PERCENTILES = {f"{p}Seconds": {"type": "number"} for p in ("p50", "p90", "p99")}
+# The spec fields a result's figure depends on (operators.netperf.measurement).
+MEASUREMENT_FIELDS = (
+    "testType",
+    "parallel",
+    "messageSize",
+    "path",
+    "serverNode",
+    "clientNode",
+    "placement",
+    "image",
+    "duration",
+)
 
 _STATS = {
     "type": "object",
@@ -368,7 +416,7 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "ci95Low": {"type": "number"},
                     "ci95High": {"type": "number"},
                     "samples": {"type": "array", "maxItems": MAX_SAMPLES, "items": {"type": "number"}},
-                    "p99Seconds": {"type": "number"},
+                    **_PERCENTILES,
                 },
             },
         },
@@ -477,21 +525,77 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "ci95Low": {"type": "number"},
                     "ci95High": {"type": "number"},
                     "samples": {"type": "array", "maxItems": 10, "items": {"type": "number"}},
-                    "p99Seconds": {"type": "number"},
+                    **_PERCENTILES,
+                    "measurement": {
+                        "type": "string",
+                        "description": (
+                            "The key of what the run measured (status.measurement.key): results "
+                            "are compared only with results of the same key."
+                        ),
+                    },
+                },
+            },
+        },
+        "measurement": {
+            "type": "object",
+            "description": (
+                "Scheduled: what the latest result measured, the spec fields that change the figure "
+                "(testType, parallel, messageSize, path, serverNode, clientNode, placement, image, "
+                "duration), their key (each history entry's measurement) and since which run."
+            ),
+            "properties": {
+                "key": {"type": "string"},
+                "since": {"type": "integer", "description": "The first run of this measurement in a row."},
+                **{
+                    f: {k: v for k, v in SPEC_SCHEMA["properties"][f].items() if k in ("type", "enum")}
+                    for f in MEASUREMENT_FIELDS
                 },
             },
         },
         "regression": {
             "type": "object",
-            "description": "Scheduled: the latest result judged against its baseline (see spec.regression).",
+            "description": (
+                "Scheduled: the latest result judged against the earlier results of its measurement "
+                "(see spec.regression); removed when the schedule is removed or the spec's "
+                "measurement changes (the Regressed condition says so)."
+            ),
             "properties": {
-                "run": {"type": "integer"},
+                "run": {"type": "integer", "description": "The run judged."},
+                "testType": {"type": "string"},
+                "measurement": {"type": "string", "description": "The key of its measurement."},
+                "judged": {
+                    "type": "boolean",
+                    "description": "False when there was nothing to judge (reason says why).",
+                },
+                "reason": {
+                    "type": "string",
+                    "description": (
+                        "Regressed, WithinBaseline, or why it was not judged: NewBaseline (the first "
+                        "result of its measurement), TooFewSamples (a baseline of fewer than 2 "
+                        "runs), ZeroBaseline, NotFinite."
+                    ),
+                },
                 "regressed": {"type": "boolean"},
+                "regressedSince": {
+                    "type": "integer",
+                    "description": "The first run of the regression in a row (the alert's run label).",
+                },
                 "baselineMean": {"type": "number"},
                 "mean": {"type": "number"},
                 "changePercent": {"type": "number"},
                 "pValue": {"type": "number"},
-                "baselineSamples": {"type": "integer"},
+                "baselineSamples": {
+                    "type": "integer",
+                    "description": "Not written any more (see baselineRuns).",
+                },
+                "baselineRuns": {
+                    "type": "integer",
+                    "description": "Runs (or pinned values) in the baseline the result was judged against.",
+                },
+                "changeRun": {
+                    "type": "integer",
+                    "description": "Regressed: the regression's first run (see regression.acknowledgedRun).",
+                },
             },
         },
     },
@@ -515,6 +619,9 @@ def combination_errors(spec: dict[str, Any]) -> list[FieldError]:
     compare = spec.get("compare") or []
     if len(set(compare)) != len(compare):
         errors.append(FieldError("spec.compare", _COMPARE_UNIQUE[1]))
+    regression = spec.get("regression") or {}
+    if regression.get("acknowledgedRun") is not None and regression.get("baseline") is not None:
+        errors.append(FieldError("spec.regression.acknowledgedRun", _ACK_OR_PINNED[1]))
     window = spec.get("window") or {}
     if window and window.get("startHour") == window.get("endHour"):
         errors.append(FieldError("spec.window", _WINDOW_NOT_EMPTY[1]))

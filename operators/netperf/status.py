@@ -11,7 +11,13 @@ results. Conditions:
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
   the field paths for a spec the schema rejects), False otherwise;
 - ``Regressed`` (scheduled Netperfs, :mod:`.schedule`): the latest result judged against its
-  baseline, set by the reconciler's ``record`` when a run ends;
+  baseline, set by the reconciler's ``record`` when a run ends, cleared when it no longer
+  applies (:mod:`.verdicts`);
+- a scheduled Netperf whose spec the operator refuses: ``Degraded``/``Stalled`` with
+  ``InvalidSpec`` over the last run's status (:func:`spec_invalid`), no run of its own.
+
+:func:`series` derives every per-object series from spec and status, so what is exported never
+depends on what this process saw happen.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
   ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
@@ -259,3 +265,101 @@ class FinishedRuns:
         if event_type is None:
             return None
         return "done" if st["status"] == "Done" else "error"
+
+
+def spec_invalid(
+    *, current: Mapping[str, Any], message: str, generation: int, now: datetime.datetime
+) -> dict[str, Any]:
+    """A scheduled Netperf whose spec the operator refuses: ``Degraded`` (``InvalidSpec``) and
+    ``Stalled`` until the spec changes; no due time is met meanwhile. The last run's result, the
+    history and the verdict stay as they are: the error belongs to no run."""
+    reason = "InvalidSpec"
+    # observedGeneration is a one-off run's key while it runs (as scheduled passes keep it).
+    running = current.get("status") in RUNNING
+    return {
+        **current,
+        "observedGeneration": current.get("observedGeneration") if running else generation,
+        "nextRunTime": None,
+        "conditions": conditions.set_all(
+            current.get("conditions"),
+            conditions.make(conditions.DEGRADED, True, reason, message, generation=generation, now=now),
+            *conditions.readiness(stalled=(reason, message), generation=generation, now=now),
+        ),
+    }
+
+
+def spec_valid(*, current: Mapping[str, Any], generation: int, now: datetime.datetime) -> dict[str, Any]:
+    """``current`` with a ``spec_invalid``'s conditions undone, once the spec is valid again:
+    those of the last run's phase, or (no run yet) ``Degraded`` False and ``Ready``."""
+    degraded = conditions.get(current.get("conditions"), conditions.DEGRADED)
+    if degraded is None or degraded.get("status") != "True" or degraded.get("reason") != "InvalidSpec":
+        return dict(current)
+    if current.get("status") == "Error" and current.get("reason") == "InvalidSpec":
+        return dict(current)  # a one-off run that ended InvalidSpec: its own error
+    phase_now = current.get("status")
+    if phase_now in (*RUNNING, *FINISHED):
+        complete = conditions.get(current.get("conditions"), COMPLETE) or {}
+        reason = "Done" if phase_now == "Done" else str(current.get("reason") or phase_now)
+        message = str(complete.get("message") or current.get("message") or phase_now)
+        updated = _conditions(current, str(phase_now), reason, message, generation=generation, now=now)
+    else:
+        message = "waiting for the first due time"
+        updated = conditions.set_all(
+            current.get("conditions"),
+            conditions.make(
+                conditions.DEGRADED, False, "AsExpected", message, generation=generation, now=now
+            ),
+            *conditions.readiness(ready=("Scheduled", message), generation=generation, now=now),
+        )
+    return {**current, "conditions": updated}
+
+
+# The per-object series, by metric, each {label values after namespace and name: value}.
+Series = dict[str, dict[tuple[str, ...], float]]
+SERIES = (
+    "netperf_throughput_bytes_per_second",
+    "netperf_failed",
+    "netperf_result_throughput_bytes_per_second",
+    "netperf_result_transactions_per_second",
+    "netperf_result_latency_seconds",
+    "netperf_regressed",
+)
+
+
+def _latest_result(spec: Mapping[str, Any], st: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The latest result as a history entry has it (unit, mean, percentiles, testType): the
+    status' own when a run is Done, else (scheduled, a run under way or failed) the newest Done
+    entry of the history."""
+    if st.get("status") == "Done":
+        test_type = str(({**dict(spec), **(st.get("runSpec") or {})}).get("testType") or "TCP_STREAM")
+        return schedule.entry(st, run=0, test_type=test_type)
+    if spec.get("schedule"):
+        done = [h for h in st.get("history") or [] if h.get("result") == "Done"]
+        if done:
+            return dict(done[-1])
+    return None
+
+
+def series(spec: Mapping[str, Any], st: Mapping[str, Any]) -> Series:
+    """Every per-object series of a Netperf, from its spec and status alone (each pass exports
+    exactly these: what a restarted or new leader exports is what the object says)."""
+    found: Series = {name: {} for name in SERIES}
+    if st.get("status") in (*RUNNING, *FINISHED):
+        found["netperf_failed"][()] = 1.0 if st.get("status") == "Error" else 0.0
+    latest = _latest_result(spec, st)
+    if latest is not None and latest.get("mean") is not None:
+        test_type = str(latest.get("testType"))
+        if latest.get("unit") == "bitsPerSec":
+            found["netperf_throughput_bytes_per_second"][()] = float(latest["mean"]) / 8
+            found["netperf_result_throughput_bytes_per_second"][(test_type,)] = float(latest["mean"]) / 8
+        elif latest.get("unit") == "perSec":
+            found["netperf_result_transactions_per_second"][(test_type,)] = float(latest["mean"])
+        for percentile in ("p50", "p90", "p99"):
+            if (value := latest.get(f"{percentile}Seconds")) is not None:
+                found["netperf_result_latency_seconds"][(test_type, percentile)] = float(value)
+    verdict = st.get("regression")
+    if spec.get("schedule") and verdict:
+        regressed = bool(verdict.get("regressed"))
+        run = str(verdict.get("regressedSince") or verdict.get("run") or "") if regressed else ""
+        found["netperf_regressed"][(str(verdict.get("testType") or ""), run)] = 1.0 if regressed else 0.0
+    return found

@@ -45,7 +45,7 @@ and ``_created`` series are disabled to match Go's output.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import prometheus_client
 from prometheus_client import (
@@ -218,13 +218,12 @@ class _Series:
         self.family, self.key = family, key
 
     def set(self, value: float) -> None:
-        self.family.values[self.key] = float(value)
+        self.family._put(self.key, float(value))
 
     def inc(self, amount: float = 1) -> None:
         if self.family.kind == "counter" and amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
-        values = self.family.values
-        values[self.key] = values.get(self.key, 0.0) + amount
+        self.family._put(self.key, self.family.values.get(self.key, 0.0) + amount)
 
     def dec(self, amount: float = 1) -> None:
         assert self.family.kind == "gauge", "a counter only goes up"
@@ -237,7 +236,9 @@ class _ObjectFamily:
     ``labels(...)`` creates the series at 0 as prometheus_client's does (a counter at 0 from the
     first pass is what ``increase()`` needs to see the first step). Only the event loop writes;
     the exposition, in a thread, reads a copy of the dict (``dict.copy`` holds the GIL
-    throughout), so a series added or removed during a scrape cannot break it.
+    throughout), so a series added or removed during a scrape cannot break it. The series are
+    also indexed by object (namespace, name), so replacing or dropping one object's series costs
+    its own series, not all of them.
     """
 
     kind = ""
@@ -246,7 +247,20 @@ class _ObjectFamily:
         assert spec.kind == self.kind, f"{spec.name} is a {spec.kind}"
         self.spec = spec
         self.values: dict[tuple[str, ...], float] = {}
+        self._objects: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
         registry.register(self)  # a collector: describe() and collect()
+
+    def _put(self, key: tuple[str, ...], value: float) -> None:
+        self.values[key] = value
+        self._objects.setdefault(key[:2], set()).add(key)
+
+    def _drop(self, key: tuple[str, ...]) -> None:
+        del self.values[key]
+        keys = self._objects.get(key[:2])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._objects[key[:2]]
 
     def _key(self, values: tuple[str, ...], named: dict[str, str]) -> tuple[str, ...]:
         names = self.spec.labels
@@ -258,21 +272,36 @@ class _ObjectFamily:
 
     def labels(self, *values: str, **named: str) -> _Series:
         key = self._key(values, named)
-        self.values.setdefault(key, 0.0)
+        self._put(key, self.values.get(key, 0.0))
         return _Series(self, key)
 
     def remove(self, *values: str) -> None:
         """Drop one series; KeyError when there is none (as prometheus_client)."""
-        del self.values[self._key(values, {})]
+        self._drop(self._key(values, {}))
 
     def remove_by_labels(self, labels: dict[str, str]) -> None:
         """Drop every series whose labels include ``labels``."""
         at = [(self.spec.labels.index(n), v) for n, v in labels.items()]
-        for key in [k for k in self.values if all(k[i] == v for i, v in at)]:
-            del self.values[key]
+        namespace, name = labels.get("namespace"), labels.get("name")
+        candidates: Iterable[tuple[str, ...]] = self.values
+        if namespace is not None and name is not None:  # one object's: from the index
+            candidates = self._objects.get((namespace, name), set())
+        for key in [k for k in candidates if all(k[i] == v for i, v in at)]:
+            self._drop(key)
+
+    def set_object(self, namespace: str, name: str, series: Mapping[tuple[str, ...], float]) -> None:
+        """Make an object's series exactly ``series`` ({the label values after namespace and
+        name: value}): each set first, then the others dropped, so a scrape in between never
+        misses a series that stays (a missing sample would make Prometheus resolve its alert)."""
+        wanted = {self._key((namespace, name, *rest), {}): float(value) for rest, value in series.items()}
+        for key, value in wanted.items():
+            self._put(key, value)
+        for key in [k for k in self._objects.get((namespace, name), ()) if k not in wanted]:
+            self._drop(key)
 
     def clear(self) -> None:
         self.values.clear()
+        self._objects.clear()
 
     def _family(self) -> CounterMetricFamily | GaugeMetricFamily:
         spec = self.spec

@@ -905,11 +905,12 @@ def test_netperf_crr_and_udp_rr_agree_with_direct_runs(installed, ns, test_type)
 
 
 def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(installed, ns):
-    """#27: a Netperf every minute, each result judged against the one before (baselineRuns 1).
-    After its first run the node's pod links are shaped from 2 Gbit/s down to 500 Mbit/s (the
-    CNI bandwidth plugin, for the pods started from then on: the next run's): the second run is
-    Regressed=True with the figures, a Warning Event and netperf_regressed 1. Back at 2 Gbit/s,
-    the third run clears it. Three runs on minute boundaries: this test takes 2-3 minutes."""
+    """#27: a Netperf every minute. After its first run, its samples are pinned as the baseline
+    (a loose pValue: one run's three samples are little to judge by) and the node's pod links
+    are shaped from 2 Gbit/s down to 500 Mbit/s (the CNI bandwidth plugin, for the pods started
+    from then on: the next run's): the second run is Regressed=True with the figures, a Warning
+    Event and netperf_regressed 1. Back at 2 Gbit/s, the third run clears it. Three runs on
+    minute boundaries: this test takes 2-3 minutes."""
     node = installed.node
     full = node.pod_ingress_rate
     assert full == 2_000_000_000
@@ -924,7 +925,7 @@ def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(i
             "duration": 2,
             "samples": 3,
             "schedule": "* * * * *",
-            "regression": {"baselineRuns": 1},
+            "regression": {"pValue": 0.5},
         },
     }
     installed.co.create_namespaced_custom_object("app.example.com", "v1alpha1", ns, "netperfs", body)
@@ -945,6 +946,10 @@ def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(i
 
     try:
         first = wait_for(after_run(1), 150, "the first scheduled run")
+        pinned = {"spec": {"regression": {"pValue": 0.5, "baseline": first["history"][0]["samples"]}}}
+        installed.co.patch_namespaced_custom_object(
+            "app.example.com", "v1alpha1", ns, "netperfs", "trend", pinned
+        )
         node.shape_pods(500_000_000)
         second = wait_for(after_run(2), 150, "the second scheduled run, on the slower link")
     finally:
@@ -966,7 +971,8 @@ def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(i
     )
     assert [e.type for e in events.items] == ["Warning"]
     assert regressed(third) == ("False", "WithinBaseline")
-    assert third["regression"]["regressed"] is False and third["regression"]["changePercent"] > 50
+    # Judged against the pinned first run again: back near it, far above the shaped run.
+    assert third["regression"]["regressed"] is False and third["regression"]["changePercent"] > -50
     series = [
         line.rsplit(" ", 1)[1]
         for line in installed.metrics(installed.operator_pod("netperf")).splitlines()

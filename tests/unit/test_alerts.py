@@ -76,7 +76,8 @@ def leaders(*status: str) -> list[dict]:
 
 NP = 'netperf_failed{namespace="lab", name="np"}'
 TD = 'tdset_degraded{namespace="shop", name="web"}'
-NR = 'netperf_regressed{namespace="lab", name="np", test_type="TCP_RR"}'
+NR = 'netperf_regressed{namespace="lab", name="np", test_type="TCP_RR", run="7"}'
+NR0 = 'netperf_regressed{namespace="lab", name="np", test_type="TCP_RR"}'  # run="": not regressed
 WR = 'webserver_rollbacks_total{namespace="shop", name="web"}'
 SCENARIOS = [
     # (alert, input series, eval time, labels when it fires or None when it must not, $value)
@@ -105,10 +106,11 @@ SCENARIOS = [
         "NetperfRegressed",
         [series(NR, "1x5")],
         "1m",
-        {"namespace": "lab", "name": "np", "test_type": "TCP_RR"},
+        {"namespace": "lab", "name": "np", "test_type": "TCP_RR", "run": "7"},
         "",
     ),
-    ("NetperfRegressed", [series(NR, "1x2 0x3")], "4m", None, ""),  # a later result within the baseline
+    # A later result within the baseline: the run's series goes, the object's 0 comes.
+    ("NetperfRegressed", [series(NR, "1x2 stale"), series(NR0, "_x3 0x2")], "4m", None, ""),
     ("WebServerRolledBack", [series(WR, "0x3 1x10")], "5m", {"namespace": "shop", "name": "web"}, ""),
     ("WebServerRolledBack", [series(WR, "0x70")], "65m", None, ""),
     ("WebServerRolledBack", [series(WR, "0x3 1x70")], "68m", None, ""),  # an hour after it, quiet again

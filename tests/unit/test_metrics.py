@@ -3,6 +3,8 @@ import subprocess
 
 import prometheus_client
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from operators import PACKAGES, description
@@ -109,13 +111,30 @@ def test_promtool_check_catches_a_bad_name():
 def test_a_deleted_objects_series_go_also_where_they_have_more_labels_than_namespace_and_name():
     m = Metrics(domain=description("netperf").metrics)
     m.gauge("netperf_failed").labels("ns", "np").set(1)
-    m.gauge("netperf_regressed").labels("ns", "np", "TCP_STREAM").set(1)
+    m.gauge("netperf_regressed").labels("ns", "np", "TCP_STREAM", "3").set(1)
     m.gauge("netperf_result_latency_seconds").labels("ns", "np", "TCP_RR", "p99").set(0.001)
-    m.gauge("netperf_regressed").labels("ns", "other", "TCP_STREAM").set(0)
+    m.gauge("netperf_regressed").labels("ns", "other", "TCP_STREAM", "").set(0)
     m.forget_object("ns", "np")
     text = m.exposition().decode()
     assert 'name="np"' not in text
-    assert 'netperf_regressed{name="other",namespace="ns",test_type="TCP_STREAM"} 0.0' in text
+    assert 'netperf_regressed{name="other",namespace="ns",run="",test_type="TCP_STREAM"} 0.0' in text
+
+
+def test_an_objects_series_set_whole_keep_those_that_stay_and_drop_the_others():
+    m = Metrics(domain=description("netperf").metrics)
+    gauge = m.gauge("netperf_result_latency_seconds")
+    assert isinstance(gauge, ObjectGauge)
+    gauge.labels("ns", "np", "TCP_RR", "p99").set(0.002)
+    gauge.labels("ns", "np", "TCP_RR", "p50").set(0.001)
+    gauge.labels("ns", "other", "TCP_RR", "p99").set(0.003)
+    gauge.set_object("ns", "np", {("TCP_RR", "p99"): 0.004, ("TCP_CRR", "p99"): 0.005})
+    assert gauge.values == {
+        ("ns", "np", "TCP_RR", "p99"): 0.004,
+        ("ns", "np", "TCP_CRR", "p99"): 0.005,
+        ("ns", "other", "TCP_RR", "p99"): 0.003,
+    }
+    gauge.set_object("ns", "np", {})
+    assert gauge.values == {("ns", "other", "TCP_RR", "p99"): 0.003}
 
 
 def test_per_object_series_scrape_as_prometheus_clients_own_would():
@@ -155,3 +174,50 @@ def test_a_per_object_series_costs_a_dict_entry_not_a_child_with_a_lock():
     assert isinstance(gauge, ObjectGauge)
     gauge.labels("ns", "a").set(1)
     assert gauge.values == {("ns", "a"): 1.0}
+
+
+OBJECTS = st.sampled_from([("ns", "a"), ("ns", "b"), ("other", "a")])
+RESTS = st.sampled_from([("TCP_RR", "p50"), ("TCP_RR", "p99"), ("TCP_CRR", "p99")])
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), OBJECTS, RESTS, st.floats(0, 1)),
+        st.tuples(st.just("remove"), OBJECTS, RESTS),
+        st.tuples(st.just("forget"), OBJECTS),
+        st.tuples(st.just("set_object"), OBJECTS, st.dictionaries(RESTS, st.floats(0, 1), max_size=3)),
+        st.tuples(st.just("clear")),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(OPS)
+def test_an_object_familys_index_agrees_with_its_series_whatever_the_calls(ops):
+    """Set, remove, forget, set whole and clear, in any order: the same series as a plain dict."""
+    gauge = Metrics(domain=description("netperf").metrics).gauge("netperf_result_latency_seconds")
+    assert isinstance(gauge, ObjectGauge)
+    model: dict[tuple[str, ...], float] = {}
+    for op, *args in ops:
+        if op == "set":
+            (obj, rest, value) = args
+            gauge.labels(*obj, *rest).set(value)
+            model[(*obj, *rest)] = value
+        elif op == "remove":
+            (obj, rest) = args
+            if (*obj, *rest) in model:
+                gauge.remove(*obj, *rest)
+                del model[(*obj, *rest)]
+        elif op == "forget":
+            (obj,) = args
+            gauge.remove_by_labels({"namespace": obj[0], "name": obj[1]})
+            model = {k: v for k, v in model.items() if k[:2] != obj}
+        elif op == "set_object":
+            (obj, series) = args
+            gauge.set_object(*obj, series)
+            model = {k: v for k, v in model.items() if k[:2] != obj}
+            model.update({(*obj, *rest): v for rest, v in series.items()})
+        else:
+            gauge.clear()
+            model = {}
+        assert gauge.values == model
+        assert gauge._objects == {o: {k for k in model if k[:2] == o} for o in {k[:2] for k in model}}

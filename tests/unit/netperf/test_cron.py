@@ -18,7 +18,9 @@ T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 def naive_next(expr: str, after: datetime.datetime, zone: zoneinfo.ZoneInfo, days: int):
     """The oracle: every UTC minute after ``after`` for ``days`` days, each field checked as the
-    crontab(5) man page words it, the first repeated wall time only."""
+    crontab(5) man page words it, the day fields combined by robfig/cron's rule (a field with an
+    item ``*`` of no step above 1 is a star; a star in either: both must match, else either),
+    the first repeated wall time only."""
     minute, hour, dom, month, dow = expr.split()
 
     def values(field: str, low: int, high: int) -> set[int]:
@@ -35,6 +37,9 @@ def naive_next(expr: str, after: datetime.datetime, zone: zoneinfo.ZoneInfo, day
             out |= set(range(a, b + 1, int(step or 1)))
         return out
 
+    def star(field: str) -> bool:
+        return any(item in ("*", "*/1") for item in field.split(","))
+
     mins, hours, doms, months = (
         values(minute, 0, 59),
         values(hour, 0, 23),
@@ -46,7 +51,7 @@ def naive_next(expr: str, after: datetime.datetime, zone: zoneinfo.ZoneInfo, day
     for _ in range(days * 24 * 60):
         w = t.astimezone(zone)
         day_dom, day_dow = w.day in doms, (w.isoweekday() % 7) in dows
-        day = (day_dom and day_dow) if (dom.startswith("*") or dow.startswith("*")) else (day_dom or day_dow)
+        day = (day_dom and day_dow) if (star(dom) or star(dow)) else (day_dom or day_dow)
         if w.minute in mins and w.hour in hours and w.month in months and day and not w.fold:
             return t
         t += datetime.timedelta(minutes=1)
@@ -87,6 +92,11 @@ def test_next_after_agrees_with_the_minute_by_minute_oracle(expr, offset, zone):
         ("0 9 * * MON-FRI", "2026-01-02T10:00:00", "2026-01-05T09:00:00"),  # Fri after 9 -> Mon
         ("0 0 1 JAN *", "2026-06-01T00:00:00", "2027-01-01T00:00:00"),
         ("0 0 13 * 5", "2026-01-01T00:00:00", "2026-01-02T00:00:00"),  # 13th OR Friday (Vixie cron)
+        # A stepped star is no star in CronJob's parser: the 1st, 8th, ... OR a Monday.
+        ("0 0 */7 * 1", "2026-11-28T00:00:00", "2026-11-29T00:00:00"),
+        ("0 0 */7 * 1", "2026-11-29T00:00:00", "2026-11-30T00:00:00"),
+        ("0 0 */1 * 1", "2026-11-28T00:00:00", "2026-11-30T00:00:00"),  # */1 is a star: AND
+        ("0 0 ? * 1", "2026-11-28T00:00:00", "2026-11-30T00:00:00"),
         ("0 0 29 2 *", "2026-01-01T00:00:00", "2028-02-29T00:00:00"),
         ("0 0 * * 7", "2026-01-01T00:00:00", "2026-01-04T00:00:00"),  # 7 is Sunday too
     ],

@@ -91,20 +91,53 @@ def test_schedule_fields_need_a_schedule(field):
     assert error.path == f"spec.{field}" and "needs spec.schedule" in error.message
 
 
+def test_an_acknowledged_run_with_a_pinned_baseline_is_refused_by_the_controller_too():
+    [error] = combination_errors(
+        {"schedule": "@daily", "regression": {"baseline": [1.0, 2.0], "acknowledgedRun": 3}}
+    )
+    assert error.path == "spec.regression.acknowledgedRun" and "exclusive" in error.message
+    assert combination_errors({"schedule": "@daily", "regression": {"acknowledgedRun": 3}}) == []
+
+
 def test_run_spec_is_the_test_part():
     spec = {"schedule": "@daily", "timeZone": "UTC", "testType": "TCP_RR", "samples": 5, "regression": {}}
     assert schedule.run_spec(spec) == {"testType": "TCP_RR", "samples": 5}
 
 
-def test_baseline_is_the_previous_runs_of_the_same_type_or_the_pinned_samples():
+def test_the_series_is_the_earlier_done_runs_of_the_same_measurement_since_the_acknowledged_run():
+    a, b = "measurement-a", "measurement-b"
     history = [
-        {"run": 1, "result": "Done", "testType": "TCP_STREAM", "samples": [1.0, 2.0]},
-        {"run": 2, "result": "Error", "testType": "TCP_STREAM", "reason": "ClientTimeout"},
-        {"run": 3, "result": "Done", "testType": "TCP_RR", "samples": [9.0, 9.0]},
-        {"run": 4, "result": "Done", "testType": "TCP_STREAM", "samples": [3.0, 4.0]},
+        {"run": 1, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [1.0, 2.0]},
+        {"run": 2, "result": "Error", "testType": "TCP_STREAM", "measurement": a, "reason": "ClientTimeout"},
+        {"run": 3, "result": "Done", "testType": "TCP_STREAM", "measurement": b, "samples": [9.0, 9.0]},
+        {"run": 4, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [3.0, 4.0]},
+        {"run": 5, "result": "Done", "testType": "TCP_STREAM", "samples": [8.0, 8.0]},  # no key: unknown
     ]
-    item = {"run": 5, "result": "Done", "testType": "TCP_STREAM", "samples": [5.0, 6.0]}
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=5)) == [1.0, 2.0, 3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(baseline_runs=1)) == [3.0, 4.0]
-    assert schedule.baseline(history, item, schedule.Settings(pinned=(7.0, 8.0))) == [7.0, 8.0]
-    assert schedule.verdict([], item, schedule.Settings()) is None  # nothing to compare with yet
+    item = {"run": 6, "result": "Done", "testType": "TCP_STREAM", "measurement": a, "samples": [5.0, 6.0]}
+    assert [h["run"] for h in schedule.comparable(history, item)] == [1, 4]
+
+    def runs(**settings):
+        return [h["run"] for h in schedule.series(history, item, schedule.Settings(**settings))]
+
+    assert runs() == [1, 4, 6]
+    assert runs(baseline_runs=1) == [4, 6]
+    assert runs(acknowledged_run=4) == [4, 6]
+    assert runs(acknowledged_run=7) == [1, 4, 6]  # not reached yet: no effect until run 7
+    first = schedule.verdict([], item, schedule.Settings())  # nothing to compare with yet
+    assert isinstance(first, schedule.NotJudged) and first.reason == "NewBaseline"
+    assert "starts the baseline" in first.message
+    judged = schedule.verdict(history, item, schedule.Settings())  # run 6 against runs 1 and 4
+    assert isinstance(judged, schedule.Judgement)
+    assert not judged.regressed and judged.verdict.baseline_runs == 2
+    too_few = schedule.verdict(history, item, schedule.Settings(baseline_runs=1))
+    assert isinstance(too_few, schedule.NotJudged) and too_few.reason == "TooFewSamples"
+    pinned = schedule.verdict([], item, schedule.Settings(pinned=(7.0, 8.0)))
+    assert isinstance(pinned, schedule.Judgement) and pinned.verdict.baseline_runs == 2
+
+
+def test_settings_read_the_regression_fields():
+    s = schedule.settings(
+        {"regression": {"direction": "Either", "acknowledgedRun": 7, "minChangePercent": 20, "pValue": 0.01}}
+    )
+    assert (s.direction, s.acknowledged_run, s.min_change_percent, s.p_value) == ("Either", 7, 20.0, 0.01)
+    assert schedule.settings({}) == schedule.Settings()

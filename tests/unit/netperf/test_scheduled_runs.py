@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from operators.netperf import desired
+from operators.netperf import desired, schedule
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.reconciler import NetperfReconciler
 from shared.api import conditions
 from shared.api.clock import Clock
+from shared.api.correlator import Correlator
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
 from tests.framework.netperfs import fixture, scaled
@@ -186,34 +187,33 @@ def test_outside_the_quiet_window_no_run_starts():
 
 
 def test_a_halved_throughput_is_a_regression_with_its_figures_an_event_and_a_metric():
-    kube = FakeKube(netperf(regression={"baselineRuns": 3}))
+    kube = FakeKube(netperf(regression={"baselineRuns": 10}))
     p = Pass(kube, at(12, 0, 1))
-    outputs = [
-        fixture("tcp_stream"),
-        scaled(fixture("tcp_stream"), 1.02),
-        scaled(fixture("tcp_stream"), 0.98),
-    ]
-    for run, output in enumerate(outputs, 1):
-        p.at(at(12, (run - 1) * 10, 1)).run()
-        p.finish(run, output)
-    p.at(at(12, 30, 1)).run()
-    p.finish(4, scaled(fixture("tcp_stream"), 0.5))
+    # Five runs' Events within a real second: more than client-go's spam filter lets through.
+    p.operator.events.correlator = Correlator(burst=1000)
+    scales = (1.0, 1.005, 0.995, 1.0)
+    for run, scale in enumerate(scales, 1):
+        p.at(at(12, 0, 1) + datetime.timedelta(minutes=10 * (run - 1))).run()
+        p.finish(run, scaled(fixture("tcp_stream"), scale))
+    p.at(at(12, 40, 1)).run()
+    p.finish(5, scaled(fixture("tcp_stream"), 0.5))
     st = p.status
     regressed = conditions.get(st["conditions"], "Regressed")
     assert regressed is not None and regressed["status"] == "True" and regressed["reason"] == "Regressed"
-    assert st["regression"]["regressed"] and st["regression"]["run"] == 4
-    assert st["regression"]["changePercent"] == -50.0 and st["regression"]["pValue"] < 0.05
-    assert st["regression"]["baselineSamples"] == 9
+    assert st["regression"]["regressed"] and st["regression"]["run"] == 5
+    assert st["regression"]["changePercent"] == pytest.approx(-50.0, abs=0.1)
+    assert st["regression"]["pValue"] < schedule.DEFAULT_P_VALUE
+    assert st["regression"]["baselineRuns"] == 4 and st["regression"]["changeRun"] == 5
     assert ("Warning", "Regressed") in [(t, r) for t, r, _ in p.events]
     exposition = p.operator.runtime.metrics.exposition().decode()
-    assert 'netperf_regressed{name="np",namespace="ns",test_type="TCP_STREAM"} 1.0' in exposition
+    assert 'netperf_regressed{name="np",namespace="ns",run="5",test_type="TCP_STREAM"} 1.0' in exposition
     assert (
         'netperf_result_throughput_bytes_per_second{name="np",namespace="ns",test_type="TCP_STREAM"}'
         in exposition
     )
     # Back to the old level: cleared.
-    p.at(at(12, 40, 1)).run()
-    p.finish(5, fixture("tcp_stream"))
+    p.at(at(12, 50, 1)).run()
+    p.finish(6, fixture("tcp_stream"))
     regressed = conditions.get(p.status["conditions"], "Regressed")
     assert regressed is not None and regressed["status"] == "False"
 
@@ -266,7 +266,7 @@ def test_a_scheduled_compare_run_measures_each_path_and_keeps_the_first_paths_fi
     kube = FakeKube(netperf(compare=["pod", "host"], samples=3))
     p = Pass(kube, at(12, 0, 1))
     pod_path, host_path = fixture("tcp_stream"), scaled(fixture("tcp_stream"), 2)
-    for run, minute in ((1, 0), (2, 10)):
+    for run, minute in ((1, 0), (2, 10), (3, 20)):
         p.at(at(12, minute, 1)).run()
         for path, output in (("pod", pod_path), ("host", host_path)):
             names = desired.pod_names("np", f"r{run}-{path}")
@@ -288,7 +288,264 @@ def test_a_scheduled_compare_run_measures_each_path_and_keeps_the_first_paths_fi
         assert p.status["status"] == "Done" and p.status["run"] == run
         assert p.status["ratios"]["podToHost"] == pytest.approx(0.5, rel=1e-3)
     history = p.status["history"]
-    assert [h["run"] for h in history] == [1, 2]
+    assert [h["run"] for h in history] == [1, 2, 3]
     assert history[0]["samples"] == [9776460000.0, 7182820000.0, 7417150000.0]  # the pod path's
     regressed = conditions.get(p.status["conditions"], "Regressed")
     assert regressed is not None and regressed["status"] == "False"
+
+
+# --- verdicts that last as long as the object says so, and no longer -----------------------------
+
+
+def netperf_series(p: Pass) -> list[str]:
+    """The object's per-object series in the operator's exposition, as `name{labels} value`."""
+    text = p.operator.runtime.metrics.exposition().decode()
+    return sorted(line for line in text.splitlines() if line.startswith("netperf_") and 'name="np"' in line)
+
+
+def regressed_at_run_4(**spec: Any) -> tuple[FakeKube, Pass]:
+    """Three runs on the same link, then a fourth at half the throughput: Regressed (at a pValue
+    that three runs can reach: the default wants a longer history)."""
+    kube = FakeKube(netperf(regression={"baselineRuns": 3, "pValue": 0.05}, **spec))
+    p = Pass(kube, at(12, 0, 1))
+    for run, factor in enumerate((1.0, 1.02, 0.98, 0.5), 1):
+        p.at(at(12, (run - 1) * 10, 1)).run()
+        p.finish(run, scaled(fixture("tcp_stream"), factor))
+    regressed = conditions.get(p.status["conditions"], "Regressed")
+    assert regressed is not None and regressed["status"] == "True"
+    return kube, p
+
+
+def test_a_restarted_operators_first_pass_exports_the_regression_its_status_records():
+    kube, before = regressed_at_run_4()
+    exported = netperf_series(before)
+    assert 'netperf_regressed{name="np",namespace="ns",run="4",test_type="TCP_STREAM"} 1.0' in exported
+    # A new process (restart, failover, upgrade): empty caches, no series, one pass.
+    after = Pass(kube, at(12, 35))
+    assert netperf_series(after) == []
+    after.run()
+    assert after.kube.writes() == []  # nothing to write: the series come from the status as it is
+    assert netperf_series(after) == exported
+    # A restart in the middle of the next run: the latest result is the history's, still exported.
+    after.at(at(12, 40, 1)).run()
+    assert after.status["status"] in ("Initial", "Server") and after.status["run"] == 5
+    again = Pass(kube, at(12, 40, 5))
+    again.run()
+    assert netperf_series(again) == exported
+
+
+def test_a_regression_goes_on_under_the_run_it_started_at():
+    _, p = regressed_at_run_4()
+    p.at(at(12, 40, 1)).run()
+    p.finish(5, scaled(fixture("tcp_stream"), 0.5))  # runs 4 and 5 against runs 2 and 3: still well below
+    st = p.status
+    assert st["regression"]["run"] == 5 and st["regression"]["regressedSince"] == 4
+    assert st["regression"]["changeRun"] == 4
+    assert "since run 4" in conditions.get(st["conditions"], "Regressed")["message"]
+    assert 'netperf_regressed{name="np",namespace="ns",run="4",test_type="TCP_STREAM"} 1.0' in netperf_series(
+        p
+    )
+
+
+def test_a_new_test_type_clears_the_verdict_and_its_series_and_its_results_replace_the_old_ones():
+    kube, _ = regressed_at_run_4()
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"testType": "TCP_RR"}}))
+    p = Pass(kube, at(12, 35))  # a process of its own: the first's Events met their spam filter
+    p.run()
+    st = p.status
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert (regressed["status"], regressed["reason"]) == ("False", "MeasurementChanged")
+    assert (
+        "testType TCP_STREAM -> TCP_RR" in regressed["message"]
+        and "run 4 was regressed" in regressed["message"]
+    )
+    assert "regression" not in st and [h["run"] for h in st["history"]] == [1, 2, 3, 4]
+    assert ("Normal", "RegressionCleared") in [(t, r) for t, r, _ in p.events]
+    assert not [s for s in netperf_series(p) if s.startswith("netperf_regressed")]
+    # The latest result is still run 4's (TCP_STREAM) until a TCP_RR run is done; then only TCP_RR.
+    assert any('test_type="TCP_STREAM"' in s for s in netperf_series(p))
+    p.at(at(12, 40, 1)).run()
+    p.finish(5, fixture("tcp_rr"))
+    st = p.status
+    assert st["regression"]["reason"] == "NewBaseline" and st["regression"]["judged"] is False
+    assert st["measurement"]["testType"] == "TCP_RR" and st["measurement"]["since"] == 5
+    series = netperf_series(p)
+    assert not any('test_type="TCP_STREAM"' in s for s in series), series
+    assert 'netperf_regressed{name="np",namespace="ns",run="",test_type="TCP_RR"} 0.0' in series
+    assert any(s.startswith("netperf_result_transactions_per_second") for s in series)
+
+
+def test_removing_the_schedule_clears_the_verdict_and_its_series_and_keeps_the_history():
+    kube, p = regressed_at_run_4()
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": None, "regression": None}}))
+    p.at(at(12, 35)).run()
+    st = p.status
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert (regressed["status"], regressed["reason"]) == ("False", "NotScheduled")
+    assert "regression" not in st and [h["run"] for h in st["history"]] == [1, 2, 3, 4]
+    assert not [s for s in netperf_series(p) if s.startswith("netperf_regressed")]
+    # A restarted operator agrees: nothing to clear, nothing regressed.
+    again = Pass(kube, at(12, 36))
+    again.run()
+    assert not [s for s in netperf_series(again) if s.startswith("netperf_regressed")]
+
+
+def test_fewer_streams_start_a_new_baseline_instead_of_a_regression():
+    """parallel 4 -> 1: the single stream's lower figure is another measurement, not a drop."""
+    kube = FakeKube(netperf(parallel=4, regression={"baselineRuns": 3}))
+    p = Pass(kube, at(12, 0, 1))
+    for run in (1, 2, 3):
+        p.at(at(12, (run - 1) * 10, 1)).run()
+        p.finish(run, fixture("tcp_stream_parallel"))
+    assert p.status["regression"]["reason"] == "WithinBaseline"
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"parallel": 1}}))
+    p.at(at(12, 30, 1)).run()
+    p.finish(4, scaled(fixture("tcp_stream"), 0.3))  # far below the 4 streams' sum
+    st = p.status
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert (regressed["status"], regressed["reason"]) == ("False", "NewBaseline")
+    assert "the measurement changed (parallel 4 -> 1)" in regressed["message"]
+    assert st["regression"] == {
+        "run": 4,
+        "testType": "TCP_STREAM",
+        "measurement": st["history"][-1]["measurement"],
+        "judged": False,
+        "regressed": False,
+        "reason": "NewBaseline",
+    }
+    assert st["measurement"]["parallel"] == 1 and st["measurement"]["since"] == 4
+    assert st["history"][-1]["measurement"] != st["history"][0]["measurement"]
+    assert ("Warning", "Regressed") not in [(t, r) for t, r, _ in p.events]
+    # The next single-stream runs are judged with the single-stream runs only: one is no baseline
+    # the detector can test against, two are.
+    p.at(at(12, 40, 1)).run()
+    p.finish(5, scaled(fixture("tcp_stream"), 0.3))
+    assert p.status["regression"]["reason"] == "TooFewSamples"
+    p.at(at(12, 50, 1)).run()
+    p.finish(6, scaled(fixture("tcp_stream"), 0.3))
+    assert p.status["regression"]["reason"] == "WithinBaseline"
+    assert p.status["regression"]["baselineRuns"] == 2
+
+
+def test_a_single_sample_is_judged_by_the_run_means_and_no_figure_is_nan():
+    """samples: 1 is judged: the detector's values are run means."""
+    kube = FakeKube(netperf(samples=1))
+    p = Pass(kube, at(12, 0, 1))
+    one = "\n".join(fixture("tcp_stream").split("SAMPLE=")[1:2])
+    for run, factor in ((1, 1.0), (2, 1.02), (3, 1.01)):
+        p.at(at(12, (run - 1) * 10, 1)).run()
+        p.finish(run, scaled("SAMPLE=" + one, factor))
+    st = p.status
+    assert [len(h["samples"]) for h in st["history"]] == [1, 1, 1]
+    assert (st["regression"]["judged"], st["regression"]["reason"]) == (True, "WithinBaseline")
+    assert st["regression"]["baselineRuns"] == 2
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert (regressed["status"], regressed["reason"]) == ("False", "WithinBaseline")
+    json.dumps(st, allow_nan=False)  # raises on a NaN or an infinity anywhere
+
+
+@pytest.mark.parametrize(
+    ("typo", "field"),
+    [({"schedule": "61 * * * *"}, "spec.schedule"), ({"timeZone": "Mars/Olympus_Mons"}, "spec.timeZone")],
+)
+def test_a_typo_in_the_schedule_leaves_the_last_result_and_the_history_alone(typo, field):
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    before = p.status
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": typo}))
+    p.at(at(12, 5)).run()
+    st = p.status
+    assert st["history"] == before["history"] and st["status"] == "Done"
+    assert {k: st.get(k) for k in ("speedBitsPerSec", "run", "regression", "measurement")} == {
+        k: before.get(k) for k in ("speedBitsPerSec", "run", "regression", "measurement")
+    }
+    degraded = conditions.get(st["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec") and field in degraded[
+        "message"
+    ]
+    assert conditions.get(st["conditions"], "Stalled")["status"] == "True"
+    assert "nextRunTime" not in st and st["observedGeneration"] == 2
+    assert [(t, r) for t, r, _ in p.events] == [("Warning", "InvalidSpec")]
+    # Fixed before the next due time: Degraded goes, the last result is Ready, the schedule goes on.
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": "*/10 * * * *", "timeZone": None}}))
+    p.at(at(12, 6)).run()
+    st = p.status
+    assert conditions.get(st["conditions"], "Degraded")["status"] == "False"
+    assert conditions.get(st["conditions"], "Ready")["status"] == "True"
+    assert st["nextRunTime"] == "2026-01-05T12:10:00Z" and st["history"] == before["history"]
+
+
+def test_no_due_time_is_met_while_the_spec_is_refused_and_the_latest_runs_once_fixed():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"timeZone": "Mars/Olympus_Mons"}}))
+    for minute in (5, 10, 20):
+        p.at(at(12, minute, 1)).run()
+        assert pods(kube) == [] and p.status["run"] == 1
+    # As after the operator was down: the latest due time missed runs at once, once.
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"timeZone": None}}))
+    p.at(at(12, 25)).run()
+    st = p.status
+    assert (st["run"], st["scheduledTime"]) == (2, "2026-01-05T12:20:00Z")
+    assert st["skippedRuns"] == {"missed": 1}
+    assert conditions.get(st["conditions"], "Degraded")["status"] == "False"
+
+
+def test_a_typo_during_a_run_lets_that_run_finish_into_the_history():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    p.at(at(12, 10, 1)).run()
+    assert p.status["run"] == 2 and p.status["status"] in ("Initial", "Server")
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": "61 * * * *"}}))
+    p.finish(2, fixture("tcp_stream"))  # claimed with a valid spec (status.runSpec): it ends
+    st = p.status
+    assert st["status"] == "Done" and [h["run"] for h in st["history"]] == [1, 2]
+    assert [h["result"] for h in st["history"]] == ["Done", "Done"]
+    assert conditions.get(st["conditions"], "Degraded")["reason"] == "InvalidSpec"
+    assert pods(kube) == []
+
+
+def test_a_one_off_spec_error_after_a_schedule_is_its_own_run_and_not_in_the_history():
+    kube = FakeKube(netperf())
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    p.finish(1, fixture("tcp_stream"))
+    history = p.status["history"]
+    # No schedule, and a combination the CEL rules refuse (an object that reached us without them).
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": None, "testType": "TCP_RR", "parallel": 2}}))
+    p.at(at(12, 5)).run()
+    st = p.status
+    assert (st["status"], st["reason"]) == ("Error", "InvalidSpec")
+    assert st["history"] == history and "scheduledTime" not in st
+
+
+def test_a_one_off_run_under_way_when_a_refused_schedule_is_added_finishes_as_a_one_off():
+    body = netperf()
+    del body["spec"]["schedule"]
+    kube = FakeKube(body)
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    names = desired.pod_names("np", "1")
+    assert pods(kube) == [names.server]
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": "61 * * * *"}}))
+    p.kubelet(names.server, READY)
+    p.run()
+    assert pods(kube) == sorted([names.client, names.server])  # not deleted: the run goes on
+    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
+    p.kubelet(
+        names.client,
+        {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
+        },
+    )
+    p.run()
+    st = p.status
+    assert st["status"] == "Done" and "history" not in st and pods(kube) == []
+    assert conditions.get(st["conditions"], "Degraded")["reason"] == "InvalidSpec"
