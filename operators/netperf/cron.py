@@ -53,6 +53,9 @@ _FIELDS = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
+# Where a range without an end stops (``*``, ``n/step``): the field's highest value, except that
+# the days of the week stop at 6, as CronJob's: 7 is Sunday only when written.
+_IMPLICIT_HIGH = {"day of week": 6}
 _ITEM = re.compile(r"^(\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?$")
 _STAR = ("*", "?")
 # How far ahead a next time is looked for: "0 0 29 2 1" (a Monday the 29th of February, or any
@@ -118,15 +121,16 @@ def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...]) -
         step = int(step_text) if step_text else 1
         if step < 1:
             raise ValueError(f"{field}: step must be at least 1 in {item!r}")
+        implicit = _IMPLICIT_HIGH.get(field, high)
         if span in _STAR:
-            start, end = low, high
+            start, end = low, implicit
             star = star or step == 1
         elif "-" in span:
             a, b = span.split("-", 1)
             start, end = _value(a, low, names, field), _value(b, low, names, field)
         else:
             start = _value(span, low, names, field)
-            end = high if step_text else start
+            end = max(start, implicit) if step_text else start
         for v in (start, end):
             if not low <= v <= high:
                 raise ValueError(f"{field}: {v} is outside {low}-{high}")

@@ -125,6 +125,14 @@ def test_a_stepped_star_beside_a_restricted_day_is_either_day():
     assert [t.day for t in answer.times] == [29, 30, 1]  # the 29th (1 + 4x7), a Monday, the 1st
 
 
+def test_a_weekday_from_n_with_a_step_ends_on_saturday():
+    """``4/1`` in the days of the week is Thursday to Saturday, as CronJob reads it: 7 is
+    Sunday only when written (hypothesis found ``6,4/1`` firing on a Sunday)."""
+    after = datetime.datetime(2008, 6, 10, 19, 21, 40, tzinfo=datetime.UTC)
+    compare([(e, "UTC", after) for e in ("* * * 3,2,4 6,4/1", "0 0 * * 1/3", "0 0 1 * 5/1", "0 0 * * 7")])
+    assert cron.parse("0 0 * * 1/3").weekdays == frozenset({1, 4})
+
+
 @pytest.mark.parametrize(
     ("expr", "why"),
     [
