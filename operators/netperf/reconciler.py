@@ -597,15 +597,20 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            await report_failure(
-                body,
-                "FailedUpdate",
-                reason_of(exc),
-                statuses=self.api.status,
-                events=self.ctx.events,
-                clock=self.clock,
-            )
-            raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
+            raise await self._failed_update(body, exc) from exc
+
+    async def _failed_update(self, body: Mapping[str, Any], exc: Exception) -> ReconcileError:
+        """Report an unexpected error of a step (Degraded/FailedUpdate and a Warning); the
+        error the pass then raises."""
+        await report_failure(
+            body,
+            "FailedUpdate",
+            reason_of(exc),
+            statuses=self.api.status,
+            events=self.ctx.events,
+            clock=self.clock,
+        )
+        return ReconcileError("FailedUpdate", reason_of(exc))
 
     async def _step(
         self,
@@ -745,15 +750,7 @@ class NetperfReconciler:
         except (SupersededError, ReconcileError):
             raise
         except Exception as exc:
-            await report_failure(
-                body,
-                "FailedUpdate",
-                reason_of(exc),
-                statuses=self.api.status,
-                events=self.ctx.events,
-                clock=self.clock,
-            )
-            raise ReconcileError("FailedUpdate", reason_of(exc)) from exc
+            raise await self._failed_update(body, exc) from exc
         if delay is None:
             return wake
         return delay if wake is None else min(delay, wake)

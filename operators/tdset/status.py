@@ -148,21 +148,8 @@ def invalid(
 ) -> dict[str, Any]:
     """Status for an invalid spec: ``Degraded`` with the paths, ``Stalled``; the schedule fields
     are cleared."""
-    current = dict(current or {})
     cause = degraded(errors, generation=generation, now=now)
-    current.update(
-        {
-            "observedGeneration": generation,
-            "activeWindow": None,
-            "nextTransitionTime": None,
-            "decidedBy": None,
-            "upcoming": None,
-            "conditions": conditions.set_all(
-                current.get("conditions"), cause, *conditions.stalled_by(cause, now=now)
-            ),
-        }
-    )
-    return current
+    return _unscheduled(current, generation, cause, *conditions.stalled_by(cause, now=now))
 
 
 def calendar_failed(
@@ -170,25 +157,33 @@ def calendar_failed(
 ) -> dict[str, Any]:
     """Status for a calendar that raised: ``Degraded`` with :data:`CALENDAR_ERROR`,
     ``Reconciling`` (retried), not ``Ready``; the schedule fields are cleared."""
-    current = dict(current or {})
     cause = conditions.make(
         conditions.DEGRADED, True, CALENDAR_ERROR, message, generation=generation, now=now
     )
-    current.update(
+    return _unscheduled(
+        current,
+        generation,
+        cause,
+        *conditions.readiness(reconciling=(CALENDAR_ERROR, message), generation=generation, now=now),
+    )
+
+
+def _unscheduled(
+    current: Mapping[str, Any] | None, generation: int, *conds: conditions.Condition
+) -> dict[str, Any]:
+    """``current`` with the schedule fields cleared and ``conds`` set: no calendar to show."""
+    out = dict(current or {})
+    out.update(
         {
             "observedGeneration": generation,
             "activeWindow": None,
             "nextTransitionTime": None,
             "decidedBy": None,
             "upcoming": None,
-            "conditions": conditions.set_all(
-                current.get("conditions"),
-                cause,
-                *conditions.readiness(reconciling=(CALENDAR_ERROR, message), generation=generation, now=now),
-            ),
+            "conditions": conditions.set_all(out.get("conditions"), *conds),
         }
     )
-    return current
+    return out
 
 
 CALENDAR_ERROR = "CalendarError"
