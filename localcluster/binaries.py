@@ -20,6 +20,8 @@ building altogether.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -28,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -260,6 +262,18 @@ def _ensure_entry(
     tmp.rename(directory)
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``directory`` (a file lock: across processes)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with directory.with_name(directory.name + ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def ensure_binaries(node: bool = False) -> Binaries:
     """Return the binaries, building whatever the version-keyed cache lacks.
 
@@ -285,17 +299,19 @@ def ensure_binaries(node: bool = False) -> Binaries:
     ]
     if node:
         entries.append((node_dir, NODE_COMPONENTS, _build_node, version))
-    for directory, names, build, ver in entries:
-        _ensure_entry(directory, names, build, ver)
-
     combined = cache_root() / f"bin-{version}-kwok-{kwok}"
-    combined.mkdir(parents=True, exist_ok=True)
-    for name in wanted:
-        link = combined / name
-        home = kwok_dir if name == "kwok" else node_dir if name in NODE_COMPONENTS else kube_dir
-        if not link.exists():
-            link.unlink(missing_ok=True)  # a dangling link left by a removed cache entry
-            link.symlink_to(home / name)
+    # One process builds and links at a time: two builders (suites started side by side on a
+    # new machine) would share, and delete, each other's ``.partial`` directories.
+    with _locked(combined):
+        for directory, names, build, ver in entries:
+            _ensure_entry(directory, names, build, ver)
+        combined.mkdir(parents=True, exist_ok=True)
+        for name in wanted:
+            link = combined / name
+            home = kwok_dir if name == "kwok" else node_dir if name in NODE_COMPONENTS else kube_dir
+            if not link.exists():
+                link.unlink(missing_ok=True)  # a dangling link left by a removed cache entry
+                link.symlink_to(home / name)
     bins = Binaries(combined)
     if missing := bins.missing(wanted):
         raise RuntimeError(f"binaries missing after build: {', '.join(missing)}")

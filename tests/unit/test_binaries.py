@@ -109,3 +109,48 @@ def test_user_bin_dir_needs_kubelet_for_a_node(monkeypatch, tmp_path):
         assert "kubelet" in str(exc) and "kube-proxy" in str(exc)
     else:
         raise AssertionError("a real node needs kubelet and kube-proxy in LOCALCLUSTER_BIN_DIR")
+
+
+def test_builders_side_by_side_build_once_and_both_get_the_binaries(monkeypatch, tmp_path):
+    """Two suites started together on a new machine: one builds, the other waits and reuses it
+    (they shared, and deleted, each other's ``.partial`` directory)."""
+    import threading
+    import time
+
+    monkeypatch.delenv("LOCALCLUSTER_BIN_DIR", raising=False)
+    monkeypatch.setenv("LOCALCLUSTER_CACHE", str(tmp_path))
+    monkeypatch.setenv("K8S_VERSION", "v1.34.4")
+    monkeypatch.setenv("KWOK_VERSION", "v0.7.0")
+    active, most, builds = [0], [0], []
+
+    def builder(names):
+        def build(version, out):
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+            builds.append(names)
+            time.sleep(0.05)  # widens the window two unlocked builders would overlap in
+            for name in names:
+                (out / name).write_text("#!/bin/sh\n")
+                (out / name).chmod(0o755)
+            active[0] -= 1
+
+        return build
+
+    monkeypatch.setattr(binaries, "_build_kube", builder((*binaries.KUBE_COMPONENTS, "etcd")))
+    monkeypatch.setattr(binaries, "_build_kwok", builder(("kwok",)))
+    results, errors = [], []
+
+    def ensure():
+        try:
+            results.append(binaries.ensure_binaries())
+        except Exception as exc:  # reported below, with the thread's error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ensure) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert most[0] == 1 and len(builds) == 2  # the kube entry and kwok's, each once
+    assert all(not bins.missing() for bins in results) and len(results) == 2
