@@ -263,10 +263,10 @@ def _ensure_entry(
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Hold an exclusive lock beside ``directory`` (a file lock: across processes)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with directory.with_name(directory.name + ".lock").open("w") as lock:
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (across processes) while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -302,7 +302,7 @@ def ensure_binaries(node: bool = False) -> Binaries:
     combined = cache_root() / f"bin-{version}-kwok-{kwok}"
     # One process builds and links at a time: two builders (suites started side by side on a
     # new machine) would share, and delete, each other's ``.partial`` directories.
-    with _locked(combined):
+    with file_lock(combined.with_name(combined.name + ".lock")):
         for directory, names, build, ver in entries:
             _ensure_entry(directory, names, build, ver)
         combined.mkdir(parents=True, exist_ok=True)

@@ -33,17 +33,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from localcluster.binaries import _go_env, log, run_go
+from localcluster.binaries import _go_env, file_lock, log, run_go
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = REPO / "localcluster" / "go"
@@ -111,16 +109,9 @@ def _built(tool: str, target: Path) -> bool:
     return all(os.access(target.parent / name, os.X_OK) for name in TOOLS[tool])
 
 
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def _locked(directory: Path) -> contextlib.AbstractContextManager[None]:
     """One build of a tool at a time: two would share (and delete) one ``.partial`` directory."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with directory.with_name(directory.name + ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return file_lock(directory.with_name(directory.name + ".lock"))
 
 
 def _build(tool: str, module: Path, target: Path) -> None:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import configparser
 import contextlib
-import fcntl
 import fnmatch
 import hashlib
 import json
@@ -65,6 +64,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import shared
+from localcluster.binaries import file_lock
 from operators import descriptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,17 +213,9 @@ def _run(cmd: Sequence[str], label: str, *, cwd: Path | None = None, verbose: bo
     return elapsed
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
+def _locked() -> contextlib.AbstractContextManager[None]:
     """One build at a time per cache: parallel test sessions would fight over tags and archives."""
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return file_lock(cache_root() / ".lock")
 
 
 # --- the tool -----------------------------------------------------------------------------------
