@@ -87,6 +87,17 @@ def status_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return body.get("status") or {}
 
 
+async def ready_probe(api: Api, namespace: str) -> tuple[str, Watched, asyncio.Task[Any]]:
+    """The probe WebServer created in ``namespace`` and Ready: its path, its watched state and
+    the task watching it (cancel it when done)."""
+    quiet = WEBSERVERS.format(ns=namespace)
+    watched = Watched(PROBE)
+    watch = asyncio.create_task(api.watch(quiet, watched.on_event))
+    await api.request("POST", quiet, webserver(PROBE, 1))
+    await watched.until(lambda b: status_of(b).get("readyReplicas") == 1, 300)
+    return f"{quiet}/{PROBE}", watched, watch
+
+
 async def probe(api: Api, path: str, watched: Watched, replicas: int, flood_ready: int) -> Probe:
     """Scale the probe WebServer to ``replicas``; the seconds until its status says so."""
     t0 = time.monotonic()
@@ -127,12 +138,7 @@ async def bench(
     stats, audit = ProcStats(op.proc.pid), AuditLog(cl.audit_log)
     async with Api(cl) as api:
         quiet_ns, flood_ns = await api.namespace("bench-quiet"), await api.namespace("bench-flood")
-        quiet = WEBSERVERS.format(ns=quiet_ns)
-        path = f"{quiet}/{PROBE}"
-        watched = Watched(PROBE)
-        watch = asyncio.create_task(api.watch(quiet, watched.on_event))
-        await api.request("POST", quiet, webserver(PROBE, 1))
-        await watched.until(lambda b: status_of(b).get("readyReplicas") == 1, 300)
+        path, watched, watch = await ready_probe(api, quiet_ns)
         say(f"{quiet_ns}/{PROBE} ready; {load()}")
 
         flood = WEBSERVERS.format(ns=flood_ns)

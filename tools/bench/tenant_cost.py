@@ -46,8 +46,8 @@ from tests.framework.operator_process import OperatorProcess
 from tests.framework.webservers import largest_spec
 from tools.bench import lib
 from tools.bench.lib import Api, ProcStats, control_plane, load, operator_kubeconfig, percentile, say
-from tools.bench.noisy_neighbour import PROBE, Probe, Watched, probe, status_of
-from tools.bench.scale import WEBSERVERS, webserver
+from tools.bench.noisy_neighbour import PROBE, Probe, probe, ready_probe
+from tools.bench.scale import WEBSERVERS
 
 LIMIT_MIB = 384
 CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
@@ -131,12 +131,7 @@ async def bench(cl: localcluster.LocalCluster, op: OperatorProcess, args: argpar
             f"/api/v1/namespaces/{tenant_ns}/resourcequotas",
             {"metadata": {"name": "operator-objects"}, "spec": {"hard": QUOTA}},
         )
-        quiet = WEBSERVERS.format(ns=quiet_ns)
-        path = f"{quiet}/{PROBE}"
-        watched = Watched(PROBE)
-        watch = asyncio.create_task(api.watch(quiet, watched.on_event))
-        await api.request("POST", quiet, webserver(PROBE, 1))
-        await watched.until(lambda b: status_of(b).get("readyReplicas") == 1, 300)
+        path, watched, watch = await ready_probe(api, quiet_ns)
         rest = await stats.quiet()
         say(f"{quiet_ns}/{PROBE} ready; operator RSS {rest.rss_mib:.0f} MiB at rest; {load()}")
         memory = Memory(stats).start()
