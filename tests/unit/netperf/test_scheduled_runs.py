@@ -65,9 +65,13 @@ class Pass(OnePass):
         names = desired.pod_names("np", f"r{run}")
         self.kubelet(names.server, READY)
         self.run()
+        self.client_ends(names.client, output)
+
+    def client_ends(self, client: str, output: str) -> None:
+        """The client pod ``client`` ends with ``output`` as its termination message; a pass."""
         terminated = {"exitCode": 0, "message": output}
         self.kubelet(
-            names.client,
+            client,
             {
                 "phase": "Succeeded",
                 "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
@@ -248,15 +252,7 @@ def test_a_schedule_removed_runs_once_as_a_one_off_keeping_the_history():
     names = desired.pod_names("np", 2)
     p.kubelet(names.server, READY)
     p.run()
-    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
-    p.kubelet(
-        names.client,
-        {
-            "phase": "Succeeded",
-            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
-        },
-    )
-    p.run()
+    p.client_ends(names.client, fixture("tcp_stream"))
     assert p.status["status"] == "Done" and [h["run"] for h in p.status["history"]] == [1]
 
 
@@ -273,15 +269,7 @@ def test_a_scheduled_compare_run_measures_each_path_and_keeps_the_first_paths_fi
             assert pods(kube) == [names.server] and p.status["path"] == path
             p.kubelet(names.server, READY)
             p.run()
-            terminated = {"exitCode": 0, "message": output}
-            p.kubelet(
-                names.client,
-                {
-                    "phase": "Succeeded",
-                    "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
-                },
-            )
-            p.run()
+            p.client_ends(names.client, output)
             if path == "pod":
                 assert p.status["status"] == "Initial" and pods(kube) == []
                 p.run()  # the next pass starts the host path
@@ -537,15 +525,7 @@ def test_a_one_off_run_under_way_when_a_refused_schedule_is_added_finishes_as_a_
     p.kubelet(names.server, READY)
     p.run()
     assert pods(kube) == sorted([names.client, names.server])  # not deleted: the run goes on
-    terminated = {"exitCode": 0, "message": fixture("tcp_stream")}
-    p.kubelet(
-        names.client,
-        {
-            "phase": "Succeeded",
-            "containerStatuses": [{"name": "netperf", "state": {"terminated": terminated}}],
-        },
-    )
-    p.run()
+    p.client_ends(names.client, fixture("tcp_stream"))
     st = p.status
     assert st["status"] == "Done" and "history" not in st and pods(kube) == []
     assert conditions.get(st["conditions"], "Degraded")["reason"] == "InvalidSpec"
