@@ -11,7 +11,7 @@ so we get exactly the etcd version that kubernetes selected.
 
 Binaries are cached outside the repository, keyed by version, under
 ``$LOCALCLUSTER_CACHE`` (default ``~/.cache/k8s-operators-py/testbin``); a second call returns
-in well under a second. kubelet and kube-proxy (only needed by :mod:`localcluster.node`) have
+in well under a second. kubelet and kube-proxy (only needed by ``localcluster.node``) have
 their own entry, ``kubernetes-node-<version>``, built from the same wrapper module and Go caches
 with the same version stamp, so adding them never invalidates the control-plane entry.
 ``LOCALCLUSTER_BIN_DIR`` points at a directory of binaries a user already has and skips
@@ -277,7 +277,7 @@ def file_lock(path: Path) -> Iterator[None]:
 def ensure_binaries(node: bool = False) -> Binaries:
     """Return the binaries, building whatever the version-keyed cache lacks.
 
-    ``node=True`` adds kubelet and kube-proxy (a real worker node, :mod:`localcluster.node`).
+    ``node=True`` adds kubelet and kube-proxy (a real worker node, ``localcluster.node``).
     """
     wanted = (*ALL_COMPONENTS, *NODE_COMPONENTS) if node else ALL_COMPONENTS
     user_dir = os.environ.get("LOCALCLUSTER_BIN_DIR")

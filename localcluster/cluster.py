@@ -3,7 +3,7 @@
 Order: etcd -> kube-apiserver (RBAC, client-certificate admin, service-account keys) -> CRDs ->
 kube-controller-manager -> kube-scheduler -> kwok, then a few fake Nodes that kwok makes Ready,
 and, with ``real_node=True`` (root only), one real node: containerd, kubelet and kube-proxy on
-this machine (:mod:`localcluster.node`). CRDs go in before the controller manager starts so its
+this machine (``localcluster.node``). CRDs go in before the controller manager starts so its
 garbage collector discovers them on its first pass instead of ~30 s later.
 
 Every wait has a deadline; when a component dies or never becomes healthy the error names it
@@ -59,7 +59,7 @@ rules:
 
 @dataclass
 class LocalCluster:
-    """A running control plane. Use :func:`start` or :meth:`up`; call :meth:`down` to stop."""
+    """A running control plane. Use ``start`` or ``up``; call ``down`` to stop."""
 
     workdir: Path
     binaries: Binaries
@@ -500,7 +500,7 @@ def start(
     """Build (or reuse) the binaries and start a control plane in ``workdir`` (a temp dir).
 
     ``real_node=True`` adds this machine as a real worker node (root only; raises
-    :class:`localcluster.node.RealNodeUnavailableError` with the reason otherwise).
+    ``localcluster.node.RealNodeUnavailableError`` with the reason otherwise).
     """
     keep = workdir is not None
     wd = workdir or Path(tempfile.mkdtemp(prefix="localcluster-"))

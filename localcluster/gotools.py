@@ -16,9 +16,9 @@ prints the next run times Kubernetes CronJob's own schedule parser (``github.com
 computes; the differential test of our cron module compares with it (``make robfigcron``).
 
 They are built here, next to the local cluster, because the cluster runs some of them: OLM
-(:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
-``make catalog`` and ``make validate`` (:mod:`tools.generate.catalog`,
-:mod:`tools.check.olm_validate`) use the same builds.
+(``localcluster.olm``) and the opm and OLM stand-in images (``localcluster.images``).
+``make catalog`` and ``make validate`` (``tools.generate.catalog``,
+``tools.check.olm_validate``) use the same builds.
 
 Each tool has a small wrapper module in ``localcluster/go/<tool>/`` (``go.mod``, ``go.sum``,
 ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
@@ -161,7 +161,7 @@ def _copy_module_files(tool: str, module: Path, into: Path) -> None:
 
 
 def module_file(tool: str, name: str) -> Path:
-    """A file :data:`_MODULE_FILES` copied next to ``tool``'s binaries (builds when missing)."""
+    """A file ``_MODULE_FILES`` copied next to ``tool``'s binaries (builds when missing)."""
     return ensure(tool).parent / "crds" / name
 
 

@@ -25,7 +25,7 @@ built on them inherit the labels, so an image made offline says so. With a regis
 bases are pulled and nothing is made up.
 
 HTTPS from a build step (pip) may need this machine's CA bundle (a proxy's CA): a copy of the
-host's ``/etc/pip.conf`` (its ``cert`` pointing at :data:`BUILD_CA_PATH`) and the CA file it names
+host's ``/etc/pip.conf`` (its ``cert`` pointing at ``BUILD_CA_PATH``) and the CA file it names
 are bind-mounted, read-only, into the *intermediate* stages only: a first pass builds them with
 ``--target``, a second pass builds the final stage, reusing their cached layers, without the
 mounts. So neither file, nor the empty mount point buildah 1.28 leaves behind, can end up in an
@@ -33,13 +33,13 @@ image. Docker builds get no mounts: they are exactly what a user runs.
 
 After building, each image is saved as an OCI archive under
 ``~/.cache/k8s-operators-py/images/archives/<name>-<version>.tar`` for ``ctr images import``
-(``$IMAGES_CACHE`` moves the cache). :func:`ensure_images` rebuilds only images whose inputs
+(``$IMAGES_CACHE`` moves the cache). ``ensure_images`` rebuilds only images whose inputs
 changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its bases are
 hashed, and buildah's ``--layers`` cache covers partial changes.
 
 This lives with the local cluster because the cluster runs what it builds: ``python -m
 localcluster run`` imports every image into its real node, and the OLM tests serve the images
-and the opm and OLM stand-ins from :mod:`localcluster.registry`. Which images there are comes
+and the opm and OLM stand-ins from ``localcluster.registry``. Which images there are comes
 from the operators' descriptions (``operators.descriptions()``).
 """
 
@@ -879,7 +879,7 @@ def host_build_mounts() -> list[tuple[Path, Path]]:
     """(host, container) files that let pip in a build step trust this machine's HTTPS proxy.
 
     When the host has an ``/etc/pip.conf``: a copy of it whose ``cert`` points at
-    :data:`BUILD_CA_PATH`, and the CA bundle the host's ``cert`` names. Both are mounted read-only
+    ``BUILD_CA_PATH``, and the CA bundle the host's ``cert`` names. Both are mounted read-only
     into intermediate stages only; nothing of them is copied into an image.
     """
     if not HOST_PIP_CONF.is_file():
@@ -1063,7 +1063,7 @@ def build_images(
 ) -> list[Result]:
     """Build (or reuse) the images ``names`` (all by default); save archives unless told not to.
 
-    Instead of names, :class:`ImageSpec` s elsewhere than :data:`IMAGES` may be given (a release
+    Instead of names, ``ImageSpec`` s elsewhere than ``IMAGES`` may be given (a release
     rendered into a temporary directory, as the OLM upgrade test does).
     """
     tool = tool or detect_tool()
@@ -1094,8 +1094,8 @@ def ensure_images(
 ) -> dict[str, Path]:
     """Image reference -> archive path for ``ctr images import``; builds only what changed.
 
-    ``names`` are image names as in :data:`IMAGES` (``webserver-operator``, ``web``, …; all when
-    None). The tool defaults to :func:`detect_tool` (buildah on a machine without a Docker engine).
+    ``names`` are image names as in ``IMAGES`` (``webserver-operator``, ``web``, …; all when
+    None). The tool defaults to ``detect_tool`` (buildah on a machine without a Docker engine).
     """
     results = build_images(names, version, registry, tool=tool, archives=True)
     return {r.ref: r.archive for r in results if r.archive is not None}

@@ -1,6 +1,6 @@
 """The few API calls the control-plane bootstrap needs, on the official kubernetes client.
 
-And :func:`kubectl`, for what is done the way a user would type it (apply a file, wait).
+And ``kubectl``, for what is done the way a user would type it (apply a file, wait).
 """
 
 from __future__ import annotations

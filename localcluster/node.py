@@ -1,6 +1,6 @@
 """A real worker node for the local cluster: containerd, kubelet and kube-proxy as plain processes.
 
-kwok nodes only pretend to run pods. :class:`RealNode` joins this machine to the local control
+kwok nodes only pretend to run pods. ``RealNode`` joins this machine to the local control
 plane as one real node, so pods run for real (runc containers from images made on the machine),
 get IPs from the CNI bridge plugin and reach each other, the host and the API server through
 Services (kube-proxy, iptables mode). It needs root and is started by
@@ -12,17 +12,17 @@ What a node needs on a machine without systemd, registry or ``CAP_SYS_RESOURCE``
 
 - containerd runs with its own config, root, state and socket under the cluster's work dir,
   ``restrict_oom_score_adj`` (kubelet's -998 for the sandbox would otherwise fail every pod),
-  and a sandbox image made here (:mod:`localcluster.ociimage`), since none can be pulled;
+  and a sandbox image made here (``localcluster.ociimage``), since none can be pulled;
 - the node IP sits on an otherwise empty bridge (kubelet refuses loopback, and this kernel has
   no ``dummy`` links); the API server advertises that IP so the ``kubernetes`` Service leads
   to it from pods;
 - CNI: bridge + host-local IPAM, the bridge is the pods' gateway, and pods get a route for the
   service range only (no default route: nothing leaves the machine).
 
-Host changes are undone: :func:`host_state` captures what a node can change (sysctls,
+Host changes are undone: ``host_state`` captures what a node can change (sysctls,
 iptables/ip6tables filter/nat/mangle, nft tables, links, routes, mounts, kube cgroups, a few
-paths outside the work dir, node processes) as plain data; :meth:`RealNode.start` records it,
-:meth:`RealNode.stop` kills every container, runs ``kube-proxy --cleanup`` and then reverts
+paths outside the work dir, node processes) as plain data; ``RealNode.start`` records it,
+``RealNode.stop`` kills every container, runs ``kube-proxy --cleanup`` and then reverts
 whatever still differs (only things a node creates: KUBE-/CNI- chains, its bridges, mounts
 under its dirs, kube cgroups, ...). ``stop()`` then ``start()`` again works within one cluster
 (pods of the node are recreated, like after a reboot). Only one real node can run on a host:
@@ -275,7 +275,7 @@ def _listing(path: Path, limit: int = 5000) -> list[str] | None:
 
 
 def _node_pids() -> list[int]:
-    """PIDs of the processes :func:`_node_processes` names."""
+    """PIDs of the processes ``_node_processes`` names."""
     return [pid for pid, _ in _node_process_table()]
 
 
@@ -325,7 +325,7 @@ def host_state() -> dict[str, Any]:
 
 
 def state_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Human-readable differences between two :func:`host_state` results (empty when equal)."""
+    """Human-readable differences between two ``host_state`` results (empty when equal)."""
     diffs: list[str] = []
 
     def walk(a: Any, b: Any, where: str) -> None:
@@ -488,7 +488,7 @@ def _restore_paths(before: dict[str, list[str] | None]) -> None:
 
 
 def restore_host(before: dict[str, Any], own_roots: Sequence[Path], bridges: Sequence[str]) -> list[str]:
-    """Undo what a node changed since ``before`` (a :func:`host_state`); return what still differs.
+    """Undo what a node changed since ``before`` (a ``host_state``); return what still differs.
 
     Call after the node's processes are stopped and ``kube-proxy --cleanup`` ran. Touches only
     what a node creates, so a concurrent unrelated change on the host is left alone.
@@ -512,10 +512,10 @@ def _http_ok(url: str) -> bool:
 
 
 class ControlPlane(Protocol):
-    """What a node needs of the control plane it joins: :class:`localcluster.cluster.LocalCluster`.
+    """What a node needs of the control plane it joins: ``localcluster.cluster.LocalCluster``.
 
     A protocol rather than an import: the cluster starts its node, so this module must not
-    import :mod:`localcluster.cluster` back.
+    import ``localcluster.cluster`` back.
     """
 
     workdir: Path
@@ -540,9 +540,9 @@ class ControlPlane(Protocol):
 
 @dataclass
 class RealNode:
-    """This machine as a real worker node of ``cluster``; :meth:`start` / :meth:`stop` it.
+    """This machine as a real worker node of ``cluster``; ``start`` / ``stop`` it.
 
-    The cluster's API server must bind 0.0.0.0 and advertise :data:`NODE_IP`, which
+    The cluster's API server must bind 0.0.0.0 and advertise ``NODE_IP``, which
     ``LocalCluster(real_node=True)`` arranges.
     """
 
@@ -648,11 +648,11 @@ class RealNode:
 
     @property
     def running(self) -> bool:
-        """Between a :meth:`start` and its :meth:`stop` (the host lock is held)."""
+        """Between a ``start`` and its ``stop`` (the host lock is held)."""
         return self._lock is not None
 
     def stop(self) -> None:
-        """Stop the node and put the host back as :attr:`snapshot` recorded it (idempotent)."""
+        """Stop the node and put the host back as ``snapshot`` recorded it (idempotent)."""
         if not self.running and not self.components:
             return
         t0 = time.monotonic()

@@ -3,9 +3,9 @@
 No registry is reachable from our machines and the node needs at least a sandbox ("pause")
 image, so images made of a few host files are written here directly as an OCI image layout in
 a tar archive (one uncompressed layer, a config, a manifest, an index), ready for
-``ctr images import`` (:meth:`localcluster.node.RealNode.import_images`).
+``ctr images import`` (``localcluster.node.RealNode.import_images``).
 
-:func:`busybox_image` makes a one-binary image from Debian's static busybox with every applet
+``busybox_image`` makes a one-binary image from Debian's static busybox with every applet
 linked, so tests can run ``httpd``, ``wget`` or ``sh`` pods without building anything else.
 The archives are deterministic (fixed mtimes, sorted entries): the same inputs give the same
 image digest, and a repeated import is a no-op.

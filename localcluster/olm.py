@@ -1,12 +1,12 @@
 """OLM v0 on the local cluster: its CRDs and both managers, the way OLM's quickstart installs it.
 
-:class:`OLM` installs, on a :class:`~localcluster.cluster.LocalCluster` with a real node:
+``OLM`` installs, on a ``LocalCluster`` with a real node:
 
-- OLM's CRDs from the pinned module (``localcluster/go/olm``, :mod:`localcluster.gotools`
+- OLM's CRDs from the pinned module (``localcluster/go/olm``, ``localcluster.gotools``
   copies them next to the binaries), applied server-side, plus the ``OLMConfig`` CRD and its
   ``cluster`` object, which the quickstart file lacks;
 - prometheus-operator's ``ServiceMonitor`` and ``PrometheusRule`` CRDs (module
-  :data:`PROMETHEUS_OPERATOR_MODULE`): an InstallPlan fails on any kind a bundle ships whose CRD
+  ``PROMETHEUS_OPERATOR_MODULE``): an InstallPlan fails on any kind a bundle ships whose CRD
   is missing, and this project's bundle ships both;
 - the namespaces ``olm`` and ``operators`` with upstream's ``global-operators`` OperatorGroup;
 - ``olm`` (olm-operator) and ``catalog`` (catalog-operator) as **host processes** with the
@@ -18,14 +18,14 @@ Two stand-ins, because this machine has no cluster DNS and no container registry
 
 - **Cluster DNS for catalog-operator.** A CatalogSource with ``spec.image`` gets a registry pod
   and a Service, and catalog-operator dials ``<name>.<namespace>.svc:50051``. catalog-operator
-  runs in a mount namespace of its own whose ``/etc/hosts`` is a file :class:`ServiceHosts`
+  runs in a mount namespace of its own whose ``/etc/hosts`` is a file ``ServiceHosts``
   keeps listing every Service's ClusterIP under ``<name>.<namespace>.svc`` (Go re-reads the
   file when it changes). The connection then goes to the ClusterIP through kube-proxy's rules,
   as from a pod. The host's own ``/etc/hosts`` is not touched.
 - **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
-  so kubelet must really pull them: :class:`localcluster.registry.ImageRegistry` serves the
+  so kubelet must really pull them: ``localcluster.registry.ImageRegistry`` serves the
   images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
-  to it. OLM's util image and opm image are the local stand-ins of :mod:`localcluster.images`.
+  to it. OLM's util image and opm image are the local stand-ins of ``localcluster.images``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def monitoring_crds() -> list[Path]:
 class ServiceHosts:
     """A hosts file naming every Service ``<name>.<namespace>.svc``: cluster DNS for one process.
 
-    A thread rewrites :attr:`path` in place (a bind mount follows the inode) whenever the set of
+    A thread rewrites ``path`` in place (a bind mount follows the inode) whenever the set of
     Services changes; the host's own entries come first.
     """
 
@@ -137,7 +137,7 @@ class ServiceHosts:
 
 @dataclass
 class OLM:
-    """OLM v0 on ``cluster``: :meth:`install` once, :meth:`stop` the managers at the end."""
+    """OLM v0 on ``cluster``: ``install`` once, ``stop`` the managers at the end."""
 
     cluster: LocalCluster
     components: list[Component] = field(default_factory=list)

@@ -1,7 +1,7 @@
-"""Processes of the local cluster: start, stop and tail one (:class:`Component`), free ports, log.
+"""Processes of the local cluster: start, stop and tail one (``Component``), free ports, log.
 
-What the control plane (:mod:`localcluster.cluster`), the real node (:mod:`localcluster.node`)
-and OLM (:mod:`localcluster.olm`) all run their processes with; it imports none of them.
+What the control plane (``localcluster.cluster``), the real node (``localcluster.node``)
+and OLM (``localcluster.olm``) all run their processes with; it imports none of them.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """A stand-in for a container registry: serves OCI image archives read-only over plain HTTP.
 
 Why it exists: this machine has no internet and no registry, yet a real kubelet+containerd node
-(:mod:`localcluster.node`) has to *pull* images. Importing archives with ``ctr images import``
+(``localcluster.node``) has to *pull* images. Importing archives with ``ctr images import``
 is not enough once a pod says ``imagePullPolicy: Always`` (OLM sets that on the pods it makes
 for tag references): kubelet then asks containerd to resolve and pull the reference every
 time. containerd is pointed here instead, through ``config_path`` ``hosts.toml`` files that
 make this server a pull/resolve mirror of ``ghcr.io``, ``quay.io`` and ``docker.io``
-(:meth:`ImageRegistry.write_hosts_config`).
+(``ImageRegistry.write_hosts_config``).
 
 What it does: the read side of the OCI distribution API over HTTP (``/v2/``, manifests and
 blobs by tag or digest, ``HEAD`` and ``GET``, ``Range: bytes=N-[M]``, ``tags/list``), serving
 images straight out of OCI archives -- tar files of an OCI image layout (``oci-layout``,
 ``index.json``, ``blobs/<alg>/<hex>``) as written by ``buildah push IMG oci-archive:PATH:REF``
-or :mod:`localcluster.ociimage`. Blobs are streamed from the tar at their member offsets;
+or ``localcluster.ociimage``. Blobs are streamed from the tar at their member offsets;
 nothing is extracted to disk or held in memory. Manifests go out byte for byte as stored, so
 digests match. Images are named like Docker names them (``busybox:1`` is
 ``docker.io/library/busybox:1``). An archive rewritten in place of the one added is re-read on
@@ -290,7 +290,7 @@ class ImageRegistry:
     """A read-only OCI distribution registry over plain HTTP, serving images from OCI archives.
 
     ``with ImageRegistry().start() as reg: reg.add(path)`` (or ``with ImageRegistry() as reg``,
-    which starts it). :meth:`add` and :meth:`remove` may be called while serving. ``pulls`` is
+    which starts it). ``add`` and ``remove`` may be called while serving. ``pulls`` is
     every manifest or blob request answered with content, as ``(method, what)``: ``what`` is the
     full reference (``repo:tag`` or ``repo@digest``) for manifests, the digest for blobs. It is
     appended to under a lock: copy it (``list(reg.pulls)``) when reading while serving.
@@ -373,7 +373,7 @@ class ImageRegistry:
         return [f"{repository}:{tag}" for repository, tag, _, _ in names]
 
     def remove(self, ref: str) -> None:
-        """Stop serving the tag ``ref`` (normalised like :meth:`add`); KeyError when not served."""
+        """Stop serving the tag ``ref`` (normalised like ``add``); KeyError when not served."""
         repository, tag, _ = split_reference(ref)
         tag = tag or "latest"
         with self._lock:

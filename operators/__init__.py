@@ -1,11 +1,11 @@
 """The operators: one package each, same module layout, independent of one another.
 
-:data:`PACKAGES` is the one list of them. Each package declares itself in
-``operators/<name>/description.py`` (``DESCRIPTION``, a :class:`shared.api.description.OperatorDescription`),
+``PACKAGES`` is the one list of them. Each package declares itself in
+``operators/<name>/description.py`` (``DESCRIPTION``, a ``shared.api.description.OperatorDescription``),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
-documentation's API reference and metrics table) reads :func:`descriptions`;
-``operators/<name>/__main__.py`` is the same two lines everywhere and calls :func:`main`, which
-builds the operator from its description and its reconciler (:mod:`shared.controller.builder`). A new
+documentation's API reference and metrics table) reads ``descriptions``;
+``operators/<name>/__main__.py`` is the same two lines everywhere and calls ``main``, which
+builds the operator from its description and its reconciler (``shared.controller.builder``). A new
 operator is a new package plus its name here.
 
 The packages are imported by name, never statically from here: ``operators.netperf`` imports
@@ -34,7 +34,7 @@ def description(name: str) -> OperatorDescription:
 
 
 def descriptions() -> tuple[OperatorDescription, ...]:
-    """Every registered operator's description, in :data:`PACKAGES` order."""
+    """Every registered operator's description, in ``PACKAGES`` order."""
     return tuple(description(name) for name in PACKAGES)
 
 

@@ -1,5 +1,5 @@
 """What a Netperf's spec lets its author obtain beyond their own rights, and the checks of
-those rights at admission (:mod:`shared.api.access`).
+those rights at admission (``shared.api.access``).
 
 The operator's pods run its own image on the pod network: nothing a namespace user could not
 ask of any workload. Two fields make more of them, and require ``create`` on pods in the

@@ -61,7 +61,7 @@ class NetperfAPI:
         return await self.kube.merge_patch(namespaced(namespace, "pods", pod["metadata"]["name"]), patch)
 
     async def create_service(self, namespace: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-        """As :meth:`create_pod`, for the service path's Service: the caller checks the owner."""
+        """As ``create_pod``, for the service path's Service: the caller checks the owner."""
         try:
             return await self.kube.create(namespaced(namespace, "services"), body), True
         except ApiError as exc:

@@ -15,7 +15,7 @@ restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its
 compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
 tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
 
-Times are read on the wall clock of a time zone (:func:`next_after`). Across a daylight-saving
+Times are read on the wall clock of a time zone (``next_after``). Across a daylight-saving
 change: a wall-clock time that does not exist (spring forward) is skipped that day; a time
 that occurs twice (fall back) fires once, the first time. This is where we differ from
 CronJob on purpose: robfig/cron fires such a time twice (``30 2 * * *`` in Europe/Berlin runs
@@ -157,8 +157,8 @@ def parse(text: str) -> Cron:
 
 def next_after(cron: Cron, after: datetime.datetime, zone: zoneinfo.ZoneInfo) -> datetime.datetime | None:
     """The first time of ``cron`` strictly after the instant ``after``, read on ``zone``'s wall
-    clock (UTC result); None when there is none within :data:`SEARCH_YEARS` (or before
-    :data:`LAST`; from :data:`FIRST` on when ``after`` is earlier).
+    clock (UTC result); None when there is none within ``SEARCH_YEARS`` (or before
+    ``LAST``; from ``FIRST`` on when ``after`` is earlier).
 
     Walks UTC minutes, so a skipped wall time (spring forward) is never seen and a repeated one
     is seen twice: the second reading (``fold=1``) is ignored. Whole hours without a match are

@@ -1,13 +1,13 @@
 """The pods of one Netperf run as plain dicts, and the view kept of observed pods (pure).
 
 A run is identified by the Netperf's UID and generation (a scheduled Netperf's runs by their
-number instead, ``r<n>``, since a spec edit there does not start a run; :mod:`.schedule`): its
+number instead, ``r<n>``, since a spec edit there does not start a run; ``.schedule``): its
 pods are ``<name>-server-<gen>`` and ``<name>-client-<gen>`` (``<name>-server-r3``;
 deterministic, so a restarted operator finds them instead of creating more; a spec change starts
 a new run whose pods cannot be confused with the old) and carry both in labels. The name alone
 is not enough: a Netperf deleted and re-created under the same name starts again at generation
 1, and a pod of its predecessor's run (an orphan it adopted to delete, still Terminating) has
-the very names of its own run (:func:`of_run`).
+the very names of its own run (``of_run``).
 
 The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
 readiness probe on the control port. The client pod is made once the server's container runs,
@@ -24,7 +24,7 @@ requests, no service-account token and no service links.
 The path (``spec.path``; a compare run passes each path in turn, its run key ``<run>-<path>``):
 
 - ``pod``: the client targets the server pod's IP; netserver picks the data port (as always).
-- ``service``: a ClusterIP Service of this run (:func:`service`, named like the server pod) in
+- ``service``: a ClusterIP Service of this run (``service``, named like the server pod) in
   front of the server pod, with the control port and fixed data ports (``DATA_PORT`` + stream,
   netperf's test-specific ``-P ,<remote>``: only the remote port pinned, the client's stays
   ephemeral); the data ports' protocol is the test's (UDP for UDP_STREAM/UDP_RR). The client

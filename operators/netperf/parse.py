@@ -213,7 +213,7 @@ def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str,
 
 def parse(message: str, test_type: str, samples: int, parallel: int = 1) -> Result:
     """The result of ``samples`` runs of ``test_type`` (each of ``parallel`` streams), or
-    :class:`ParseError`."""
+    ``ParseError``."""
     if test_type not in KEYS:
         raise ValueError(f"unknown test type {test_type!r}")
     blocks = split_samples(message)

@@ -1,7 +1,7 @@
 """The Netperf reconciler: one pass moves a Netperf's run at most one step.
 
-Every Netperf gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
-:class:`shared.controller.builder.Operator`), woken by changes of the Netperf and of its pods
+Every Netperf gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
+``shared.controller.builder.Operator``), woken by changes of the Netperf and of its pods
 and Services (server-side label selector, indexed by owner) and by time: a running test's pass
 returns the delay to its deadline, so a timeout fires when it is due.
 
@@ -11,22 +11,22 @@ its cache or gets AlreadyExists when creating them. Each pass moves a run at mos
 
     no run for this generation -> claim it (Initial, startedAt) and clean up older pods
     Initial/Server -> server pod created; once Running with an IP -> client pod (Test), which
-                      retries its first connection until netserver listens (see :mod:`.desired`)
+                      retries its first connection until netserver listens (see ``.desired``)
     Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
     deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
     Done/Error -> pods deleted; then nothing at all happens until the spec changes
 
-The path (``spec.path``, :mod:`.desired`): ``service`` creates the run's Service before its
+The path (``spec.path``, ``.desired``): ``service`` creates the run's Service before its
 server pod and points the client at its ClusterIP; ``host`` first reads the namespace's Pod
 Security label and ends the run (``HostNetworkForbidden``) where hostNetwork is forbidden. With
-``spec.compare`` a run steps through each path in turn (:meth:`NetperfReconciler.path_done`),
+``spec.compare`` a run steps through each path in turn (``NetperfReconciler.path_done``),
 each path with its own pods (``<run>-<path>``) and deadline; the first path's result is the
 run's.
 
 A Netperf with ``spec.schedule`` runs the same steps once per due time instead
-(:meth:`NetperfReconciler.scheduled`; the rules are :mod:`.schedule`'s): its runs are numbered
+(``NetperfReconciler.scheduled``; the rules are ``.schedule``'s): its runs are numbered
 (``status.run``), their pods named by that number and made from ``status.runSpec``, and each
-result goes into ``status.history`` and is judged for a regression (:meth:`NetperfReconciler.record`).
+result goes into ``status.history`` and is judged for a regression (``NetperfReconciler.record``).
 The pass wakes at the next due time.
 
 The final status is written before the pods are deleted: results are never lost, and pods a
@@ -516,7 +516,7 @@ class NetperfReconciler:
         return p.remaining
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
-        """One pass (:meth:`_reconcile`), then the object's series as its status now says."""
+        """One pass (``_reconcile``), then the object's series as its status now says."""
         superseded = False
         try:
             return await self._reconcile(body)

@@ -1,4 +1,4 @@
-"""Student's t distribution (pure, stdlib): what the change-point detector (:mod:`.detector`)
+"""Student's t distribution (pure, stdlib): what the change-point detector (``.detector``)
 tests its splits and verdicts with.
 
 Why no scipy: it is not a dependency of the operator image (pyproject.toml); the t

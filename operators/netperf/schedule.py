@@ -1,6 +1,6 @@
 """When a scheduled Netperf runs, and what its history and regression verdict say (pure).
 
-A Netperf with ``spec.schedule`` (:mod:`.cron`, on the wall clock of ``spec.timeZone``) runs
+A Netperf with ``spec.schedule`` (``.cron``, on the wall clock of ``spec.timeZone``) runs
 again at each due time. The rules (also in docs/operators/netperf.md):
 
 - **No overlap.** A due time that comes while a run is in progress is skipped, and counted in
@@ -23,10 +23,10 @@ again at each due time. The rules (also in docs/operators/netperf.md):
 Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
 its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
 transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason, and the key of what it measured (:mod:`.measurement`). Each result is
+the error's reason, and the key of what it measured (``.measurement``). Each result is
 judged with the earlier results of the same measurement by the change-point detector
-(:func:`judge`, :mod:`.detector`); the verdict in the status, and when it stops applying, are
-:mod:`.verdicts`'.
+(``judge``, ``.detector``); the verdict in the status, and when it stops applying, are
+``.verdicts``'.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def entry(
     st: Mapping[str, Any], *, run: int, test_type: str, measurement: str | None = None
 ) -> dict[str, Any]:
     """One history entry of a finished run's status (compact: figures, not the whole status);
-    ``measurement``: the key of what it measured (:mod:`.measurement`), what baselines match on."""
+    ``measurement``: the key of what it measured (``.measurement``), what baselines match on."""
     item: dict[str, Any] = {
         "run": run,
         "scheduledTime": st.get("scheduledTime"),
@@ -240,7 +240,7 @@ def settings(spec: Mapping[str, Any]) -> Settings:
 
 def comparable(history: Sequence[Mapping[str, Any]], item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The earlier results ``item`` is judged with: the Done results of ``history`` that measured
-    what ``item`` measured (:mod:`.measurement`), oldest first. Errors are no measurement, and
+    what ``item`` measured (``.measurement``), oldest first. Errors are no measurement, and
     entries recorded without a measurement key match nothing: what they measured is unknown."""
     key = item.get("measurement")
     return [
@@ -316,7 +316,7 @@ def judge(
     earlier: Sequence[Mapping[str, Any]], item: Mapping[str, Any], s: Settings
 ) -> Judgement | NotJudged:
     """The judgement of a Done ``item`` with ``earlier`` (the Done results of its measurement,
-    oldest first, :func:`comparable`): the one call that applies the detector, so another rule
+    oldest first, ``comparable``): the one call that applies the detector, so another rule
     replaces it here. A judgement's figures are finite; where there is nothing to judge,
     ``NotJudged``."""
     runs = series(earlier, item, s)

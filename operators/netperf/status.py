@@ -10,15 +10,15 @@ results. Conditions:
 - ``Complete``: True once results are recorded;
 - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
   the field paths for a spec the schema rejects), False otherwise;
-- ``Regressed`` (scheduled Netperfs, :mod:`.schedule`): the latest result judged against its
+- ``Regressed`` (scheduled Netperfs, ``.schedule``): the latest result judged against its
   baseline, set by the reconciler's ``record`` when a run ends, cleared when it no longer
-  applies (:mod:`.verdicts`);
+  applies (``.verdicts``);
 - a scheduled Netperf whose spec the operator refuses: ``Degraded``/``Stalled`` with
-  ``InvalidSpec`` over the last run's status (:func:`spec_invalid`), no run of its own.
+  ``InvalidSpec`` over the last run's status (``spec_invalid``), no run of its own.
 
-:func:`series` derives every per-object series from spec and status, so what is exported never
+``series`` derives every per-object series from spec and status, so what is exported never
 depends on what this process saw happen.
-- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
+- ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
   Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
   ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
   only a changed spec starts another).

@@ -1,10 +1,10 @@
 """What a TDSet's spec lets its author obtain beyond their own rights, and the checks of those
-rights at admission (:mod:`shared.api.access`).
+rights at admission (``shared.api.access``).
 
 ``scaleTargetRef``: the operator writes the target's ``/scale``, so naming one requires
 ``update`` on that object's ``scale`` subresource. The group is the apiVersion's; the resource
 is the kind's plural, which the operator learns from discovery: the policy knows the plurals of
-the kinds the operator is granted (:data:`KNOWN_PLURALS`) and takes the lowercase kind plus
+the kinds the operator is granted (``KNOWN_PLURALS``) and takes the lowercase kind plus
 ``s`` for any other (the plural kubebuilder and operator-sdk give a kind); a kind whose plural
 differs is checked on a resource that does not exist, so only a user granted every resource of
 its group passes. ``holidays.configMapRef``: the operator reads that ConfigMap into the

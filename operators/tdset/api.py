@@ -6,7 +6,7 @@ old object for a moment. A pass that ran then would take the old replica count f
 values the API server answered with (after admission: a policy may have rewritten what we
 sent); until the cache shows them (or 30 s pass, in case the event was lost), the child is
 treated as in flight and left alone — and the loop is woken when that time is up
-(:meth:`PatchExpectations.next_expiry`), not at some later, unrelated wake-up.
+(``PatchExpectations.next_expiry``), not at some later, unrelated wake-up.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class PatchExpectations:
 
 class StoredTemplates:
     """Per TDSet: the template hash it last wrote and the fields the API server stored for it
-    (see :func:`operators.tdset.desired.template_current`)."""
+    (see ``operators.tdset.desired.template_current``)."""
 
     def __init__(self) -> None:
         self._stored: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -126,7 +126,7 @@ def _group_version_path(api_version: str) -> str:
 
 class ScaleTargets:
     """The calls on a TDSet's scale target: discovery (cached), the object (its claim), its
-    ``/scale``, and the listing of claims (:data:`operators.tdset.target.HOLDER`)."""
+    ``/scale``, and the listing of claims (``operators.tdset.target.HOLDER``)."""
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube

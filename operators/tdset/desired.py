@@ -10,18 +10,18 @@ the template, so the release that made this the default rolls every TDSet's Depl
 (docs/operations/upgrades.md).
 
 The container's port is named ``http`` and the Service targets that name once every pod has
-it (:func:`service_target_port`), so a port change never sends traffic to a port the old pods
+it (``service_target_port``), so a port change never sends traffic to a port the old pods
 do not listen on. A template write records the hash of what was asked for in an annotation
-(:data:`APPLIED`): a mutating admission policy that rewrites the image (digest pinning) or the
+(``APPLIED``): a mutating admission policy that rewrites the image (digest pinning) or the
 security context then does not make every pass write the template again
-(:func:`deployment_patch`).
+(``deployment_patch``).
 
 When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
 the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
-(:func:`autoscaler_floor`), so the schedule sets a floor and the HPA still scales above it.
+(``autoscaler_floor``), so the schedule sets a floor and the HPA still scales above it.
 The entry that decides may set the floor and a cap itself (``minReplicas``/``maxReplicas``,
-:class:`.schedule.Bounds`, :func:`autoscaler_bounds`); the HPA's own values are remembered in
-annotations on it and given back (:func:`restore_patch`): its maxReplicas when no cap is in
+``.schedule.Bounds``, ``autoscaler_bounds``); the HPA's own values are remembered in
+annotations on it and given back (``restore_patch``): its maxReplicas when no cap is in
 force any more, both when the TDSet is gone or scales something else.
 """
 
@@ -187,7 +187,7 @@ def deployment_view(body: Mapping[str, Any]) -> DeploymentView:
 
 
 def template_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The :meth:`DeploymentView.template_fields` the TDSet asks for."""
+    """The ``DeploymentView.template_fields`` the TDSet asks for."""
     want = container(spec)
     return {
         "image": want["image"],
@@ -202,7 +202,7 @@ def template_current(
 ) -> bool:
     """Whether the Deployment's template is what ``spec`` asks for.
 
-    Once the TDSet wrote the template for this spec (the :data:`APPLIED` annotation), the
+    Once the TDSet wrote the template for this spec (the ``APPLIED`` annotation), the
     fields are compared with ``stored`` — what the API server answered that write with, after
     admission — not with the spec: an image rewritten to a digest by a mutating policy is not
     drift, a hand edit after our write is. Without a stored answer (a restart) the annotation is
@@ -225,7 +225,7 @@ def deployment_patch(
     """Merge patch bringing the Deployment to ``spec`` (and ``replicas`` unless None), or None.
 
     The container list is replaced whole (merge patches replace lists) and only when the
-    template is not current (:func:`template_current`), so server-side defaults and admission
+    template is not current (``template_current``), so server-side defaults and admission
     mutations never cause a rollout. Carries the Deployment's UID as a precondition.
     """
     patch: dict[str, Any] = {}
@@ -429,7 +429,7 @@ def own_max(hpa: AutoscalerView) -> int:
 
 def autoscaler_bounds(scheduled: int, bounds: Bounds, hpa: AutoscalerView) -> HeldBounds:
     """The floor and cap to hold ``hpa`` to: the deciding entry's (or the spec's)
-    ``minReplicas``, else the scheduled replicas, clamped by :func:`autoscaler_floor` to the cap
+    ``minReplicas``, else the scheduled replicas, clamped by ``autoscaler_floor`` to the cap
     in force (the entry's or spec's ``maxReplicas``, else the HPA's own). Admission already
     refuses an explicit minReplicas above an explicit maxReplicas, so only the scheduled
     replicas or the HPA's own maxReplicas can need the clamp (reported)."""

@@ -3,19 +3,19 @@
 A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
 (``spec.scaleTargetRef``: written through ``/scale`` and read through it, or for the apps kinds
 from the object whose fields their ``/scale`` serves; claimed but never owned, given
-back by :class:`TargetSweeps`; :mod:`.target`).
+back by ``TargetSweeps``; ``.target``).
 
-Every TDSet gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
-:class:`shared.controller.builder.Operator`), woken by changes of the TDSet, of the Deployment and
+Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
+``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and
 Service it controls (server-side label selectors, indexed by owner), of any
 HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
 indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
-watched as metadata only and read by reference, :class:`HolidayMaps`) and by time: each pass
+watched as metadata only and read by reference, ``HolidayMaps``) and by time: each pass
 returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
 so a boundary is acted on when it is reached, not at the next poll.
 
-Each pass is level-based: desired replicas come from :func:`.schedule.decide` with the
-operator's clock (:class:`shared.api.clock.Clock`) and the TDSet's override annotation (the
+Each pass is level-based: desired replicas come from ``.schedule.decide`` with the
+operator's clock (``shared.api.clock.Clock``) and the TDSet's override annotation (the
 layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
 caches; the status is written whole and only when it changed.
 """
@@ -77,7 +77,7 @@ class Sweeps:
 
     One sweep at a time; a request during a sweep asks for exactly one more, so the initial
     listing of many annotated objects starts one sweep, not one (and its patches) per object.
-    Subclasses say what one sweep does (:meth:`_sweep`); it may ask for one more itself.
+    Subclasses say what one sweep does (``_sweep``); it may ask for one more itself.
     """
 
     task_name = "tdset/sweep"
@@ -111,7 +111,7 @@ class Sweeps:
 class FloorSweeps(Sweeps):
     """Sweeps giving back the minReplicas (and maxReplicas, if capped) of HPAs that a TDSet no
     longer here held (deleted, even while this operator was down) or that it no longer scales
-    (:class:`Sweeps`)."""
+    (``Sweeps``)."""
 
     task_name = "tdset/restore-floors"
 
@@ -204,17 +204,17 @@ class Held:
 class TargetSweeps(Sweeps):
     """Gives the replicas back to scale targets no TDSet wants any more: its TDSet was deleted
     (also while this operator was down), points at another object, or went back to a
-    ``container``. The counterpart of :class:`FloorSweeps` for ``spec.scaleTargetRef``.
+    ``container``. The counterpart of ``FloorSweeps`` for ``spec.scaleTargetRef``.
 
     The claims are known from the passes that made or confirmed them and, once after start,
-    from a listing of each kind supported out of the box (:data:`TARGET_KINDS`) with the
-    :data:`operators.tdset.target.HOLDER` label selector in the watched namespaces: a TDSet
+    from a listing of each kind supported out of the box (``TARGET_KINDS``) with the
+    ``operators.tdset.target.HOLDER`` label selector in the watched namespaces: a TDSet
     deleted while the operator was down left its claim there. Targets are not watched (see
     docs/operators/tdset-targets.md), so a claim on a kind a cluster admin
     added is known from the passes only: one left by a TDSet deleted while the operator was down
     is not found (documented, with the label to look for).
 
-    Runs as :class:`Sweeps` do: once every watch has listed, only on the leader, one at a time.
+    Runs as ``Sweeps`` do: once every watch has listed, only on the leader, one at a time.
     """
 
     task_name = "tdset/give-back-targets"
@@ -340,7 +340,7 @@ UID_CHECKED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps
 @dataclass(frozen=True)
 class KnownTarget:
     """What the last pass of a TDSet found of its scale target, holding the claim: enough to
-    write a boundary's replicas with one request (:meth:`TDSetReconciler.flip_target`)."""
+    write a boundary's replicas with one request (``TDSetReconciler.flip_target``)."""
 
     ref: scaletarget.Ref
     plural: str
@@ -364,14 +364,14 @@ Holidays = tuple[frozenset[datetime.date], list[str]]
 
 def holiday_summary(body: Mapping[str, Any], want: frozenset[str]) -> Holidays:
     """What is kept of a holiday ConfigMap: its dates, parsed (at most
-    :data:`.schedule.MAX_CONFIGMAP_DATES`), and what could not be read; never its data."""
+    ``.schedule.MAX_CONFIGMAP_DATES``), and what could not be read; never its data."""
     return schedule.parse_holiday_data(body.get("data"))
 
 
 class HolidayMaps:
     """The holiday ConfigMaps the TDSets reference (any of their namespace, labelled or not),
     read by reference and parsed off the event loop once per change
-    (:class:`~shared.controller.configmaps.ReferencedConfigMaps`), and which TDSet reads which,
+    (``ReferencedConfigMaps``), and which TDSet reads which,
     so a change wakes exactly those."""
 
     def __init__(self, kube: KubeClient, kick: Callable[[str, str], None]) -> None:
@@ -884,7 +884,7 @@ class TDSetReconciler:
         it at other replicas than the schedule's now, ``/scale`` is patched at once with the
         target's UID as the precondition (the API server refuses it if a Deployment, StatefulSet
         or ReplicaSet was replaced; a custom resource's ``/scale`` ignores it, so those are
-        read first as before: :data:`UID_CHECKED`),
+        read first as before: ``UID_CHECKED``),
         without reading the object and its Scale first; whether it was.
 
         At a boundary shared by many TDSets the reads came first, three requests per flip
@@ -1052,8 +1052,8 @@ class TDSetReconciler:
         return desired.autoscaler_for(in_namespace, ref.name, ref.kind, ref.group)
 
     def spec_overlaps(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[str]:
-        """The notes on overlapping windows (:func:`.schedule.overlaps`): a function of the spec
-        alone, so worked out once per generation, as :meth:`spec_errors`."""
+        """The notes on overlapping windows (``.schedule.overlaps``): a function of the spec
+        alone, so worked out once per generation, as ``spec_errors``."""
         noted = self.overlap_notes.get(uid)
         if generation and noted is not None and noted[0] == generation:
             return list(noted[1])
@@ -1074,7 +1074,7 @@ class TDSetReconciler:
         """The calendar at ``now``, its decision with the next transition only (all a pass that
         just writes the target needs; a pass that writes the status asks for the rest of
         status.upcoming), the bound of the pass's writes (none, however throttled or retried,
-        may hold it past the next boundary of any layer) and why: :meth:`calendar_failed` when
+        may hold it past the next boundary of any layer) and why: ``calendar_failed`` when
         it raises."""
         meta = body["metadata"]
         try:
@@ -1108,7 +1108,7 @@ class TDSetReconciler:
         now: datetime.datetime,
     ) -> NoReturn:
         """The calendar raised on a spec that passed its checks (a bug, or an input they did not
-        foresee): ``Degraded`` with :data:`.status.CALENDAR_ERROR` naming the calendar's fields,
+        foresee): ``Degraded`` with ``.status.CALENDAR_ERROR`` naming the calendar's fields,
         a Warning Event once per change of it, no write to the target; retried with backoff."""
         meta = body["metadata"]
         message = (

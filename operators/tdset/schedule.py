@@ -3,12 +3,12 @@ entry that decided them, the next transitions.
 
 Layers, highest first (also in docs/operators/tdset-calendar.md):
 
-1. **override**: the override annotation (:data:`OVERRIDE_ANNOTATION`, ``replicas=10,until=…``,
+1. **override**: the override annotation (``OVERRIDE_ANNOTATION``, ``replicas=10,until=…``,
    for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``
    and expires at its end. Times are RFC 3339 (``2026-11-27T00:00:00Z``, ``…+01:00``) or a date
    and time without offset (``2026-11-27T00:00``), read on the wall clock of ``spec.timeZone``.
 2. **holiday**: on a date of ``spec.holidays.dates`` or of the ConfigMap that
-   ``spec.holidays.configMapRef`` names (:func:`parse_holiday_data`; the reconciler reads it),
+   ``spec.holidays.configMapRef`` names (``parse_holiday_data``; the reconciler reads it),
    a whole day, 00:00 to 24:00 on the wall clock of ``spec.timeZone``: ``spec.holidays.replicas``.
 3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
 4. **default**: ``defaultReplica``.
@@ -16,7 +16,7 @@ Layers, highest first (also in docs/operators/tdset-calendar.md):
 **Autoscaler bounds** (issue #26 part 5): with an HPA on the target, the entry that decides may
 also set the HPA's ``minReplicas`` (floor) and ``maxReplicas`` (cap); each one it leaves unset
 falls back to ``spec.minReplicas``/``spec.maxReplicas``, then to the scheduled replicas (the
-floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (:class:`Bounds`,
+floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (``Bounds``,
 ``Decided.bounds``). Holidays and the default have no bounds of their own.
 
 On top of them, **pre-warm**: a window with a ``leadTime`` (its own, else ``spec.leadTime``)
@@ -34,7 +34,7 @@ Weekly windows:
   midnight-crossing window after 00:00 belongs to the day before. A Friday ``22 -> 6`` window
   covers Friday 22:00 to Saturday 06:00.
 - The first window that contains the current wall-clock time wins (list order); overlaps are
-  allowed and reported (:func:`overlaps`, bounded). Outside every window: ``defaultReplica``.
+  allowed and reported (``overlaps``, bounded). Outside every window: ``defaultReplica``.
 
 Daylight-saving time follows what a wall clock shows, because that is what the person who
 wrote "9 to 17" reads:
@@ -45,13 +45,13 @@ wrote "9 to 17" reads:
 - fall back (e.g. 03:00 -> 02:00): the repeated hour happens twice and a window covering it is
   active both times (a 02:00 -> 03:00 window lasts two real hours that night).
 
-:func:`next_transition` finds the first instant after ``now`` at which the weekly result
+``next_transition`` finds the first instant after ``now`` at which the weekly result
 changes, so the controller can wake exactly then. Between UTC-offset changes the wall clock
 runs linearly, so only window edges (and midnight, where the weekday and the date change: the
 holidays' edges too) can change the result; offset changes are located by sampling every 6
 hours and bisecting to the second (no zone changes its offset twice within 6 hours). The
 layered calendar adds its absolute instants (override starts and ends, holiday midnights) to
-that walk, and pre-warm adds each opening minus its lead time (:func:`upcoming`), so every
+that walk, and pre-warm adds each opening minus its lead time (``upcoming``), so every
 layer's boundary is acted on when it is reached.
 """
 
@@ -107,7 +107,7 @@ DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 # The years a date or time of the calendar may name (overrides, the annotation, holidays): far
 # wider than any schedule needs, and far enough inside datetime's years 1 to 9999 that no
 # offset, midnight or horizon added to them leaves its range. Admission says the same
-# (:func:`in_range_rule`); the controller checks again (objects stored before the rule, the
+# (``in_range_rule``); the controller checks again (objects stored before the rule, the
 # annotation, a holidays ConfigMap).
 EARLIEST_YEAR, LATEST_YEAR = 1970, 2999
 # A Go/CEL duration of hours, minutes and seconds: 5m, 1h30m, 90s.
@@ -234,7 +234,7 @@ class Override:
 
 @dataclass(frozen=True)
 class Calendar:
-    """Every layer of one TDSet, parsed: :meth:`at` is the replicas before pre-warm."""
+    """Every layer of one TDSet, parsed: ``at`` is the replicas before pre-warm."""
 
     schedule: Schedule
     overrides: tuple[Override, ...] = ()  # the annotation's first
@@ -407,7 +407,7 @@ def parse_date(text: str) -> datetime.date:
 def parse_holiday_data(data: Mapping[str, Any] | None) -> tuple[frozenset[datetime.date], list[str]]:
     """The dates in a holiday ConfigMap's ``data``: every value lists dates separated by
     whitespace or commas, ``#`` starting a comment to the end of the line. Returns the dates
-    (at most :data:`MAX_CONFIGMAP_DATES`, the earliest) and what could not be read."""
+    (at most ``MAX_CONFIGMAP_DATES``, the earliest) and what could not be read."""
     found: set[datetime.date] = set()
     problems: list[str] = []
     for key in sorted(data or {}):
@@ -425,7 +425,7 @@ def parse_holiday_data(data: Mapping[str, Any] | None) -> tuple[frozenset[dateti
 
 
 def parse_annotation(text: str, zone: zoneinfo.ZoneInfo) -> Override:
-    """The override annotation's value (:data:`ANNOTATION_FORM`); ValueError saying what is wrong."""
+    """The override annotation's value (``ANNOTATION_FORM``); ValueError saying what is wrong."""
     fields: dict[str, str] = {}
     for part in text.split(","):
         key, sep, value = part.strip().partition("=")
@@ -539,7 +539,7 @@ def _checked_duration(value: Any, path: str, errors: list[FieldError]) -> dateti
 
 
 def from_spec(spec: Mapping[str, Any]) -> Schedule:
-    """The weekly schedule of a spec that passed the schema and :func:`check`."""
+    """The weekly schedule of a spec that passed the schema and ``check``."""
     lead = parse_duration(str(spec["leadTime"])) if spec.get("leadTime") else None
     windows = tuple(
         window_from_spec(i, item, lead) for i, item in enumerate(spec.get("schedulingConfig") or ())
@@ -553,7 +553,7 @@ def calendar_from(
     annotations: Mapping[str, str] | None = None,
     holidays: frozenset[datetime.date] = frozenset(),
 ) -> tuple[Calendar, str | None]:
-    """The calendar of a spec that passed :func:`check`, and what is wrong with the override
+    """The calendar of a spec that passed ``check``, and what is wrong with the override
     annotation if anything (it is then left out)."""
     schedule = from_spec(spec)
     zone = schedule.zone
@@ -676,13 +676,13 @@ def _walk(
 def next_transition(
     schedule: Schedule, now: datetime.datetime, horizon: datetime.timedelta = HORIZON
 ) -> datetime.datetime | None:
-    """The first instant after ``now`` at which :meth:`Schedule.at` changes (None: not within horizon)."""
+    """The first instant after ``now`` at which ``Schedule.at`` changes (None: not within horizon)."""
     return _walk(schedule, schedule.at, now.astimezone(datetime.UTC), horizon)
 
 
 def next_base_transition(calendar: Calendar, now: datetime.datetime) -> datetime.datetime | None:
-    """The first instant after ``now`` at which :meth:`Calendar.at` changes (every layer, no
-    pre-warm), up to :data:`FAR_HORIZON` for dated entries."""
+    """The first instant after ``now`` at which ``Calendar.at`` changes (every layer, no
+    pre-warm), up to ``FAR_HORIZON`` for dated entries."""
     return _walk(
         calendar.schedule,
         calendar.at,
@@ -813,10 +813,10 @@ def upcoming(
 
 
 class Lookahead:
-    """The calendar of a spec at ``now``, asked for a :class:`Decision` with as many upcoming
+    """The calendar of a spec at ``now``, asked for a ``Decision`` with as many upcoming
     transitions as the caller needs, the walk kept between asks: a pass that only writes the
     target's replicas needs the next transition (its recheck delay), and one that writes the
-    status all of :data:`UPCOMING`; the second ask continues where the first stopped (at a
+    status all of ``UPCOMING``; the second ask continues where the first stopped (at a
     boundary shared by 1000 TDSets, computing ``status.upcoming`` in the pass that only flips
     was 13 % of the operator's CPU: docs/benchmarks.md)."""
 
@@ -888,7 +888,7 @@ def _rfc3339(t: datetime.datetime) -> str:
 
 def overlaps(spec: Mapping[str, Any]) -> list[str]:
     """Human-readable notes on windows that overlap an earlier one (allowed; the first wins):
-    at most :data:`MAX_OVERLAP_NOTES` notes, then one line summing up the rest."""
+    at most ``MAX_OVERLAP_NOTES`` notes, then one line summing up the rest."""
     windows = tuple(
         window_from_spec(i, {**item, "leadTime": None})
         for i, item in enumerate(spec.get("schedulingConfig") or ())

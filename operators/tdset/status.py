@@ -1,7 +1,7 @@
 """TDSet status and conditions, computed from the schedule decision and the Deployment (pure).
 
 With ``spec.scaleTargetRef`` the same conditions describe the target, read through its
-``/scale`` and its status (:func:`operators.tdset.target.readiness`); its failures are
+``/scale`` and its status (``operators.tdset.target.readiness``); its failures are
 ``TargetNotScalable``, ``TargetNotFound``, ``TargetForbidden`` (Degraded, retried) and
 ``TargetConflict`` (another TDSet holds it, or another controller: an owner reference with
 ``controller: true``; Stalled, as a name conflict, until the holder goes; one Event per change).
@@ -23,7 +23,7 @@ Conditions:
   TDSets share leaves its other dates applying in each), with ``CalendarError`` when the
   calendar raised on a spec that passed the checks (replicas left as they are, retried);
   False otherwise.
-- ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
+- ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
   ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
   not have the replicas it should have (the schedule's, the autoscaler's, or its own while
@@ -155,7 +155,7 @@ def invalid(
 def calendar_failed(
     *, message: str, generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
 ) -> dict[str, Any]:
-    """Status for a calendar that raised: ``Degraded`` with :data:`CALENDAR_ERROR`,
+    """Status for a calendar that raised: ``Degraded`` with ``CALENDAR_ERROR``,
     ``Reconciling`` (retried), not ``Ready``; the schedule fields are cleared."""
     cause = conditions.make(
         conditions.DEGRADED, True, CALENDAR_ERROR, message, generation=generation, now=now
@@ -270,7 +270,7 @@ def prewarm(
     first pass that sees ``ready`` at the pre-warmed replicas, while the pre-warm or the window
     it was for still decides (the passes follow the status of a Deployment the TDSet runs, so
     that is when it got ready, to the watch's delay; an unwatched target is polled meanwhile,
-    :func:`target_recheck`).
+    ``target_recheck``).
     """
     record = dict(previous) if previous else None
     decided = decision.decided

@@ -5,17 +5,17 @@ A TDSet scales a workload it did not create through its ``/scale`` subresource a
 it (no owner reference: deleting the TDSet must not delete the user's workload). What it changed
 is remembered on the target itself, as py-kube-downscaler remembers ``downscaler/original-replicas``:
 
-- the label :data:`HOLDER` carries the UID of the TDSet holding the target: one holder at a
+- the label ``HOLDER`` carries the UID of the TDSet holding the target: one holder at a
   time, so a second TDSet naming the same object sees it is taken and reports a conflict
   instead of scaling against the first (the claim is written with the target's
   ``resourceVersion`` as a precondition: two first claims cannot both succeed). A label, not an
   annotation, so the operator finds every claim with one server-side selector when it starts
-  (claims of TDSets deleted while it was down: :class:`operators.tdset.reconciler.TargetSweeps`);
-- the annotation :data:`ORIGINAL` the replicas the target had when first claimed (kept when a
-  claim passes from a TDSet that is gone to another), and :data:`HOLDER_NAME` the holder's name
+  (claims of TDSets deleted while it was down: ``operators.tdset.reconciler.TargetSweeps``);
+- the annotation ``ORIGINAL`` the replicas the target had when first claimed (kept when a
+  claim passes from a TDSet that is gone to another), and ``HOLDER_NAME`` the holder's name
   for people reading the object.
 
-The give-back (:func:`give_back_replicas`, :func:`release_patch`) sets ``/scale`` to the
+The give-back (``give_back_replicas``, ``release_patch``) sets ``/scale`` to the
 original replicas, then drops the label and annotations, each write with the UID and the
 resourceVersion it read as preconditions: a TDSet re-created under the same name that claims
 the target meanwhile keeps the claim and the user's original replicas it carries (the
@@ -23,7 +23,7 @@ give-back reads the target again and finds a new holder), instead of having them
 recording its own scaled replicas as the original.
 
 Which kinds can be targets is decided by discovery, as the HPA and KEDA decide it
-(:func:`scale_resource`): the kind's resource in its group-version must list a ``<plural>/scale``
+(``scale_resource``): the kind's resource in its group-version must list a ``<plural>/scale``
 subresource.
 """
 
@@ -195,7 +195,7 @@ OWN_FIELDS_SCALE = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), (
 
 
 def scale_of_object(obj: Mapping[str, Any]) -> ScaleView:
-    """The Scale of a Deployment, StatefulSet or ReplicaSet (:data:`OWN_FIELDS_SCALE`) from the
+    """The Scale of a Deployment, StatefulSet or ReplicaSet (``OWN_FIELDS_SCALE``) from the
     object itself: what its ``/scale`` answers, read in the same request as the object."""
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
     selector = spec.get("selector") or {}

@@ -1,5 +1,5 @@
 """What a WebServer's spec lets its author obtain beyond their own rights, and the checks of
-those rights at admission (:mod:`shared.api.access`).
+those rights at admission (``shared.api.access``).
 
 Its pods mount, or take into their environment, every Secret and ConfigMap the spec names, and
 serve their files over HTTP: naming one requires ``get`` on it.

@@ -1,7 +1,7 @@
 """The WebServer operator as data: what the tools, the entry point and the builder read.
 
-See :mod:`shared.api.description`; the API itself stays in :mod:`.schema`, the logic in
-:mod:`.reconciler`.
+See ``shared.api.description``; the API itself stays in ``.schema``, the logic in
+``.reconciler``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ a pass creates the lowest slots not taken by any existing pod of that template. 
 is stale (our own creates not yet seen, or a restart in the middle of a scale-up) the same
 names are computed again and the API server answers ``AlreadyExists``: a pod can never be
 created twice. Deletes are the other direction: a stale view still shows a pod we deleted, so
-the controller remembers its own deletes (expectations, see :mod:`.api`) and this module treats
+the controller remembers its own deletes (expectations, see ``.api``) and this module treats
 those pods as already gone.
 
 **Rollouts.** Changing ``image``, ``port``, ``resources``, ``runAsUser`` or
@@ -42,10 +42,10 @@ computed by the reconciler from the labelled ConfigMaps it watches): editing suc
 rolls the pods. Secrets are not read (the operator has no access to them); ``restartedAt``
 rolls the pods when one changed.
 
-**Revisions, rollback, pause** are :mod:`.rollout`'s: :func:`plan` runs the template hash it
+**Revisions, rollback, pause** are ``.rollout``'s: ``plan`` runs the template hash it
 is given (an automatic rollback's, kept in the status) and moves nothing while paused with old
 pods. **Spread and budget**: a soft topology spread is in every pod unless switched off (only
-"off" enters the template, so its arrival rolled no pod), and :func:`budget_manifest` is the
+"off" enters the template, so its arrival rolled no pod), and ``budget_manifest`` is the
 PodDisruptionBudget kept while replicas >= 2.
 
 **minReadySeconds.** A ready pod counts as available only once it has been ready that long

@@ -1,21 +1,21 @@
 """The WebServer reconciler: one level-based pass that keeps a WebServer's pods, its Service and
 its PodDisruptionBudget.
 
-Every WebServer gets one reconcile loop (:class:`shared.controller.workqueue.Controller`, made by
-:class:`shared.controller.builder.Operator`). It is woken by changes of the WebServer itself and by
+Every WebServer gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
+``shared.controller.builder.Operator``). It is woken by changes of the WebServer itself and by
 events of the pods it controls (watched through a server-side label selector, indexed by owner),
 so a pod deleted by someone else is replaced at once, not at a resync. Each pass reads the
 WebServer and its pods from the watch caches, finds where its rollout stands with
-:mod:`.rollout` (from the status alone: revisions, the deadline, an automatic rollback, which
+``.rollout`` (from the status alone: revisions, the deadline, an automatic rollback, which
 it announces once, after the status recording it is written, with a Warning Event and
 ``webserver_rollbacks_total``), plans with
-:mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
+``.desired``, acts through ``.api`` and writes the status from ``.status`` only when
 it differs from what is there.
 
 A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
-only, and the referenced ones read when a pass needs them (:mod:`shared.controller.configmaps`);
+only, and the referenced ones read when a pass needs them (``shared.controller.configmaps``);
 the operator keeps a digest of each and which of the keys asked for it has, never the data, and
-a change wakes exactly the WebServers that read it (:class:`ConfigMaps`). A referenced
+a change wakes exactly the WebServers that read it (``ConfigMaps``). A referenced
 ConfigMap that is not there stops the pass from touching the pods and says so in
 ``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
 CreateContainerConfigError (an env reference) for as long as it is missing.
@@ -66,7 +66,7 @@ def spec_check(spec: Mapping[str, Any]) -> list[FieldError]:
 
 class ConfigMaps:
     """The ConfigMaps the WebServers reference (any of their namespace, labelled or not), read
-    by reference (:class:`~shared.controller.configmaps.ReferencedConfigMaps`): a digest of
+    by reference (``ReferencedConfigMaps``): a digest of
     each and which of the keys asked for it has, and which WebServer reads which, so a change
     wakes exactly those.
 

@@ -2,12 +2,12 @@
 rollback and pause. No API calls, no clock reads; everything it knows comes from the
 WebServer's status and the pods, so a restarted operator carries on where the last one was.
 
-**Revisions.** ``status.history`` holds the last :data:`HISTORY_LIMIT` revisions, oldest first;
+**Revisions.** ``status.history`` holds the last ``HISTORY_LIMIT`` revisions, oldest first;
 the last one is the template the pods are being moved to (or run). A revision is a template
-hash (:func:`.desired.template_hash`), the top-level template fields that changed from the
+hash (``.desired.template_hash``), the top-level template fields that changed from the
 revision before (``configHash``: the content of a referenced ConfigMap), when it started and
 ended, its outcome, and the template itself (the spec fields that make it, what a rollback by
-hand copies back into the spec) when its compact JSON is at most :data:`MAX_TEMPLATE_BYTES`.
+hand copies back into the spec) when its compact JSON is at most ``MAX_TEMPLATE_BYTES``.
 So the history is bounded: at most 10 x (4 KiB + about 250 bytes); a typical entry is 300-500
 bytes. A template above the limit (long env values) is not kept: that revision cannot be a
 rollback target (the condition says so).
@@ -151,7 +151,7 @@ def _target(history: Sequence[dict[str, Any]], spec_tpl: Mapping[str, Any]) -> d
 
 
 def _bounded(history: list[dict[str, Any]], rollback: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The last :data:`HISTORY_LIMIT` entries, never dropping the rollback's target nor the
+    """The last ``HISTORY_LIMIT`` entries, never dropping the rollback's target nor the
     newest available revision (the next rollback's target) while older ones can go."""
     keep = {int(rollback["toRevision"])} if rollback else set()
     available = [e for e in history[:-1] if e.get("outcome") == AVAILABLE and "template" in e]

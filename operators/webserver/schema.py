@@ -660,7 +660,7 @@ def _one_of(item: Mapping[str, Any], first: str, second: str) -> bool:
 
 
 def rule_errors(spec: Mapping[str, Any]) -> list[FieldError]:
-    """The spec's CEL rules of :data:`CONFIGURATION_SCHEMA`, checked in Python: what the API
+    """The spec's CEL rules of ``CONFIGURATION_SCHEMA``, checked in Python: what the API
     server enforces at admission, for objects that reached the controller without it (stored
     before the CRD had the rule, or the schema relaxed by hand). Called after the OpenAPI
     schema's own checks have passed, so types are as declared."""

@@ -4,7 +4,7 @@ themselves: ValidatingAdmissionPolicies whose CEL asks the API server's ``author
 
 An operator acts with its own ServiceAccount's rights, wider than any tenant's: a WebServer
 naming a Secret gets pods mounting it, a Netperf on ``path: host`` gets ``hostNetwork`` pods, a
-TDSet naming a Deployment scales it. Each operator declares, as :class:`AccessPolicy` values in
+TDSet naming a Deployment scales it. Each operator declares, as ``AccessPolicy`` values in
 its description, which spec fields make it act on what; here they become one
 ValidatingAdmissionPolicy each (``admissionregistration.k8s.io/v1``, Kubernetes >= 1.30) and its
 binding, refusing a create, or an update that changes ``spec``, by a user who lacks the right
@@ -13,7 +13,7 @@ the field stands for. The refusal names the verb, the resource and the object.
 Why one check per CEL expression: the API server prices an authorizer ``check`` so that one
 expression holds at most two, and one policy evaluation about 28; a list of names (every Secret a
 WebServer mounts) is reduced to its distinct names and each is checked by an expression of its
-own, up to :data:`MAX_DISTINCT` per policy (more are refused with that reason). A refusal names
+own, up to ``MAX_DISTINCT`` per policy (more are refused with that reason). A refusal names
 one missing right, the first failed check: the API server reports one failed validation, and
 evaluates message expressions without the authorizer, so a message cannot list the others.
 
@@ -157,7 +157,7 @@ class References:
         )
 
     def rights(self) -> list[Right]:
-        """One right per distinct name, up to :data:`MAX_DISTINCT`."""
+        """One right per distinct name, up to ``MAX_DISTINCT``."""
         return [
             Right(
                 field=self.field,

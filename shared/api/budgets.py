@@ -7,7 +7,7 @@ image never blocks a drain (with the default policy, not-ready pods can only be 
 the budget still allows a disruption). Only the fields set here are compared, never the
 status or defaults the API server fills in.
 
-Pure data: writing it (create, adopt, update, delete) is :func:`shared.client.budgets.converge`.
+Pure data: writing it (create, adopt, update, delete) is ``shared.client.budgets.converge``.
 """
 
 from __future__ import annotations

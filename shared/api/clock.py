@@ -1,7 +1,7 @@
 """The operators' notion of "now": the system clock, optionally shifted (tests and demos).
 
 Controllers that act on time (TDSet's schedule, Netperf's timeouts) take ``now`` from a
-:class:`Clock` instead of calling ``datetime.now()`` themselves, so the pure parts are tested
+``Clock`` instead of calling ``datetime.now()`` themselves, so the pure parts are tested
 with any instant and a whole operator process can be run "at" another time of day.
 
 ``OPERATOR_CLOCK_OFFSET`` (seconds, may be negative or fractional) shifts the clock of a whole

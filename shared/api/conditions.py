@@ -1,8 +1,8 @@
 """Status conditions following the Kubernetes API conventions (``metav1.Condition``).
 
 kopf writes status with JSON merge-patches, which replace lists whole, so everything here works
-on the complete ``conditions`` list: :func:`set_condition` returns a new list with one condition
-set, :func:`status_patch` returns the whole new status only when something changed (``None``
+on the complete ``conditions`` list: ``set_condition`` returns a new list with one condition
+set, ``status_patch`` returns the whole new status only when something changed (``None``
 otherwise), so a steady-state pass writes nothing.
 
 Rules enforced:
@@ -12,7 +12,7 @@ Rules enforced:
 - ``observedGeneration`` records the generation the condition was computed from.
 
 Besides each kind's own conditions (``Available``, ``Progressing``, ``Degraded``...), every
-object carries the three that GitOps tools read, from :func:`readiness`: ``Reconciling`` and
+object carries the three that GitOps tools read, from ``readiness``: ``Reconciling`` and
 ``Stalled`` (the "abnormal-true" conditions of kstatus, sigs.k8s.io/cli-utils: what Flux health
 checks, Helm 4 ``--wait``, kpt and Config Sync decide readiness with) and a ``Ready`` summary
 (what Argo CD scripts and ``kubectl wait --for=condition=Ready`` look at). See
@@ -111,7 +111,7 @@ def readiness(
 
 
 def stalled_by(cause: Condition, *, now: datetime.datetime) -> tuple[Condition, Condition, Condition]:
-    """:func:`readiness` of an object that ``cause`` (``Degraded`` with ``InvalidSpec``...) stalls."""
+    """``readiness`` of an object that ``cause`` (``Degraded`` with ``InvalidSpec``...) stalls."""
     return readiness(
         stalled=(cause["reason"], cause["message"]), generation=cause["observedGeneration"], now=now
     )
@@ -147,7 +147,7 @@ def set_condition(conditions: Iterable[Mapping[str, Any]] | None, new: Condition
 
 
 def set_all(conditions: Iterable[Mapping[str, Any]] | None, *new: Condition) -> list[dict[str, Any]]:
-    """Apply several :func:`set_condition` calls in order."""
+    """Apply several ``set_condition`` calls in order."""
     result: list[dict[str, Any]] = [dict(c) for c in conditions or ()]
     for cond in new:
         result = set_condition(result, cond)

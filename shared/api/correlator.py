@@ -5,7 +5,7 @@ recorder posts from.
 An object whose pass keeps failing reports the same Warning on every retry, and an object can
 fail in many slightly different ways. Posted one by one, such Events crowd out the useful ones
 and cost the API server a write each. Like client-go, the recorder therefore runs every Event
-through three steps (:class:`Correlator`):
+through three steps (``Correlator``):
 
 - **Aggregation.** Events that differ only by their message (same source, object, type and
   reason) are *similar*. Once a group has seen ``max_events`` different messages, each no more
@@ -15,15 +15,15 @@ through three steps (:class:`Correlator`):
 - **A spam filter.** A token bucket per source and object (``burst``, refilled one per
   ``refill`` seconds): what an object reports beyond it is dropped, counted.
 - **Dedup.** An Event identical to one already posted (the same message too, or the same
-  aggregate) is a :class:`Series`: its next occurrence becomes a PATCH of the posted Event's
+  aggregate) is a ``Series``: its next occurrence becomes a PATCH of the posted Event's
   ``count``, ``lastTimestamp`` and ``message`` instead of a new Event.
 
-Posts wait in a :class:`FairQueue`: one queue per namespace, served round-robin, each bounded,
+Posts wait in a ``FairQueue``: one queue per namespace, served round-robin, each bounded,
 and bounded in total by dropping from the namespace that holds the most; one tenant's flood of
 failures never pushes out another tenant's Events. A series waits there once, however often it
 recurs meanwhile: its pending occurrences are folded into one write.
 
-Every cache is an :class:`LRU` of ``size`` entries, so memory is bounded whatever the objects.
+Every cache is an ``LRU`` of ``size`` entries, so memory is bounded whatever the objects.
 Nothing here does I/O or reads a clock: ``now`` is given, so the rules are tested with any
 sequence of instants.
 """
@@ -111,7 +111,7 @@ class TokenBucket:
 
 
 class SpamFilter:
-    """A :class:`TokenBucket` per source and object (:func:`spam_key`), in an :class:`LRU`."""
+    """A ``TokenBucket`` per source and object (``spam_key``), in an ``LRU``."""
 
     def __init__(self, burst: int = SPAM_BURST, refill: float = SPAM_REFILL, size: int = CACHE_SIZE) -> None:
         self.burst, self.refill = burst, refill
@@ -135,7 +135,7 @@ class _Group:
 
 
 class Aggregator:
-    """Combines similar Events (:func:`aggregate_key`) once a group has had ``max_events``
+    """Combines similar Events (``aggregate_key``) once a group has had ``max_events``
     different messages, each within ``window`` seconds of the previous one."""
 
     def __init__(
@@ -146,7 +146,7 @@ class Aggregator:
 
     def aggregate(self, event: Mapping[str, Any], now: float) -> tuple[dict[str, Any], tuple[Hashable, ...]]:
         """The Event to record for ``event`` and the key of its series: ``event`` itself and
-        :func:`event_key`, or the group's aggregate Event and its own key."""
+        ``event_key``, or the group's aggregate Event and its own key."""
         key = aggregate_key(event)
         group = self._groups.get(key)
         if group is None or now - group.last > self.window:
@@ -168,7 +168,7 @@ class Series:
 
     ``count`` occurrences are on the server as ``name``; ``pending`` more wait to be written,
     the latest of them as ``latest`` (its message and ``lastTimestamp`` are what the write
-    carries). ``queued``: waiting in the :class:`FairQueue`; ``writing``: a write is out.
+    carries). ``queued``: waiting in the ``FairQueue``; ``writing``: a write is out.
     """
 
     key: tuple[Hashable, ...]

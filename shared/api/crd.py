@@ -3,7 +3,7 @@
 Each operator keeps its API in one Python module (``operators/<op>/schema.py``): the
 OpenAPI schema of ``spec`` and ``status``, printer columns, subresources. From it,
 ``make manifests`` writes the CRD YAML into ``bundle/manifests/`` and the controller validates
-specs with the same schema (:mod:`shared.api.validation`), so the two can never drift.
+specs with the same schema (``shared.api.validation``), so the two can never drift.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 The model is controller-runtime's builder (``For(&Primary{}).Owns(&Child{}).Complete(r)``) and
 kubebuilder's ``PROJECT`` file: a few lines that name an operator's primary resource, the
 children it owns, its reconcile function and everything generated around it. Here that is one
-:class:`OperatorDescription` per operator package (``operators/<name>/description.py``), listed
+``OperatorDescription`` per operator package (``operators/<name>/description.py``), listed
 once in ``operators.PACKAGES``, and read by
 
-- the builder (:class:`shared.controller.builder.Operator`): the operator's runtime (app label,
+- the builder (``shared.controller.builder.Operator``): the operator's runtime (app label,
   controller, metrics registry with exactly the declared metrics), its watches, and its
-  reconciler named by :attr:`~OperatorDescription.reconcile` (``python -m operators.<name>``);
+  reconciler named by ``reconcile`` (``python -m operators.<name>``);
 - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
   permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service,
   ServiceMonitor, Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts,
@@ -18,11 +18,11 @@ once in ``operators.PACKAGES``, and read by
 Before, each of those listed the three operators by hand, so adding one meant editing every
 tool and keeping their copies of its text in step. Logic stays where it was: a description
 points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules are derived from
-what it declares it watches and calls (:attr:`OperatorDescription.rules`).
+what it declares it watches and calls (``OperatorDescription.rules``).
 
 This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it is in the pure layer (:mod:`shared.api`) and depends on :mod:`shared.api.crd`,
-:mod:`shared.api.access` and :mod:`shared.api.metricsauth` only; the controller layer reads it,
+manifests): it is in the pure layer (``shared.api``) and depends on ``shared.api.crd``,
+``shared.api.access`` and ``shared.api.metricsauth`` only; the controller layer reads it,
 never the other way round.
 """
 
@@ -56,12 +56,12 @@ class Resource:
     """A kind the operator creates or changes besides its primary one (the CSV's ``resources``).
 
     ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
-    are watched through a server-side label selector (:meth:`shared.controller.builder.Context.owns`).
+    are watched through a server-side label selector (``shared.controller.builder.Context.owns``).
     Objects it only adjusts (an HPA it gives a floor) are not children. A resource is watched
     (``list``, ``watch``) unless ``watched`` is False (an object reached by name only, such as a
     TDSet's scale target); ``verbs`` are the other calls the operator makes on it, ``scale`` the
     calls on its ``/scale`` subresource, and with them the RBAC rules of the kind
-    (:attr:`OperatorDescription.rules`).
+    (``OperatorDescription.rules``).
     """
 
     kind: str
@@ -140,7 +140,7 @@ class OperatorDescription:
     alerts: tuple[Alert, ...] = ()  # beyond the shared ones (operator down or not scraped, errors)
     panels: tuple[Panel, ...] = ()  # its dashboard panels
     images: tuple[Image, ...] = ()  # operand images it needs
-    # RBAC beyond what :attr:`rules` derives from the resources (namespaced, the CSV's ``permissions``).
+    # RBAC beyond what ``rules`` derives from the resources (namespaced, the CSV's ``permissions``).
     extra_rules: Sequence[Mapping[str, Any]] = ()
     # An extension point for cluster admins: an aggregated ClusterRole of this name whose
     # aggregationRule selects ClusterRoles labelled ``aggregate_label: "true"``, bound to the
@@ -150,7 +150,7 @@ class OperatorDescription:
     # RBAC on cluster-scoped kinds beyond the shared ones (the CSV's ``clusterPermissions``).
     extra_cluster_rules: Sequence[Mapping[str, Any]] = ()
     # What its spec fields let an author obtain, checked against the author's own rights at
-    # admission (:mod:`shared.api.access`): one ValidatingAdmissionPolicy each.
+    # admission (``shared.api.access``): one ValidatingAdmissionPolicy each.
     access: tuple[AccessPolicy, ...] = ()
 
     def __post_init__(self) -> None:
@@ -183,7 +183,7 @@ class OperatorDescription:
     def rules(self) -> list[dict[str, Any]]:
         """Its RBAC rules (namespaced: the CSV's ``permissions``), exactly the calls it makes:
         its watches, status writes and Events, the Lease of its leader election, each resource's
-        ``verbs``, and :attr:`extra_rules`. The RBAC tests run each operator with nothing else
+        ``verbs``, and ``extra_rules``. The RBAC tests run each operator with nothing else
         and compare the calls the API server saw (audit log) with them."""
         group, plural = self.crd.group, self.crd.plural
         rules: list[dict[str, Any]] = [
@@ -208,8 +208,8 @@ class OperatorDescription:
     @property
     def cluster_rules(self) -> list[dict[str, Any]]:
         """RBAC granted cluster-wide (the CSV's ``clusterPermissions``), the same for every
-        operator: the reviews its ``/metrics`` filter makes (:mod:`shared.api.metricsauth`); and
-        :attr:`extra_cluster_rules`."""
+        operator: the reviews its ``/metrics`` filter makes (``shared.api.metricsauth``); and
+        ``extra_cluster_rules``."""
         return [*metricsauth.operator_rules(), *(dict(r) for r in self.extra_cluster_rules)]
 
     @property

@@ -1,6 +1,6 @@
 """The leader-election Lease as data: its default name and the RBAC rules the elector needs.
 
-Apart from :mod:`shared.client.leader` (the elector), so an operator's RBAC rules and the bundle
+Apart from ``shared.client.leader`` (the elector), so an operator's RBAC rules and the bundle
 generator read them without importing a client.
 """
 

@@ -14,7 +14,7 @@ V = TypeVar("V")
 
 
 class LRU(Generic[K, V]):
-    """At most ``size`` entries; :meth:`get` and :meth:`put` make an entry the most recent."""
+    """At most ``size`` entries; ``get`` and ``put`` make an entry the most recent."""
 
     def __init__(self, size: int) -> None:
         if size < 1:

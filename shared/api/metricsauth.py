@@ -14,9 +14,9 @@ serve metrics over HTTPS and answer only a caller the API server vouches for:
 Both answers are cached as the API server's delegating authenticator and authorizer cache
 them: a TokenReview's result (authenticated or not) for 1 min, a SubjectAccessReview's
 "allowed" for 5 min and "denied" for 30 s; errors are never cached. Unlike those caches, ours
-are bounded (:class:`TTLCache`, least recently used out first), keyed by a keyed hash of the
+are bounded (``TTLCache``, least recently used out first), keyed by a keyed hash of the
 token, never the token itself (a heap dump holds no token), and **partitioned by outcome**
-(:class:`Tokens`, :class:`Reviews`): a token enters the cache of known tokens only once a
+(``Tokens``, ``Reviews``): a token enters the cache of known tokens only once a
 request with it was allowed, and a decision the cache of allowed decisions only when allowed.
 Whatever a caller without the right to read the metrics sends (random tokens, valid tokens of
 accounts of its own) lands in the other partition, so it can push out only its own kind and
@@ -24,14 +24,14 @@ never the scraper's entries: Prometheus' scrapes keep being answered from the ca
 
 A new token costs a review of the API server, made with the operator's own credentials (its
 API priority-and-fairness budget, its client's connections); so reviews of tokens never seen
-allowed are limited: a token bucket (:class:`RateLimit`, :data:`NEW_TOKEN_QPS`) and a bound
-on such reviews in flight (:data:`NEW_REVIEWS_IN_FLIGHT`). A request beyond either is answered
+allowed are limited: a token bucket (``RateLimit``, ``NEW_TOKEN_QPS``) and a bound
+on such reviews in flight (``NEW_REVIEWS_IN_FLIGHT``). A request beyond either is answered
 **429** without a review. A known token's renewal (its review is due again after
-:data:`TOKEN_TTL`) is not limited: only callers once allowed can have one.
+``TOKEN_TTL``) is not limited: only callers once allowed can have one.
 
 This module holds only the pure parts (bodies, decisions, caches, RBAC rules), so they are
-tested without HTTP; :mod:`shared.client.metricsauth` sends the reviews through the operator's
-own client, and :mod:`shared.controller.serving` applies the decision to each request.
+tested without HTTP; ``shared.client.metricsauth`` sends the reviews through the operator's
+own client, and ``shared.controller.serving`` applies the decision to each request.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class TTLCache(Generic[K, V]):
 
 
 class RateLimit:
-    """A token bucket that never waits: ``burst`` tokens, refilled at ``qps`` a second; :meth:`take`
+    """A token bucket that never waits: ``burst`` tokens, refilled at ``qps`` a second; ``take``
     says whether one was there (client-go's ``TryAccept``). Time is passed in."""
 
     def __init__(self, qps: float, burst: int) -> None:
@@ -185,10 +185,10 @@ class Tokens:
     """The token caches, partitioned so that what an unauthorized caller sends cannot push out
     an allowed caller's entry.
 
-    ``known``: tokens a request was allowed with, kept :data:`KNOWN_TTL` and LRU-bounded among
-    themselves; their review is fresh for :data:`TOKEN_TTL`, then renewed. ``refused``: every
-    other reviewed token, not authenticated (for :data:`TOKEN_TTL`) or authenticated but not (yet)
-    allowed (for :data:`DENY_TTL`, the user's denial's lifetime), LRU-bounded on its own.
+    ``known``: tokens a request was allowed with, kept ``KNOWN_TTL`` and LRU-bounded among
+    themselves; their review is fresh for ``TOKEN_TTL``, then renewed. ``refused``: every
+    other reviewed token, not authenticated (for ``TOKEN_TTL``) or authenticated but not (yet)
+    allowed (for ``DENY_TTL``, the user's denial's lifetime), LRU-bounded on its own.
     """
 
     def __init__(self, known_size: int = TOKEN_CACHE_SIZE, refused_size: int = TOKEN_CACHE_SIZE) -> None:
@@ -229,7 +229,7 @@ ReviewKey = tuple[User, str, str]  # user, path, verb
 
 
 class Reviews:
-    """SubjectAccessReview answers, "allowed" (:data:`ALLOW_TTL`) and "denied" (:data:`DENY_TTL`)
+    """SubjectAccessReview answers, "allowed" (``ALLOW_TTL``) and "denied" (``DENY_TTL``)
     each in a bounded cache of its own, so denied users cannot push out an allowed one."""
 
     def __init__(self, allowed_size: int = REVIEW_CACHE_SIZE, denied_size: int = REVIEW_CACHE_SIZE) -> None:

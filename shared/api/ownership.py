@@ -3,7 +3,7 @@
 Children carry a controller owner reference (``controller: true``, ``blockOwnerDeletion:
 true``) so the garbage collector deletes them with their owner, and so an operator can tell its
 own children from look-alikes: a child is ours only if its controller reference has the owner's
-UID. Labels mark ``managed-by`` so server-side label selectors (see :mod:`shared.controller.caches`) keep
+UID. Labels mark ``managed-by`` so server-side label selectors (see ``shared.controller.caches``) keep
 everything else out of the operator's watches.
 """
 
@@ -75,7 +75,7 @@ def adoption_patch(child: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[s
     """The merge patch making ``owner`` the controller of the orphan ``child``, as the ReplicaSet
     controller adopts: the child's other owner references kept, and its UID in the patch as a
     precondition (422 if the name now holds another object, see
-    :func:`shared.client.kube.is_uid_mismatch`)."""
+    ``shared.client.kube.is_uid_mismatch``)."""
     meta = child.get("metadata") or {}
     refs = [dict(r) for r in meta.get("ownerReferences") or () if not r.get("controller")]
     return {"metadata": {"uid": meta.get("uid"), "ownerReferences": [*refs, owner_reference(owner)]}}

@@ -6,7 +6,7 @@ RuntimeDefault (or Localhost) seccomp profile. Operators that create pods use th
 pods are admitted in namespaces labelled ``pod-security.kubernetes.io/enforce: restricted``.
 
 A pod that needs the host's network (``hostNetwork``) passes neither ``baseline`` nor
-``restricted``: :func:`forbids_host_network` says from a namespace's labels whether it is refused.
+``restricted``: ``forbids_host_network`` says from a namespace's labels whether it is refused.
 """
 
 from __future__ import annotations

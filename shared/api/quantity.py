@@ -3,7 +3,7 @@
 The CRD's OpenAPI ``pattern`` for a quantity is the published grammar, which admits strings the
 API server's parser (``resource.ParseQuantity``, also behind CEL's ``isQuantity``) refuses,
 e.g. ``1E.5`` (an exponent must be an integer). The controller re-checks specs without CEL,
-so :func:`parse` mirrors that parser: which strings it accepts, and the value it gives them
+so ``parse`` mirrors that parser: which strings it accepts, and the value it gives them
 (for comparing a request with its limit): rounded up to a multiple of 10^-9 away from zero,
 and binary-suffixed values capped at 2^63 - 1, as the API server does.
 """
@@ -40,7 +40,7 @@ def _exponent(suffix: str) -> tuple[int, int, bool] | None:
 
 def parse(value: str | int) -> decimal.Decimal:
     """The value of a quantity (a string, or an integer as JSON carries it); raises
-    :class:`QuantityError` for anything ``resource.ParseQuantity`` refuses."""
+    ``QuantityError`` for anything ``resource.ParseQuantity`` refuses."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise QuantityError(f"{value!r} is not a quantity: must be a string or an integer")
     text = str(value)

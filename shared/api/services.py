@@ -7,7 +7,7 @@ an update loop. The target port may be a port *name*: a Service targeting the po
 follows each pod to its own port number during a rollout that changes it.
 
 Pure data: writing the Service (create, adopt, update, delete) is
-:func:`shared.client.services.converge`.
+``shared.client.services.converge``.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ The CRD dialect differs from JSON Schema in a few keywords, translated here:
 ``nullable: true`` (null allowed), ``x-kubernetes-int-or-string`` (integer or string).
 OpenAPI 3.0 uses boolean ``exclusiveMinimum``/``exclusiveMaximum``, as JSON Schema draft 4 does,
 so draft 4 is the matching validator. CEL rules (``x-kubernetes-validations``) cannot run here;
-the ones built by this module (:data:`RULES`: quantities, resource names, node names, images)
-carry a Python twin that :class:`SchemaValidator` runs in their place, wherever the schema
+the ones built by this module (``RULES``: quantities, resource names, node names, images)
+carry a Python twin that ``SchemaValidator`` runs in their place, wherever the schema
 uses them. Other CEL rules are enforced by the API server only.
 """
 
@@ -141,7 +141,7 @@ NAME_DIGIT = "must start with a letter when a Service is requested: a Service na
 
 
 def name_errors(name: str, *, service: bool) -> list[FieldError]:
-    """What the CRD's create-only name rules (:func:`name_rules`) reject, for objects stored
+    """What the CRD's create-only name rules (``name_rules``) reject, for objects stored
     before those rules existed: the controller reports them as Degraded instead of retrying
     children the API server can only refuse."""
     found = []

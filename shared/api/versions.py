@@ -1,6 +1,6 @@
 """Which of two states of one name is the more recent, from their resourceVersions.
 
-Pure data, in :mod:`shared.api`, so the work queue, the caches and the status writer all use
+Pure data, in ``shared.api``, so the work queue, the caches and the status writer all use
 them.
 """
 

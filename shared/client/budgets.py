@@ -1,8 +1,8 @@
 """Converging the PodDisruptionBudget an operator may keep over its pods.
 
-The budget itself is pure data in :mod:`shared.api.budgets`; this module writes it, with the
-rules of :mod:`shared.client.services`: never someone else's object (a name held by an object
-the owner does not control raises :class:`~shared.api.budgets.BudgetConflictError` and touches
+The budget itself is pure data in ``shared.api.budgets``; this module writes it, with the
+rules of ``shared.client.services``: never someone else's object (a name held by an object
+the owner does not control raises ``BudgetConflictError`` and touches
 nothing), an orphan of ours (``kubectl delete --cascade=orphan``) is adopted, and updates and
 deletes carry the budget's UID as a precondition.
 """

@@ -2,19 +2,19 @@
 
 An operator reports what it decided (created pods, scaled a Deployment, an invalid spec) as
 Events on the object, like client-go's ``record.EventRecorder``. Posting goes through the
-operator's :class:`~shared.client.kube.KubeClient`, so the leader-election fence and the
+operator's ``KubeClient``, so the leader-election fence and the
 ``rest_client_*`` metrics cover Events like every other write: on a standby an Event is refused
 by the fence and dropped, never posted.
 
-Every Event goes through client-go's correlator first (:mod:`shared.api.correlator`): one that
+Every Event goes through client-go's correlator first (``shared.api.correlator``): one that
 recurs (a pass failing the same way on every retry) is posted once and then patched, its
 ``count`` growing; similar ones with ever different messages are combined after a few; and what
 one object reports beyond a burst is dropped. So a failing object costs one Event, not one per
 retry.
 
-Recording never blocks a reconcile pass and never fails it: :meth:`EventRecorder.record` files
+Recording never blocks a reconcile pass and never fails it: ``EventRecorder.record`` files
 the Event and a background task writes it, a few at once (``MAX_IN_FLIGHT``). Writes wait in
-one queue per namespace, taken round-robin (:class:`~shared.api.correlator.FairQueue`), so
+one queue per namespace, taken round-robin (``FairQueue``), so
 one tenant's flood of Events delays another's by at most one write per turn and, when the
 bound is reached, drops its own oldest, never another namespace's. An Event the API server
 refuses (a quota on Events, a namespace being deleted, an outage) is logged and dropped, as

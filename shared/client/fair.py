@@ -4,11 +4,11 @@ One operator serves every namespace, and a namespace is a tenant that can create
 objects as its quota allows. Wherever the operator's work queues up, one first-come line lets
 a namespace that floods it hold back every other: 3000 new WebServers in one namespace made a
 change in another wait 126 s for its status (``tools/bench/noisy_neighbour.py``). Two such
-lines exist, and both take turns through :class:`RoundRobin`:
+lines exist, and both take turns through ``RoundRobin``:
 
-- the reconcile slots (:class:`shared.controller.workqueue.FairSlots`): which waiting pass runs
+- the reconcile slots (``shared.controller.workqueue.FairSlots``): which waiting pass runs
   next;
-- the client's token bucket (:class:`shared.client.kube.TokenBucket`): which waiting request
+- the client's token bucket (``shared.client.kube.TokenBucket``): which waiting request
   goes out next. A pass holds its slot while its requests wait for tokens, and one pass can
   ask for many at once (a WebServer creating 64 pods in one slow-start batch), so a change in
   a quiet namespace that got a slot still waited behind every token a busy one had asked for.
@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 
 class Woken(NamedTuple):
-    """Whom :meth:`RoundRobin.wake` served: the group, and the item if it was one
-    (:meth:`RoundRobin.put`), None for a waiter."""
+    """Whom ``RoundRobin.wake`` served: the group, and the item if it was one
+    (``RoundRobin.put``), None for a waiter."""
 
     group: Hashable
     item: Hashable = None
@@ -37,14 +37,14 @@ class Woken(NamedTuple):
 class RoundRobin:
     """Waiters in groups: first come first served within a group, round-robin over the groups.
 
-    The groups that have waiters form a round, in order: :meth:`wake` wakes the first waiter of
+    The groups that have waiters form a round, in order: ``wake`` wakes the first waiter of
     the first group, which then goes to the end of the round. A group that starts to wait
     joins at the end, so it waits for at most one waiter of each group ahead of it.
-    :meth:`to_back` sends a group to the end out of turn (the one that was just served by
+    ``to_back`` sends a group to the end out of turn (the one that was just served by
     other means). Waiters live on the running event loop.
 
-    A place in the line can also be held by an item (:meth:`put`: a key, not None, that has no
-    task waiting for it): :meth:`wake` hands it back to the caller instead of waking anyone, in
+    A place in the line can also be held by an item (``put``: a key, not None, that has no
+    task waiting for it): ``wake`` hands it back to the caller instead of waking anyone, in
     its turn like any waiter. It costs a reference in a deque where a waiting task costs its
     coroutine's frames, a future and their bookkeeping (about 4 KB).
     """
@@ -67,7 +67,7 @@ class RoundRobin:
         self._waiting += 1
 
     def put(self, group: Hashable, item: Hashable) -> None:
-        """Queue ``item`` in ``group``: :meth:`wake` returns it in its turn."""
+        """Queue ``item`` in ``group``: ``wake`` returns it in its turn."""
         if item is None:
             raise ValueError("an item cannot be None (None means a waiter was woken)")
         self._append(group, item)

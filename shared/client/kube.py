@@ -14,33 +14,33 @@ Throttling, as controller-runtime's client does it (fairness by namespace added)
   protects it, and it does so better than a fixed rate in each client, which holds back an
   operator with work to do on an idle server (1000 TDSets flipping at one boundary took at least
   18 s at the 50 QPS this client had by default, docs/benchmarks.md). ``--kube-api-qps`` sets
-  one: a token bucket (:class:`TokenBucket`, client-go's) in front of every request, ``burst``
+  one: a token bucket (``TokenBucket``, client-go's) in front of every request, ``burst``
   requests at once, then ``qps`` per second, the requests that wait taking turns by namespace;
 - what bounds the requests in flight is the connection pool (``connections``, aiohttp's 100),
   and the requests waiting for a connection take turns by namespace too
-  (:class:`FairConnections`): a WebServer creating 1000 pods does not hold back another
-  namespace's request behind all of them (fairness across namespaces, :mod:`shared.client.fair`:
+  (``FairConnections``): a WebServer creating 1000 pods does not hold back another
+  namespace's request behind all of them (fairness across namespaces, ``shared.client.fair``:
   the API server's fairness shares by user, and every request of the operator is one user's);
 - a 429 (the API server's priority-and-fairness or max-in-flight rejection) or a 503 with
   ``Retry-After`` (a server or aggregated API that cannot serve now) was not processed, so it
   is retried, writes included, after the ``Retry-After`` seconds it names (1 s when a 429 names
-  none), up to ``max_retries`` times (client-go's 10) before :class:`ApiError` is raised. A
-  wait longer than :data:`MAX_RETRY_AFTER` is not sat out inside the request: it is raised,
+  none), up to ``max_retries`` times (client-go's 10) before ``ApiError`` is raised. A
+  wait longer than ``MAX_RETRY_AFTER`` is not sat out inside the request: it is raised,
   and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
   Every attempt goes through the rate limiter and is reported to ``observer``.
 
-Fencing: with leader election (:mod:`shared.client.leader`), ``fence`` is asked before every attempt
+Fencing: with leader election (``shared.client.leader``), ``fence`` is asked before every attempt
 of a write (POST, PUT, PATCH, DELETE) and refuses it by raising: a leader whose lease may have
 passed to another process must not send anything, also not a retry it had already begun. It is
 asked twice: after the rate limiter's wait, so a refused write never queues for a connection,
-and again once the attempt holds its connection (:class:`FencedConnector`), when nothing is
+and again once the attempt holds its connection (``FencedConnector``), when nothing is
 left to wait for before its bytes go out. The second ask is the one that counts: a write can
 wait a long time for a free connection of the pool (all taken by slow requests), and a process
 frozen (SIGSTOP) past its lease while the write waited must not send it on resuming. aiohttp's
 own resend of an idempotent request on a dropped keep-alive connection is asked too. Reads are
 never fenced (a standby keeps its caches warm), and neither are reviews (TokenReview,
 SubjectAccessReview, ...: a POST that persists nothing), with which a standby checks who may
-read its ``/metrics`` (:mod:`shared.client.metricsauth`).
+read its ``/metrics`` (``shared.client.metricsauth``).
 """
 
 from __future__ import annotations
@@ -133,10 +133,10 @@ class TokenBucket:
     means unlimited.
 
     Unlike client-go's, the requests that find it empty take turns by group (the namespace of
-    the object: :func:`namespace_of`), round-robin (:class:`~shared.client.fair.RoundRobin`),
+    the object: ``namespace_of``), round-robin (``RoundRobin``),
     first come first served within a group: one pass can ask for many tokens at once (a
     WebServer creating 64 pods in one slow-start batch), and a request of another namespace
-    must not wait for all of them (:mod:`shared.client.fair`). One task hands out the tokens
+    must not wait for all of them (``shared.client.fair``). One task hands out the tokens
     as they become due, while anyone waits; they are due exactly as client-go's would be.
     """
 
@@ -205,7 +205,7 @@ class TokenBucket:
 class FairConnections:
     """At most ``limit`` requests in flight at once (the session's connection pool); the
     requests that find every slot taken take turns by group (the namespace), round-robin
-    (:class:`~shared.client.fair.RoundRobin`), first come first served within a group.
+    (``RoundRobin``), first come first served within a group.
 
     Without it, those requests would wait in aiohttp's pool, one first-come line: with no
     client-side rate limit (the default, module docstring) that pool is where a WebServer
@@ -333,7 +333,7 @@ def _forget_credential_files(cfg: Configuration) -> None:
 
 
 def _answer(status: int, reason: str, raw: bytes) -> dict[str, Any]:
-    """An answer's body, parsed; :class:`ApiError` for an error status."""
+    """An answer's body, parsed; ``ApiError`` for an error status."""
     try:
         # Every answer is parsed (a create returns the object, a status write the new
         # resourceVersion); orjson does it in a fifth of the standard module's time.
@@ -534,7 +534,7 @@ class KubeClient:
         self, path: str, operations: list[Mapping[str, Any]], *, uid: str | None = None
     ) -> dict[str, Any]:
         """An RFC 6902 patch; with ``uid``, first a ``test`` of ``/metadata/uid``: the patch is
-        refused (:func:`is_uid_mismatch`) if the name now holds another object. A merge patch
+        refused (``is_uid_mismatch``) if the name now holds another object. A merge patch
         cannot carry that precondition on a status subresource (the API server copies the
         stored metadata over the patched object there)."""
         ops = [{"op": "test", "path": "/metadata/uid", "value": uid}] if uid else []
@@ -552,9 +552,9 @@ class KubeClient:
 class SupersededError(Exception):
     """The pass was cut short: the object it worked for was deleted or replaced under its name.
 
-    Not a failure: the loop (:class:`shared.controller.workqueue.Controller`) runs again at once
+    Not a failure: the loop (``shared.controller.workqueue.Controller``) runs again at once
     (and ends if the name is free) without backoff; counted as controller-runtime's ``requeue``.
-    Raised by the writes that find it out (:class:`shared.client.statuses.StatusWriter`) and by
+    Raised by the writes that find it out (``shared.client.statuses.StatusWriter``) and by
     the loop itself, so it lives below both.
     """
 

@@ -26,7 +26,7 @@ tools only.
 **Fencing.** A Lease is a promise between well-behaved processes: the API server does not stop
 a deposed leader from writing. So every write this process makes checks, just before it is
 sent, that its last successful renewal is less than the renew deadline old
-(:meth:`LeaderElector.fence`, installed in :class:`shared.client.kube.KubeClient`, which makes
+(``LeaderElector.fence``, installed in ``shared.client.kube.KubeClient``, which makes
 every write of the operator, its Events included; kopf only watches). A standby can take the
 Lease only a full lease duration after it saw the last renewal, and it saw it after the leader
 sent it, so a leader that keeps the rule stops writing at least ``lease - renew`` (5 s) before
@@ -35,7 +35,7 @@ leader past its deadline (the API server unreachable for 10 s, or the process fr
 SIGSTOP, a paused VM or a stalled node and then resumed) refuses the write and exits with
 status 1, like controller-runtime's "leader election lost"; restarted, it is a standby with
 fresh caches. On a process that does not lead (a standby, or a leader that released on
-shutdown) a write is refused with :class:`NotLeaderError` and nothing else happens.
+shutdown) a write is refused with ``NotLeaderError`` and nothing else happens.
 
 Not covered, as in controller-runtime: a request already on the wire when the process froze
 can still reach the API server late; the 5 s margin covers ordinary request latency only.
@@ -150,7 +150,7 @@ class LeaderElector:
     ``kube`` should be a client of the elector's own: its rate limiter must never hold a
     renewal behind a burst of the operator's writes, and its writes are not fenced.
     ``on_lost`` is called (with why) when leadership lapses; it must not return in production
-    (:func:`exit_process`). ``clock`` is monotonic; ``wall`` only fills in the record's times.
+    (``exit_process``). ``clock`` is monotonic; ``wall`` only fills in the record's times.
     """
 
     def __init__(

@@ -1,17 +1,17 @@
 """The ``/metrics`` filter's reviews, sent through the operator's own client.
 
-:class:`MetricsAuth` decides one request (its ``Authorization`` header, method and path) as
-controller-runtime's ``WithAuthenticationAndAuthorization`` does (:mod:`shared.api.metricsauth`
+``MetricsAuth`` decides one request (its ``Authorization`` header, method and path) as
+controller-runtime's ``WithAuthenticationAndAuthorization`` does (``shared.api.metricsauth``
 has the rules, bodies and caches): TokenReview, then SubjectAccessReview, each answer cached.
 
-The reviews go through the operator's :class:`~shared.client.kube.KubeClient`, so they are
+The reviews go through the operator's ``KubeClient``, so they are
 counted in ``rest_client_requests_total`` and wait in the same client-side rate limiter as its
 other calls; they are not fenced (a review persists nothing, and a standby serves metrics too:
-:func:`shared.client.kube.is_write`). Concurrent requests with one token (or one user and path)
+``shared.client.kube.is_write``). Concurrent requests with one token (or one user and path)
 share one review in flight, so a scrape storm with one token makes one call, not one per scrape.
 
 Reviews for a token no request was allowed with yet (a new token, or one refused before) are
-limited (:mod:`shared.api.metricsauth`): at most ``new_token_qps`` TokenReviews a second (a
+limited (``shared.api.metricsauth``): at most ``new_token_qps`` TokenReviews a second (a
 burst of ``new_token_burst``) and ``new_reviews_in_flight`` reviews at once; a request beyond
 either is answered 429 at once, without a review, so neither a flood's calls nor its waiting
 requests pile up in the operator's client, whose connections and API budget its reconciles
@@ -35,12 +35,12 @@ T = TypeVar("T")
 
 
 class Reviewer(Protocol):
-    """What is needed of a client: :meth:`shared.client.kube.KubeClient.create`."""
+    """What is needed of a client: ``shared.client.kube.KubeClient.create``."""
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
-Observer = Callable[[str, str], None]  # (review, result): see :class:`MetricsAuth`
+Observer = Callable[[str, str], None]  # (review, result): see ``MetricsAuth``
 
 
 class _OverLimitError(Exception):
@@ -152,7 +152,7 @@ class MetricsAuth:
     async def _once(self, key: Hashable, make: Callable[[], Awaitable[T]], *, limited: bool, rate: bool) -> T:
         """Run ``make`` once for every caller asking for ``key`` while it runs. A ``limited``
         review starts only within the bound in flight and (``rate``) the rate limit, else
-        :class:`_OverLimitError` is raised; joining one already running is free."""
+        ``_OverLimitError`` is raised; joining one already running is free."""
         running = self._inflight.get(key)
         if running is None:
             if limited:

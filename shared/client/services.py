@@ -1,11 +1,11 @@
 """Converging the one-port Service an operator may put in front of its pods.
 
 The Service itself (manifest, the managed fields, their comparison) is pure data in
-:mod:`shared.api.services`; this module writes it.
+``shared.api.services``; this module writes it.
 
 **Never someone else's Service.** A Service is ours only when its controller reference has the
 owner's UID. When the name is taken by another object (a user's Service, or one that belongs to
-a WebServer and a TDSet sharing a name) :func:`converge` raises :class:`ServiceConflictError`
+a WebServer and a TDSet sharing a name) ``converge`` raises ``ServiceConflictError``
 and touches nothing; the caller reports it (condition + Warning Event) and retries. The one
 exception is an orphan of ours — no controller, and the labels this operator gives the owner of
 that name (left by ``kubectl delete --cascade=orphan``): it is adopted, as the ReplicaSet
@@ -39,7 +39,7 @@ async def converge(
     """Create, update or delete the Service; returns (Event reason, message) for what was done.
 
     ``observed`` are the owner's Services from the cache (controlled by ``owner``); raises
-    :class:`ServiceConflictError` when the wanted name belongs to someone else; adopts an
+    ``ServiceConflictError`` when the wanted name belongs to someone else; adopts an
     orphan of ours holding it.
     """
     done: list[tuple[str, str]] = []

@@ -15,7 +15,7 @@ pass wants A again: without this, B stays on the server, and the echo of B wakes
 carries the UID of the body as a precondition (a JSON patch opening with a ``test`` of
 ``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
 superseded pass never puts its result on the new object: it ends with
-:class:`shared.client.kube.SupersededError` and the loop runs again for whatever holds the name.
+``shared.client.kube.SupersededError`` and the loop runs again for whatever holds the name.
 The status is sent whole: the newest known status with each key of ``new`` in place of its value
 (None deletes a key; nulls inside a value are dropped). A key's value is replaced, never merged
 into: a nested object written with fewer keys than before keeps none of the old ones.

@@ -1,2 +1,2 @@
 """The controller runtime: the operator process around kopf — options, the per-object work
-queue, watches and caches, metrics and probes. Imports :mod:`shared.client` and :mod:`shared.api`."""
+queue, watches and caches, metrics and probes. Imports ``shared.client`` and ``shared.api``."""

@@ -3,25 +3,25 @@
 The model is controller-runtime's builder (``NewControllerManagedBy(mgr).For(&Primary{}).
 Owns(&Child{}).Complete(r)``): an operator package supplies
 
-- its :class:`~shared.api.description.OperatorDescription` (primary resource, children,
+- its ``OperatorDescription`` (primary resource, children,
   metrics, RBAC: data, in the pure layer), and
-- a reconciler class (:class:`Reconciler`): constructed with a :class:`Context` holding every
+- a reconciler class (``Reconciler``): constructed with a ``Context`` holding every
   dependency it has (the API client, the Event recorder, the clock, the metrics, the leader
   gate, its work queue), so a unit test constructs it with a fake client and a fixed clock and
   asserts the actions one pass takes;
 
-and :class:`Operator` does the rest, the same for every operator: one work queue
-(:class:`~shared.controller.workqueue.Controller`) of the primary resource with the leader and
+and ``Operator`` does the rest, the same for every operator: one work queue
+(``Controller``) of the primary resource with the leader and
 sync gate, a watch of the primary feeding it, the reconciler's watches (children, through
-:meth:`Context.owns`), forgetting per-object state and series when an object goes, and the
-process (:class:`~shared.controller.runtime.Runtime`). An operator's ``reconciler.py`` holds its
+``Context.owns``), forgetting per-object state and series when an object goes, and the
+process (``Runtime``). An operator's ``reconciler.py`` holds its
 logic only; ``python -m operators.<name>`` (``operators.main``) builds and runs it.
 
 A pass reports its own failures (a condition and an Event, then
-:class:`~shared.controller.workqueue.ReconcileError`). Whatever else it raises, a bug or an
+``ReconcileError``). Whatever else it raises, a bug or an
 input nobody foresaw, is reported here, the same for every operator
-(:func:`report_unexpected`): ``Degraded`` (and ``Reconciling``) with reason
-:data:`UNEXPECTED` and the exception, written through the reconciler's ``statuses`` writer, and
+(``report_unexpected``): ``Degraded`` (and ``Reconciling``) with reason
+``UNEXPECTED`` and the exception, written through the reconciler's ``statuses`` writer, and
 a Warning Event when that condition changes; the pass is then retried with backoff like any
 failure. No exception of a pass ends in a log line alone.
 """
@@ -53,7 +53,7 @@ _MAX_MESSAGE = 1024
 
 @dataclass
 class Context:
-    """What a reconciler is given: its dependencies, made by :class:`Operator` (or a test)."""
+    """What a reconciler is given: its dependencies, made by ``Operator`` (or a test)."""
 
     app: str  # the app label of its children
     kube: KubeClient  # every read and write of the reconciler
@@ -89,11 +89,11 @@ class Reconciler(Protocol):
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         """One level-based pass for the object ``body`` (the latest the watch delivered):
         returns when to look again (None: on the next change), or raises
-        :class:`~shared.controller.workqueue.ReconcileError` after reporting the failure."""
+        ``ReconcileError`` after reporting the failure."""
         ...
 
     def watches(self) -> Sequence[Watch]:
-        """Its watches besides the primary resource's (children: :meth:`Context.owns`)."""
+        """Its watches besides the primary resource's (children: ``Context.owns``)."""
         ...
 
     def is_echo(self, body: Mapping[str, Any]) -> bool:
@@ -192,8 +192,8 @@ async def report_unexpected(
     events: EventRecorder,
     clock: Clock,
 ) -> str:
-    """Report an exception a pass did not report itself (:func:`report_failure` with
-    :data:`UNEXPECTED` and the exception named); returns the message."""
+    """Report an exception a pass did not report itself (``report_failure`` with
+    ``UNEXPECTED`` and the exception named); returns the message."""
     meta = body.get("metadata") or {}
     message = f"the reconcile pass failed: {type(exc).__name__}: {exc}"[:_MAX_MESSAGE]
     logger.error(f"{meta.get('namespace')}/{meta.get('name')}: {message}", exc_info=exc)

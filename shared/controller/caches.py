@@ -1,10 +1,10 @@
 """Label-filtered watches and an owner -> children cache.
 
 An operator must neither list nor hold objects that are not its own: children are watched with
-a server-side ``labelSelector`` (:func:`managed_labels`, a :class:`~shared.controller.watches.Watch`'s
+a server-side ``labelSelector`` (``managed_labels``, a ``Watch``'s
 ``labels``), so the API server never sends foreign pods at all.
 
-On top of that, :class:`OwnerCache` maps (namespace, controller UID) to a small summary of each
+On top of that, ``OwnerCache`` maps (namespace, controller UID) to a small summary of each
 child, fed by the child kind's watch events, so a reconcile finds its children without an API
 call. (kopf's own ``@kopf.index`` would do the same, but it holds back every handler until each
 new object is indexed, which stalled event processing for tens of seconds under a burst of
@@ -13,14 +13,14 @@ pod events on a 2-core machine.)
 Children that lost their controller (the owner was deleted with ``--cascade=orphan``, or an
 Argo CD Replace) keep their labels; the cache keeps them apart, by namespace and
 ``app.kubernetes.io/instance``, so the owner of that name can adopt them as the ReplicaSet
-controller adopts orphans that match its selector (:meth:`OwnerCache.orphans`).
+controller adopts orphans that match its selector (``OwnerCache.orphans``).
 
 Handlers also write the objects their requests answered with into the cache ("write-through"),
 so the next pass sees its own work before the watch brings it. Such an answer can be older
 than events the watch has delivered since (the GET answered before a delete, the event came
 first), so the cache keeps each name's UID and resourceVersion beside its summary and ignores
 a state older than the one it holds, and remembers the UIDs whose DELETED it processed (the
-last :data:`DELETED_UIDS`; UIDs are never reused): without that a deleted child, put back by a
+last ``DELETED_UIDS``; UIDs are never reused): without that a deleted child, put back by a
 late write-through, would stay in the cache for good, as no event would ever remove it again.
 """
 

@@ -12,8 +12,8 @@ The directory is watched as controller-runtime's ``certwatcher`` watches it (it 
 10 s besides fsnotify): a renewed certificate (cert-manager rotating the Secret, the kubelet
 swapping the mounted files), or one that appears in a directory that was empty at start (an
 optional Secret created later), is served from the next TLS connection on, without a restart.
-Here the check is made when a connection starts, at most every :data:`RECHECK_INTERVAL`
-seconds (a ``stat`` of two files): :class:`ServingContext` is the server's ``SSLContext``,
+Here the check is made when a connection starts, at most every ``RECHECK_INTERVAL``
+seconds (a ``stat`` of two files): ``ServingContext`` is the server's ``SSLContext``,
 whose ``wrap_bio`` asyncio calls for each new connection. A pair that fails to load (a
 certificate without its new key) is logged and the previous one kept.
 
@@ -47,7 +47,7 @@ Stamp = tuple[tuple[int, int, int], ...]  # (inode, size, mtime) of the certific
 
 class ServingContext(ssl.SSLContext):
     """A server ``SSLContext`` that loads the mounted certificate again when its files change
-    (module docstring); made by :func:`server_context`."""
+    (module docstring); made by ``server_context``."""
 
     cert_dir: Path | None
     clock: Callable[[], float]

@@ -6,16 +6,16 @@ every ConfigMap with its data would hold, and parse on the event loop, whatever 
 stores in any ConfigMap; watching only labelled ones puts a friction on users that no peer
 imposes. So, as controller-runtime's metadata-only watches:
 
-- ConfigMaps are watched as metadata only (:attr:`~shared.controller.watches.Watch.metadata_only`):
+- ConfigMaps are watched as metadata only (``metadata_only``):
   an event carries a name and a resourceVersion (which changes with every write), and the event
   of a ConfigMap that no object references is dropped at once: nothing is kept of it;
-- a pass asks for the ConfigMaps its object references (:meth:`ReferencedConfigMaps.read`). Each
+- a pass asks for the ConfigMaps its object references (``ReferencedConfigMaps.read``). Each
   is read with a GET the first time and again after the watch reported a write of it; the body
   is parsed and summarised in a thread (``asyncio.to_thread``), and only the summary is kept (a
   digest and the keys asked for, parsed dates: the ``summarize`` function's result), never the
-  data. At most :data:`READS_AT_ONCE` bodies are read and parsed at a time, which bounds the
+  data. At most ``READS_AT_ONCE`` bodies are read and parsed at a time, which bounds the
   transient memory of reads to that many ConfigMaps (1 MiB of data each, at most);
-- which object reads which is kept (:meth:`ReferencedConfigMaps.refer`), so a write wakes exactly
+- which object reads which is kept (``ReferencedConfigMaps.refer``), so a write wakes exactly
   its readers, and what no object reads any more is dropped.
 """
 
@@ -72,7 +72,7 @@ class ReferencedConfigMaps(Generic[T]):
         self._reads: dict[Key, frozenset[Key]] = {}  # object -> the ConfigMaps it reads
 
     def watch(self, group: str = "", version: str = "v1", plural: str = "configmaps") -> Watch:
-        """The metadata-only watch of ConfigMaps whose events go to :meth:`changed`."""
+        """The metadata-only watch of ConfigMaps whose events go to ``changed``."""
         return Watch(group, version, plural, self.changed, metadata_only=True)
 
     def changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -113,7 +113,7 @@ class ReferencedConfigMaps(Generic[T]):
     async def read(self, namespace: str, name: str, want: frozenset[str] = frozenset()) -> T | None:
         """The summary of ConfigMap ``name`` (None if it does not exist), answering for the keys
         ``want``: the one kept while the watch reports no write, else read now. Raises
-        :class:`~shared.client.kube.ApiError` when the read fails (not for a 404)."""
+        ``ApiError`` when the read fails (not for a 404)."""
         key = (namespace, name)
         held = self._held.get(key)
         if held is not None and want <= held.want:

@@ -3,19 +3,19 @@
 kopf 1.45 lists, then watches from the list's resourceVersion. When the watch answers 410 Gone
 (an API-server restart, etcd compaction, a long partition) it lists again and replays the
 objects that exist as events of type ``None``, but it never reports the objects that vanished
-during the gap. Every cache fed by watch events (:class:`shared.controller.caches.OwnerCache`, the
-reconcile loops of :class:`shared.controller.workqueue.Controller`) then keeps them forever: a pod deleted
+during the gap. Every cache fed by watch events (``shared.controller.caches.OwnerCache``, the
+reconcile loops of ``shared.controller.workqueue.Controller``) then keeps them forever: a pod deleted
 in the gap stays counted and is never replaced, a custom resource deleted in the gap keeps a
 zombie loop. client-go answers a relist with ``Replace``: whatever the store held that the new
 list lacks is deleted.
 
-:func:`converging` does the same on kopf's stream, per watch (resource and namespace): it keeps
-the identity of every object last seen (:class:`Store`: a :class:`Tombstone`, not the body),
+``converging`` does the same on kopf's stream, per watch (resource and namespace): it keeps
+the identity of every object last seen (``Store``: a ``Tombstone``, not the body),
 and when a listing ends it yields a ``DELETED`` event for every object the listing did not
 contain, before kopf's ``LISTED`` marker, so every consumer sees the deletion it missed.
 
 It is also the one place where events enter the process, so it strips what nobody reads
-(:func:`strip`: managedFields, kubectl's last-applied annotation) before any cache holds them.
+(``strip``: managedFields, kubectl's last-applied annotation) before any cache holds them.
 
 It also ends the stream after ``resync_after`` seconds, so kopf lists again: a periodic
 resync as the safety net for anything a watch could still lose (controller-runtime's
@@ -41,10 +41,10 @@ UNREAD_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 def strip(body: dict[str, Any]) -> dict[str, Any]:
     """Drop, in place, what no consumer reads: ``metadata.managedFields`` (the server-side-apply
-    bookkeeping, often the largest part of a small object) and :data:`UNREAD_ANNOTATIONS`.
+    bookkeeping, often the largest part of a small object) and ``UNREAD_ANNOTATIONS``.
     controller-runtime's ``TransformStripManagedFields``, applied once where events enter the
     process, so no cache downstream (the work queue's store, the owner caches,
-    the relist :class:`Store`) holds them. Everything else stays: the reconcilers read metadata
+    the relist ``Store``) holds them. Everything else stays: the reconcilers read metadata
     (uid, resourceVersion, generation, labels, annotations, ownerReferences,
     deletionTimestamp, finalizers), spec and status, and kopf reads metadata."""
     meta = body.get("metadata")
@@ -61,7 +61,7 @@ def strip(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def strip_event(event: Any) -> Any:
-    """:func:`strip` the object of a watch event (kopf's raw event dict); anything else as is."""
+    """``strip`` the object of a watch event (kopf's raw event dict); anything else as is."""
     if isinstance(event, dict):
         body = event.get("object")
         if isinstance(body, dict):
@@ -78,7 +78,7 @@ def compact(value: Any) -> Any:
     with every other body compacted: the JSON decoder makes new string objects for every key
     and value of every event, so 1000 WebServers held 1000 copies of "lastTransitionTime",
     "observedGeneration", "True"... A stored WebServer takes 2.9 KB instead of 7.3 KB (after
-    :func:`strip`), for about half a ``json.loads`` of CPU: only for bodies a cache keeps
+    ``strip``), for about half a ``json.loads`` of CPU: only for bodies a cache keeps
     (the work queue's store), not every event. Interned strings die with their last holder."""
     if isinstance(value, dict):
         return {sys.intern(k) if type(k) is str else k: compact(v) for k, v in value.items()}
@@ -136,7 +136,7 @@ class Tombstone(NamedTuple):
 
 
 class Store:
-    """The objects one watch stream last reported, by UID: a :class:`Tombstone` of each, not its
+    """The objects one watch stream last reported, by UID: a ``Tombstone`` of each, not its
     body (no spec, no status), which is all a deletion found by a relist needs.
 
     A listing updates the tombstones of the objects held in place and notes which UIDs it

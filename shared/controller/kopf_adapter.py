@@ -2,9 +2,9 @@
 
 kopf gives the operators their watches (list, then watch, reconnect and relist, server-side
 label selectors) and runs the process (signals, start-up and clean-up activities). Everything
-else is ours: the reconcile loops (:mod:`shared.controller.workqueue`), the client that makes
-every write (:mod:`shared.client.kube`, fenced by the leader election and metered), Events
-(:mod:`shared.client.events`), metrics and probes. So kopf here only reads: its own Event
+else is ours: the reconcile loops (``shared.controller.workqueue``), the client that makes
+every write (``shared.client.kube``, fenced by the leader election and metered), Events
+(``shared.client.events``), metrics and probes. So kopf here only reads: its own Event
 posting is switched off, no handler of ours asks it to patch an object (only ``on.event``
 handlers are registered; no finalizers, no progress annotations), and peering is off.
 
@@ -65,7 +65,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
     and the new one (a deep copy of the whole body, ``managedFields`` included, cleaned and
     compared field by field) before it looks at which handlers it has. Only its change
     handlers (``on.create``/``update``/``resume``, daemons, timers) read that diff, and we
-    register none (:func:`register`: ``on.event`` only), so it was pure cost: ~2 ms of CPU per
+    register none (``register``: ``on.event`` only), so it was pure cost: ~2 ms of CPU per
     event, more than the rest of kopf's processing of it (``tools/bench/scale.py --cost``,
     ``docs/benchmarks.md``). Nothing is stored either (kopf's default keeps it in an annotation,
     which only its change handlers write).
@@ -219,26 +219,26 @@ def track_watches(
     *,
     watches: Iterable[Watch] = (),
 ) -> Callable[[], None]:
-    """Route kopf's watch streams through ``readiness`` and :func:`shared.controller.informer.converging`,
+    """Route kopf's watch streams through ``readiness`` and ``shared.controller.informer.converging``,
     and hand each event of a resource that ``watches`` declares straight to their handlers.
 
     Returns an undo function. Every event of a listing (the listed objects, and the deletions
-    a relist found) is counted in a :class:`~shared.controller.serving.Listing` and reported
+    a relist found) is counted in a ``Listing`` and reported
     back once handled: the watch is ready when its listing has ended and the count is back to
     zero. A relist is counted the same way; readiness, once reached, stays.
 
     kopf has no public hook for either moment, so this wraps two of its internals: the
     ``continuous_watch`` generator, to see the listing and its end (the same wrapper makes
-    every relist converge, :mod:`shared.controller.informer`), and ``queueing.watcher``, the
+    every relist converge, ``shared.controller.informer``), and ``queueing.watcher``, the
     consumer of each resource's stream. For a resource of ``watches`` the wrapper is the whole
-    consumer (:func:`_dispatch`): each event goes to the watches' handlers in the stream's
+    consumer (``_dispatch``): each event goes to the watches' handlers in the stream's
     order, without kopf's per-event processing (``process_resource_event``: its body, patch,
     memo, per-object records and handler machinery, a worker task per object), which for
     ``on.event`` handlers that never ask for a patch only ended up calling the handler. Any
     other resource (none in the operators) keeps kopf's own watcher, its events counted when
     kopf has processed them.
 
-    Each watch (resource and namespace) keeps one :class:`~shared.controller.informer.Store`
+    Each watch (resource and namespace) keeps one ``Store``
     across its relists; the resync period gets up to 10% jitter so the watches of one process
     (and of many operators) do not relist in step.
 
@@ -370,7 +370,7 @@ def _decode_streams_with_orjson() -> Callable[[], None]:
 
 
 def _store_for(by_resource: Mapping[tuple[str, str, str], list[Watch]], resource: Any) -> informer.Store:
-    """A new watch's :class:`~shared.controller.informer.Store`: of a metadata-only kind (read by
+    """A new watch's ``Store``: of a metadata-only kind (read by
     reference), its tombstones keep the objects' identity only, not the labels tenants choose."""
     served = by_resource.get((resource.group, resource.version, resource.plural)) or []
     return informer.Store(identity_only=any(w.metadata_only for w in served))
@@ -397,7 +397,7 @@ def _metadata_only_requests(resources: set[tuple[str, str, str]]) -> Callable[[]
     """kopf lists and watches every resource as full objects, and its settings have no request
     headers: its requests (``api.request``, which its listing and its watch streams call) are
     wrapped so that a watch of ``resources`` asks for ``PartialObjectMetadata`` and a listing
-    for a ``PartialObjectMetadataList`` (:data:`~shared.controller.watches.METADATA_ONLY`,
+    for a ``PartialObjectMetadataList`` (``METADATA_ONLY``,
     ``METADATA_ONLY_LIST``). Returns the undo."""
     from kopf._cogs.clients import api
 
@@ -428,14 +428,14 @@ async def _dispatch(
     listed: Callable[[], Awaitable[None]],
 ) -> None:
     """Consume one resource's watch ``stream`` (kopf's ``infinite_watch`` through
-    :func:`track_watches`' wrapper): hand each event to every watch of ``watches`` whose labels
+    ``track_watches``' wrapper): hand each event to every watch of ``watches`` whose labels
     its object has, in the stream's order, and call ``listed`` at each end of a listing.
 
     One event at a time: the order kopf's per-object workers kept (an object's events in
     order) holds for the whole stream, and the handlers only file work (a coroutine handler
     holds the stream until it returns). A handler's exception is logged and the stream goes
     on, as kopf does for ``on.event`` handlers, and the event's other handlers still run.
-    Listed events are reported handled (:class:`~shared.controller.serving.Listed`) once all
+    Listed events are reported handled (``Listed``) once all
     their handlers have returned, so the listing is synced only then.
     """
     async for raw_event in stream:
@@ -475,7 +475,7 @@ def _has_labels(body: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 def _reporting(processor: Any) -> Any:
     """kopf's ``processor``, reporting each listed event once kopf has processed it (handlers
-    included, whether they succeeded or not): for a resource :func:`_dispatch` does not serve."""
+    included, whether they succeeded or not): for a resource ``_dispatch`` does not serve."""
 
     async def processing(*, raw_event: Any, **kw: Any) -> Any:
         try:

@@ -15,30 +15,30 @@ operators work unchanged:
 - ``workqueue_depth{name,controller}`` (gauge) and ``workqueue_queue_duration_seconds{name,controller}``
   (histogram, controller-runtime's buckets), both labels the controller's name as
   controller-runtime sets them: the passes that are due but wait for a slot, and how long each
-  waited (:mod:`shared.controller.workqueue` has no queue of keys: a pass waiting for a slot
+  waited (``shared.controller.workqueue`` has no queue of keys: a pass waiting for a slot
   is what an item in controller-runtime's queue is).
 
 plus client-go's ``leader_election_master_status{name}`` (1 while this process holds the
 Lease ``name``, 0 while it stands by; no series without leader election),
 ``rest_client_requests_total{code,method,host}`` and
 ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
-(:class:`shared.client.kube.KubeClient`) makes, ``metrics_auth_reviews_total{review,result}`` and
+(``shared.client.kube.KubeClient``) makes, ``metrics_auth_reviews_total{review,result}`` and
 ``metrics_auth_limited_total{limit}`` for the ``/metrics`` filter's reviews and the requests it
-refused without one (:mod:`shared.client.metricsauth`, :class:`shared.controller.serving.TLSGate`),
+refused without one (``shared.client.metricsauth``, ``shared.controller.serving.TLSGate``),
 the process collector's ``process_*`` series, and each operator's domain metrics. Every metric
-is declared once (name, type, help, labels): the shared ones in :data:`TABLE`, an operator's own
+is declared once (name, type, help, labels): the shared ones in ``TABLE``, an operator's own
 in its description
-(:attr:`shared.api.description.OperatorDescription.metrics`); the registry and the documentation's
+(``shared.api.description.OperatorDescription.metrics``); the registry and the documentation's
 metrics table (``tools/generate/docs.py``) are both made from them.
 
-Per-object metrics (labels starting with ``namespace``, ``name``; :data:`NAMESPACED`) are
-:class:`ObjectGauge` / :class:`ObjectCounter` families, not prometheus_client's: one plain value
+Per-object metrics (labels starting with ``namespace``, ``name``; ``NAMESPACED``) are
+``ObjectGauge`` / ``ObjectCounter`` families, not prometheus_client's: one plain value
 per label set in a dict, yielded at scrape time, where prometheus_client keeps a child object with
 its own lock per label set (about 0.6 KiB a series, 1.9 KiB for a WebServer's three). What is
 scraped is the same, byte for byte.
 
-How kopf outcomes map onto ``result`` is decided in :mod:`shared.controller.workqueue`. Each process uses
-its own :class:`Metrics` (a private ``CollectorRegistry``), never the global default registry,
+How kopf outcomes map onto ``result`` is decided in ``shared.controller.workqueue``. Each process uses
+its own ``Metrics`` (a private ``CollectorRegistry``), never the global default registry,
 and ``_created`` series are disabled to match Go's output.
 """
 
@@ -209,7 +209,7 @@ BY_NAME = {m.name: m for m in TABLE}
 
 
 class _Series:
-    """One label set of an :class:`ObjectGauge` or :class:`ObjectCounter`, as ``labels()`` returns
+    """One label set of an ``ObjectGauge`` or ``ObjectCounter``, as ``labels()`` returns
     it: made on each call and dropped after, the value lives in the family's dict."""
 
     __slots__ = ("family", "key")
@@ -340,7 +340,7 @@ class Metrics:
     """All metrics of one operator process, on a private registry.
 
     ``domain``: the operator's own metrics (its description's); they are registered at once,
-    and no metric that is neither in :data:`TABLE` nor in ``domain`` can be made.
+    and no metric that is neither in ``TABLE`` nor in ``domain`` can be made.
     """
 
     def __init__(
@@ -392,13 +392,13 @@ class Metrics:
         return self._made[name]
 
     def counter(self, name: str) -> Counter | ObjectCounter:
-        """The counter ``name``: an :class:`ObjectCounter` if it has a series per object."""
+        """The counter ``name``: an ``ObjectCounter`` if it has a series per object."""
         made = self._make(name, "counter")
         assert isinstance(made, (Counter, ObjectCounter))
         return made
 
     def gauge(self, name: str) -> Gauge | ObjectGauge:
-        """The gauge ``name``: an :class:`ObjectGauge` if it has a series per object."""
+        """The gauge ``name``: an ``ObjectGauge`` if it has a series per object."""
         made = self._make(name, "gauge")
         assert isinstance(made, (Gauge, ObjectGauge))
         return made
@@ -450,7 +450,7 @@ class Metrics:
 
     def observe_metrics_auth(self, review: str, result: str) -> None:
         """One review of the ``/metrics`` filter, or (review ``limited``) one request refused
-        without a review (:class:`shared.client.metricsauth.MetricsAuth`'s ``observe``)."""
+        without a review (``shared.client.metricsauth.MetricsAuth``'s ``observe``)."""
         if review == "limited":
             self.auth_limited.labels(result).inc()
         else:

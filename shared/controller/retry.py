@@ -3,7 +3,7 @@
 In the spirit of client-go's default controller rate limiter (5 ms * 2^failures, capped at
 1000 s): the first retries come after milliseconds, so a transient conflict costs nothing,
 while a persistent failure backs off to minutes instead of hammering the API server. Callers
-count the failures of each object themselves (:mod:`shared.controller.workqueue` in its loop), so
+count the failures of each object themselves (``shared.controller.workqueue`` in its loop), so
 the policy needs no memory of its own.
 
 Jitter: objects that failed together (an API server outage, a webhook down) have the same
@@ -45,7 +45,7 @@ class Backoff:
             raise ValueError("jitter must be >= 0")
 
     def steady(self, attempt: int) -> float:
-        """The delay without jitter: the documented schedule, and the lower bound of :meth:`delay`."""
+        """The delay without jitter: the documented schedule, and the lower bound of ``delay``."""
         if attempt < 0:
             raise ValueError("attempt must be >= 0")
         # Compare exponents rather than computing huge powers for large attempt counts.

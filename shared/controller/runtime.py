@@ -1,8 +1,8 @@
 """The operator process shared by every operator: options, start-up and shut-down, endpoints.
 
-A :class:`Runtime` holds what one process shares (metrics, readiness, options, the leader
-election) and runs the watches it is given (:mod:`shared.controller.builder` makes both from an
-operator's description and reconciler); kopf is reached through :mod:`shared.controller.kopf_adapter`.
+A ``Runtime`` holds what one process shares (metrics, readiness, options, the leader
+election) and runs the watches it is given (``shared.controller.builder`` makes both from an
+operator's description and reconciler); kopf is reached through ``shared.controller.kopf_adapter``.
 Everything below is the same for all operators:
 
 - options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
@@ -10,30 +10,30 @@ Everything below is the same for all operators:
   ``KUBE_API_BURST``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means all
   namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
 - throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
-  (:mod:`shared.controller.workqueue`), reported as ``controller_runtime_max_concurrent_reconciles``, and
-  the client's rate limit (:mod:`shared.client.kube`; QPS 0 = none), both applied at start-up to every
+  (``shared.controller.workqueue``), reported as ``controller_runtime_max_concurrent_reconciles``, and
+  the client's rate limit (``shared.client.kube``; QPS 0 = none), both applied at start-up to every
   managed controller and client;
-- leader election (:mod:`shared.client.leader`), off by default as in kubebuilder's scaffold and
+- leader election (``shared.client.leader``), off by default as in kubebuilder's scaffold and
   on in the bundle: ``--leader-elect`` (``LEADER_ELECT``), the Lease's namespace
   (``--leader-election-namespace``, ``LEADER_ELECTION_NAMESPACE``; default the pod's
   ``POD_NAMESPACE``, else the first watched namespace) and name (``--leader-election-id``,
   ``LEADER_ELECTION_ID``; default ``<app>-leader``), and controller-runtime's durations
   (``--leader-election-lease-duration``/``-renew-deadline``/``-retry-period``, env
   ``LEADER_ELECTION_LEASE_DURATION`` etc., seconds: 15, 10, 2). Every process watches and
-  reports ready; only the leader's controllers run (:meth:`Runtime.active`), and its writes,
+  reports ready; only the leader's controllers run (``Runtime.active``), and its writes,
   Events included, are fenced;
-- kopf only watches (:mod:`shared.controller.kopf_adapter`); Events are posted through the
-  operator's own client (:mod:`shared.client.events`);
-- server-side label selectors on child watches (:mod:`shared.controller.caches`);
+- kopf only watches (``shared.controller.kopf_adapter``); Events are posted through the
+  operator's own client (``shared.client.events``);
+- server-side label selectors on child watches (``shared.controller.caches``);
 - ``/metrics`` over HTTPS for callers allowed ``get`` on it (``--metrics-secure``, ``METRICS_SECURE``,
   default true; the certificate from ``--metrics-cert-dir``/``METRICS_CERT_DIR`` when it holds
-  ``tls.crt`` and ``tls.key``, else self-signed: :mod:`shared.controller.certs`; the reviews
-  through the operator's own client: :mod:`shared.client.metricsauth`), on ``METRICS_PORT``
+  ``tls.crt`` and ``tls.key``, else self-signed: ``shared.controller.certs``; the reviews
+  through the operator's own client: ``shared.client.metricsauth``), on ``METRICS_PORT``
   (default 8443; 8080 with ``--metrics-secure=false``, plain HTTP for development);
-- ``/metrics``, ``/healthz``, ``/readyz`` (:mod:`shared.controller.serving`); ``WATCH_FAILURE_TIMEOUT``
+- ``/metrics``, ``/healthz``, ``/readyz`` (``shared.controller.serving``); ``WATCH_FAILURE_TIMEOUT``
   (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
 - watches that reconnect fast after an API outage and notice dead connections (see
-  :func:`shared.controller.kopf_adapter.configure_settings`).
+  ``shared.controller.kopf_adapter.configure_settings``).
 """
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ class Runtime:
         ``events`` still queued, close ``kube``.
 
         A shifted ``clock`` (``OPERATOR_CLOCK_OFFSET``) is announced in the log at start-up.
-        With leader election, ``kube``'s writes are fenced (:mod:`shared.client.leader`).
+        With leader election, ``kube``'s writes are fenced (``shared.client.leader``).
         """
         self._managed.append((controller, kube, clock or Clock()))
         if events is not None:
@@ -354,12 +354,12 @@ class Runtime:
 
     def on_startup(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` at start-up, on the event loop (it may start tasks that wait for
-        :meth:`active`)."""
+        ``active``)."""
         self._on_startup.append(hook)
 
     def active(self) -> bool:
         """Whether this process may reconcile (the controllers' gate): every watch has synced
-        (listed, and every listed object handled: :mod:`shared.controller.serving`), so no pass plans
+        (listed, and every listed object handled: ``shared.controller.serving``), so no pass plans
         from a half-filled cache, and, with leader election, it leads."""
         return self.readiness.is_ready() and (self.elector is None or self.elector.is_leader())
 

@@ -2,10 +2,10 @@
 (default :8081), served with aiohttp on kopf's own event loop.
 
 ``/metrics`` is served over HTTPS to callers the API server vouches for
-(:mod:`shared.client.metricsauth`: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise,
+(``shared.client.metricsauth``: TokenReview, SubjectAccessReview; 401, 403, 500 otherwise,
 and 429 when a new token's review is beyond its limits)
-when :class:`Endpoints` is given a TLS context and a :class:`~shared.client.metricsauth.MetricsAuth`,
-as the runtime does by default (``--metrics-secure``); its connections pass a :class:`TLSGate`
+when ``Endpoints`` is given a TLS context and a ``MetricsAuth``,
+as the runtime does by default (``--metrics-secure``); its connections pass a ``TLSGate``
 (a bound on connections open and on new handshakes a second) before their TLS handshake. The
 probes stay plain HTTP on their own port, for the kubelet.
 
@@ -13,15 +13,15 @@ probes stay plain HTTP on their own port, for the kubelet.
 than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
 ``/readyz`` answers 200 only once every watch kopf started has *synced*: its initial LIST is
 over and every listed object has been through kopf's handlers, so the caches they fill
-(:class:`shared.controller.caches.OwnerCache`, a controller's store, an operator's own dicts) hold the
+(``shared.controller.caches.OwnerCache``, a controller's store, an operator's own dicts) hold the
 current state, and the operator will react to changes from here on. That is client-go's
 ``HasSynced``, true only once the initial list's items were delivered to the handlers; the
-controllers' gate (:meth:`shared.controller.runtime.Runtime.active`) opens on it too.
+controllers' gate (``shared.controller.runtime.Runtime.active``) opens on it too.
 
 The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
 and goes on, so when the listing ends the last listed objects may not have reached a handler
-yet. :class:`Listing` counts both; the kopf adapter
-(:func:`shared.controller.kopf_adapter.track_watches`) feeds it from kopf's watch streams.
+yet. ``Listing`` counts both; the kopf adapter
+(``shared.controller.kopf_adapter.track_watches``) feeds it from kopf's watch streams.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Readiness:
             self._watches.setdefault(key, False)
 
     def watch_listed(self, key: str) -> None:
-        """The watch has synced (:class:`Listing`); it stays so across relists, as in client-go."""
+        """The watch has synced (``Listing``); it stays so across relists, as in client-go."""
         with self._lock:
             self._watches[key] = True
 
@@ -105,7 +105,7 @@ class Readiness:
 
 
 class Listed(dict[str, Any]):
-    """An event of a listing on its way to kopf's handlers, with the :class:`Listing` to tell."""
+    """An event of a listing on its way to kopf's handlers, with the ``Listing`` to tell."""
 
     __slots__ = ("listing",)
 
@@ -122,7 +122,7 @@ class Listed(dict[str, Any]):
 class Listing:
     """One listing of one watch: synced once it has ended and kopf has handled every event of it.
 
-    A counter, not a set of objects: each event carries its listing (:meth:`track`) and says
+    A counter, not a set of objects: each event carries its listing (``track``) and says
     when kopf is done with it, so 10,000 objects cost one integer and an attribute per event.
     An object deleted during the listing still has its listed event handled first (kopf keeps
     one object's events in order); a handler that fails still ends kopf's processing of the
@@ -155,7 +155,7 @@ class Listing:
 class TLSGate:
     """Accepts TCP connections and starts TLS on each itself, within bounds: at most
     ``connections`` open at once, at most ``qps`` handshakes a second (``burst`` at once), each
-    done within :data:`HANDSHAKE_TIMEOUT`. A connection beyond a bound is closed at once, before
+    done within ``HANDSHAKE_TIMEOUT``. A connection beyond a bound is closed at once, before
     the handshake (whose key exchange and signature are the expensive part, done on the event
     loop); ``refused(limit)`` is told (``connections`` or ``handshakes``). The connections let
     through are served by ``serve()``'s protocol (aiohttp's request handler).
@@ -185,7 +185,7 @@ class TLSGate:
 
 
 class _GatedConnection(asyncio.Protocol):
-    """One connection through a :class:`TLSGate`: counted, upgraded to TLS, then handed to the
+    """One connection through a ``TLSGate``: counted, upgraded to TLS, then handed to the
     served protocol (this one forwards to it, so the gate sees the connection end)."""
 
     def __init__(self, gate: TLSGate) -> None:
@@ -299,7 +299,7 @@ class Endpoints:
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _guarded_metrics(self, request: web.Request) -> web.Response:
-        """``/metrics`` for a caller :attr:`metrics_auth` lets through, else its error."""
+        """``/metrics`` for a caller ``metrics_auth`` lets through, else its error."""
         assert self.metrics_auth is not None
         decision = await self.metrics_auth.decide(
             request.headers.get("Authorization"), request.method, request.path

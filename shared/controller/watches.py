@@ -1,8 +1,8 @@
 """What an operator watches, as data: each resource, the server-side label selector of its
 watch, and the handler its events go to.
 
-A reconciler declares its watches (:meth:`shared.controller.builder.Reconciler.watches`); the
-kopf adapter (:mod:`shared.controller.kopf_adapter`) is the one place that turns them into
+A reconciler declares its watches (``shared.controller.builder.Reconciler.watches``); the
+kopf adapter (``shared.controller.kopf_adapter``) is the one place that turns them into
 kopf registrations. Nothing here knows kopf.
 """
 

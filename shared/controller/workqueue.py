@@ -5,8 +5,8 @@ children (a pod deleted by someone else), to time (a schedule boundary) and to i
 failures (backoff). controller-runtime solves this with a work queue of *requests* (a queue, a
 dirty set, the set being processed) served by a fixed number of workers. Here a request that is
 due (woken by a kick, or its delay is up) takes a free slot, or waits for one as a key in a
-fair queue (:class:`FairSlots`: one entry per request however often it is kicked meanwhile,
-no task); it gets a task running :func:`reconcile_loop` (see :class:`Controller`) when it gets
+fair queue (``FairSlots``: one entry per request however often it is kicked meanwhile,
+no task); it gets a task running ``reconcile_loop`` (see ``Controller``) when it gets
 a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
 until a kick or until the delay its pass asked for (the next kick or its timer queues it
 again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
@@ -14,49 +14,49 @@ exist only for the passes running and for loops backing off after a failure: not
 idle object, nor for every object at once when all are woken together (a relist, a restart,
 a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
 
-A request is a namespace and a name (:class:`Request`, controller-runtime's
+A request is a namespace and a name (``Request``, controller-runtime's
 ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
 reading the latest body stored for that name, which is what the watch last said (relists
-included, see :mod:`shared.controller.informer`). Why the name and not the UID:
+included, see ``shared.controller.informer``). Why the name and not the UID:
 
 - a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
   request whose next pass simply sees the new object, instead of two loops (the old object's,
   perhaps still in a pass, and the new one's) racing over the same child names and, since
   writes go by name, the same status. A pass still working for an object that was deleted or
-  replaced under its name is cut short (:class:`SupersededError`), so it never acts for an object
+  replaced under its name is cut short (``SupersededError``), so it never acts for an object
   that is gone;
 - a pass never works from a captured body, so it cannot act on a state older than the one the
   watch has delivered.
 
 The UID still tells objects apart where it must: children are indexed by their controller's
-UID (:class:`~shared.controller.caches.OwnerCache`), so a predecessor's children are never counted as the
+UID (``OwnerCache``), so a predecessor's children are never counted as the
 new object's; a child's event wakes the request of its controller's name; and state an
-operator keeps per UID is dropped (:meth:`Controller.on_forget`) when the UID leaves its name,
+operator keeps per UID is dropped (``Controller.on_forget``) when the UID leaves its name,
 deleted or replaced. A DELETED event of the object under the name ends its loop (after the
 pass in flight, if any, is cut short); a late event of a replaced object changes nothing.
 
 Within a loop:
 
-- :meth:`Triggers.kick` (from a child's watch event, or the object's own) wakes the loop;
+- ``Triggers.kick`` (from a child's watch event, or the object's own) wakes the loop;
   kicks that arrive while a reconcile runs coalesce into exactly one more pass, and kicks of
   a request waiting in the queue into the pass it waits for;
 - the reconcile function returns when to look again (``None`` = only on a kick), so a
   schedule boundary is hit exactly instead of at a polling interval;
-- a failing pass is retried after the shared :class:`~shared.controller.retry.Backoff` for the number of
+- a failing pass is retried after the shared ``Backoff`` for the number of
   consecutive failures; a success resets it. A pass that failed in part but has a deadline of
-  its own (a schedule boundary) raises :class:`RetryError` with ``not_after``: it is retried
+  its own (a schedule boundary) raises ``RetryError`` with ``not_after``: it is retried
   no later than that, however long the backoff has grown, so an optional part that keeps
   failing never delays what must happen on time.
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
-``requeue`` when it was cut short (:class:`SupersededError`) and runs again at once. A pass that
+``requeue`` when it was cut short (``SupersededError``) and runs again at once. A pass that
 is due (kicked, its delay or backoff over) but waits for a slot is an item in
 controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
 is how long each waited.
 
 Only one pass per request runs at a time (a request has one loop, the only caller, or one
-place in the queue), so a reconcile never races itself. Across requests, :class:`Controller`
+place in the queue), so a reconcile never races itself. Across requests, ``Controller``
 runs at most ``max_concurrent_reconciles`` passes at once (controller-runtime's option of that
 name): after a restart or an outage every object wants a pass at the same moment, and without
 a bound they would all hit the API server (and this process's memory) together. The bound is
@@ -64,16 +64,16 @@ a slot taken per pass, not per object, so an idle object (parked until a kick or
 holds no slot, and ``controller_runtime_active_workers`` counts the passes that hold one, not
 those waiting.
 
-The slots are shared fairly across namespaces (:class:`FairSlots`): one that comes free goes
+The slots are shared fairly across namespaces (``FairSlots``): one that comes free goes
 round-robin over the namespaces that have passes waiting, first come first served within
 each, and no namespace holds the last one. One operator serves every namespace, and a
 namespace is a tenant that can create as many objects as its quota allows: with one
 first-come-first-served line, the passes of 3000 new WebServers in one namespace stood in
 front of a change in any other, which waited up to 126 s for its status
-(``tools/bench/noisy_neighbour.py``, :mod:`shared.client.fair`). Now a change in a quiet
+(``tools/bench/noisy_neighbour.py``, ``shared.client.fair``). Now a change in a quiet
 namespace finds the last slot free, or waits for one slot to come free, however long the line
 of a busy one; its requests then take turns with the busy one's at the client's rate limit
-(:class:`shared.client.kube.TokenBucket`). A single busy namespace runs
+(``shared.client.kube.TokenBucket``). A single busy namespace runs
 ``max_concurrent_reconciles - 1`` passes at once. controller-runtime's queue has no such
 fairness (one FIFO per controller); the API server's priority and fairness shares by user,
 and every request of the operator is one user's.
@@ -144,7 +144,7 @@ def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     """Whether ``after`` is ``before`` with only its status (and bookkeeping: resourceVersion,
     managedFields) changed: most often the echo of the operator's own status write.
 
-    With an ``echo`` test (:class:`Controller`), such an event that carries the status the
+    With an ``echo`` test (``Controller``), such an event that carries the status the
     operator last wrote updates the store but wakes no pass: each status write came back as
     one more pass that found nothing to do (1000 TDSets flipping at one boundary spent 60.8 s
     of CPU with those passes, 51.2 s without). Any other status change (written by someone
@@ -177,7 +177,7 @@ class ReconcileError(RetryError):
 
 
 class Triggers:
-    """Wake-up events per loop key (a :class:`Request` in a Controller); lives on one event loop."""
+    """Wake-up events per loop key (a ``Request`` in a Controller); lives on one event loop."""
 
     def __init__(self) -> None:
         self._events: dict[Hashable, asyncio.Event] = {}
@@ -202,7 +202,7 @@ class Triggers:
 
 class FairSlots:
     """At most ``limit`` holders at once, taking turns by group (namespace) when they wait
-    (:class:`~shared.client.fair.RoundRobin`), and no group holding more than ``limit - 1``.
+    (``RoundRobin``), and no group holding more than ``limit - 1``.
 
     A slot that comes free goes to the first waiter of the first group of the round, and that
     group goes to the end of the round. The group of the holder that gives a slot back goes to
@@ -221,9 +221,9 @@ class FairSlots:
     A slot is handed straight from the holder that gives it back to the waiter it goes to, so
     no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
 
-    Who waits need not be a task: :meth:`take_or_queue` queues a key in the same line, and the
+    Who waits need not be a task: ``take_or_queue`` queues a key in the same line, and the
     slot that comes to it is handed to ``start(key)``, held, which starts the key's work then
-    (:class:`Controller` starts a request's task only then). ``start`` returning False (the key
+    (``Controller`` starts a request's task only then). ``start`` returning False (the key
     is no longer wanted) passes the slot on.
     """
 
@@ -347,7 +347,7 @@ async def reconcile_loop(
     pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
     ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
     With ``due``, the first pass's slot is already held, handed to the key in the queue where
-    it waited since ``due`` (:meth:`FairSlots.take_or_queue`); the loop gives it back.
+    it waited since ``due`` (``FairSlots.take_or_queue``); the loop gives it back.
 
     With ``park``, a loop that would sleep after a pass that did not fail (and was not kicked
     meanwhile) returns instead, calling ``park(seconds)`` (None: until a kick) first; one that
@@ -474,13 +474,13 @@ class _Pass:
 
 
 class Controller:
-    """A :func:`reconcile_loop` task per :class:`Request` whose pass runs (or that backs off
-    after a failure), fed by kopf watch events; idle requests are parked (no task: :meth:`_wake`
+    """A ``reconcile_loop`` task per ``Request`` whose pass runs (or that backs off
+    after a failure), fed by kopf watch events; idle requests are parked (no task: ``_wake``
     queues one, a timer for a delay), and due ones wait for a slot as keys in the queue of
-    :class:`FairSlots`, their task started when the slot is handed to them.
+    ``FairSlots``, their task started when the slot is handed to them.
 
-    The store (:meth:`observe`) holds the latest body under each namespace/name, as the watch
-    says: a later UID under a name replaces the earlier object (:func:`is_later`; the earlier
+    The store (``observe``) holds the latest body under each namespace/name, as the watch
+    says: a later UID under a name replaces the earlier object (``is_later``; the earlier
     one's late events are then ignored); a DELETED event clears the name only if it is of the
     object the name holds. The loop of a request reads its body from the store at the start of
     each pass.
@@ -496,7 +496,7 @@ class Controller:
     ``controller_runtime_max_concurrent_reconciles``.
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
-    event that changes only that status wakes no pass (:func:`only_status_changed`).
+    event that changes only that status wakes no pass (``only_status_changed``).
     """
 
     def __init__(

@@ -188,5 +188,5 @@ class Cluster:
         return path
 
     def metrics_reader_token(self, account: str = "metrics-scraper") -> str:
-        """A token allowed to read the operators' ``/metrics`` (:func:`metrics_reader_token`)."""
+        """A token allowed to read the operators' ``/metrics`` (``metrics_reader_token``)."""
         return metrics_reader_token(self.api, account)

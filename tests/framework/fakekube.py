@@ -1,12 +1,12 @@
-"""An in-memory API server behind :class:`shared.client.kube.KubeClient`: unit tests of reconcilers.
+"""An in-memory API server behind ``shared.client.kube.KubeClient``: unit tests of reconcilers.
 
 In the style of client-go's fake clientset and kubernetes/sample-controller's
-``controller_test.go``: a test puts objects in, runs one reconcile pass with a :class:`FakeKube` as
-its client, and asserts the exact list of :class:`Action` s the pass sent (verb, resource,
-namespace, name, subresource) and the objects that result. :class:`FakeKube` overrides only
+``controller_test.go``: a test puts objects in, runs one reconcile pass with a ``FakeKube`` as
+its client, and asserts the exact list of ``Action`` s the pass sent (verb, resource,
+namespace, name, subresource) and the objects that result. ``FakeKube`` overrides only
 ``request`` (every helper of the real client — ``create``, ``get``, ``get_if_exists``,
 ``replace``, ``merge_patch``, ``json_patch``, ``delete`` — goes through it), ``load`` and
-``close``; paths are the ones the real client builds (:func:`shared.client.kube.namespaced`).
+``close``; paths are the ones the real client builds (``shared.client.kube.namespaced``).
 
 **What is modelled**, as kube-apiserver 1.34 does it (``tests/integration/test_fakekube_contract.py``
 sends the same requests to a real API server and to the fake and requires the same answers):
@@ -22,14 +22,14 @@ sends the same requests to a real API server and to the fake and requires the sa
   ``metadata.uid``; custom resources refuse an update without a resourceVersion (422);
 - merge patch (RFC 7386) and JSON patch (RFC 6902, ``test`` included): a failed operation is the
   API server's bare 422 ``Invalid`` that says nothing of which operation failed (here the
-  patch error is the :class:`ApiError`'s ``__cause__``); a changed ``metadata.uid`` is 422
+  patch error is the ``ApiError``'s ``__cause__``); a changed ``metadata.uid`` is 422
   "field is immutable"; ``metadata.resourceVersion`` in a merge patch is a precondition (409);
 - a write that changes nothing keeps the resourceVersion;
 - delete: ``preconditions.uid`` / ``preconditions.resourceVersion`` (409, the API server's
   words); the answer is the object for the kinds that answer so (pods, services...), else a
   ``Success`` Status; an object with finalizers, or a pod bound to a node (``spec.nodeName``)
   deleted with a grace period, stays with a ``deletionTimestamp`` (a pod until
-  :meth:`FakeKube.remove`, as its kubelet would confirm; others until their last finalizer is
+  ``FakeKube.remove``, as its kubelet would confirm; others until their last finalizer is
   removed);
 - ``generation``: bumped when anything but ``metadata`` and ``status`` changes (and when a
   deletion starts), never by a status write;
@@ -37,7 +37,7 @@ sends the same requests to a real API server and to the fake and requires the sa
   the CRD status strategy copies it: ``metadata`` in a status patch is ignored, so a merge patch
   cannot carry a UID precondition there); the main resource of a kind with a status subresource
   ignores status changes; a kind without one has no ``/status`` (404). Which kinds have one is
-  :attr:`Resource.status` (the CRDs say it for custom resources; :meth:`FakeKube.register`
+  ``Resource.status`` (the CRDs say it for custom resources; ``FakeKube.register``
   changes it);
 - ``/scale`` of kinds that have it (Deployments, ReplicaSets, StatefulSets; custom resources as
   their CRD declares): an ``autoscaling/v1`` Scale, reads and writes of the replicas;
@@ -48,7 +48,7 @@ sends the same requests to a real API server and to the fake and requires the sa
   resource", so a wrong path fails here as it does on a cluster.
 
 The custom resources are read from the bundle's CRDs (``bundle/manifests``), so a new operator's
-kind is known without an edit here; others are added with :meth:`FakeKube.register`.
+kind is known without an edit here; others are added with ``FakeKube.register``.
 
 **What is not modelled**: watches; garbage collection (owner references are stored, nothing is
 deleted with its owner) and every other controller (no ReplicaSets from Deployments, no
@@ -58,13 +58,13 @@ Security, namespaces that do not exist or terminate); RBAC;
 server-side apply and strategic merge patch (415); dry-run; delete-collection; version
 conversion (an object is stored once and answered with the apiVersion asked for);
 ``managedFields``. Those are for the integration tests; a failure they cause is injected with a
-reactor (:meth:`FakeKube.prepend_reactor`, :func:`fail`).
+reactor (``FakeKube.prepend_reactor``, ``fail``).
 
 **Actions and reactors**, like client-go's fake: every request that reaches the server is
-recorded as an :class:`Action` in :attr:`FakeKube.actions` (a write refused by ``fence`` never
+recorded as an ``Action`` in ``FakeKube.actions`` (a write refused by ``fence`` never
 reaches it and is not recorded, as with the real client); a reactor added with
-:meth:`FakeKube.prepend_reactor` sees matching actions first and may answer, raise (an
-:class:`ApiError` built by :func:`status_error`) or pass (return None).
+``FakeKube.prepend_reactor`` sees matching actions first and may answer, raise (an
+``ApiError`` built by ``status_error``) or pass (return None).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def status_error(
     group: str = "",
     causes: list[dict[str, str]] | None = None,
 ) -> ApiError:
-    """An :class:`ApiError` as the real client raises it for the API server's Status answer."""
+    """An ``ApiError`` as the real client raises it for the API server's Status answer."""
     details: dict[str, Any] = {}
     if name:
         details["name"] = name
@@ -271,7 +271,7 @@ def status_error(
 
 
 def fail(code: int, reason: str = "", message: str = "") -> Callable[[Action], None]:
-    """A reaction refusing the action with ``code`` (for :meth:`FakeKube.prepend_reactor`).
+    """A reaction refusing the action with ``code`` (for ``FakeKube.prepend_reactor``).
 
     The default reasons and messages are the API server's: ``fail(403, message="exceeded
     quota: ...")`` is a quota refusal of a create, ``fail(409)`` a stale write. The fake replaces
@@ -345,14 +345,14 @@ class _Server:
 
 
 class FakeKube(KubeClient):
-    """A :class:`KubeClient` answering from an in-memory store (module docstring).
+    """A ``KubeClient`` answering from an in-memory store (module docstring).
 
-    ``objects`` are stored first (:meth:`add`). ``now`` gives the creation and deletion
+    ``objects`` are stored first (``add``). ``now`` gives the creation and deletion
     timestamps (seconds since the epoch, or a datetime: ``Clock().now`` of
-    :mod:`shared.api.clock` fits); ``seed`` makes UIDs and generated names repeatable.
+    ``shared.api.clock`` fits); ``seed`` makes UIDs and generated names repeatable.
 
     A request never yields to the event loop (unless an async reaction does): the requests a
-    pass runs concurrently (``asyncio.gather``) reach the fake, and :attr:`actions`, in the
+    pass runs concurrently (``asyncio.gather``) reach the fake, and ``actions``, in the
     order they were started, so expected action lists are deterministic.
     """
 
@@ -1296,7 +1296,7 @@ def _json_equal(a: Any, b: Any) -> bool:
 
 
 def json_patch(target: Any, operations: Any) -> Any:
-    """RFC 6902: ``target`` (not changed) after ``operations``; raises :class:`JsonPatchError`."""
+    """RFC 6902: ``target`` (not changed) after ``operations``; raises ``JsonPatchError``."""
     if not isinstance(operations, list):
         raise JsonPatchError("a JSON patch is a list of operations")
     doc = copy.deepcopy(target)

@@ -46,7 +46,7 @@ def cluster() -> Iterator[Cluster]:
 def real_cluster() -> Iterator[localcluster.LocalCluster]:
     """A second control plane, with this machine as its one real worker node (no kwok nodes).
 
-    Yields the :class:`LocalCluster`; ``.node`` is the :class:`localcluster.node.RealNode`
+    Yields the ``LocalCluster``; ``.node`` is the ``localcluster.node.RealNode``
     (containerd, kubelet, kube-proxy), with the busybox image imported. Separate from
     ``cluster``: only one real node can run per host (kube-proxy's chains are global), and the
     kwok tests need none. Skipped, with the reason, where a real node cannot run (not root, or

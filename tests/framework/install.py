@@ -1,6 +1,6 @@
 """Our operators installed on the real node's cluster, and WebServers served by our ``web`` image.
 
-:class:`Install` is what a user has after installing (with kubectl or OLM): the cluster, the
+``Install`` is what a user has after installing (with kubectl or OLM): the cluster, the
 real node and the images imported into it, and the operators running as pods in
 ``k8s-operators-py``.
 """

@@ -1,7 +1,7 @@
 """Judge objects the way Flux health checks, Helm 4 ``--wait``, kpt and Config Sync do.
 
 Runs the real kstatus library (sigs.k8s.io/cli-utils ``status.Compute``) through our small
-command ``localcluster/go/kstatus``, built from its pinned module on first use (:mod:`localcluster.gotools`).
+command ``localcluster/go/kstatus``, built from its pinned module on first use (``localcluster.gotools``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Its ``/metrics`` is served as shipped (HTTPS, TokenReview + SubjectAccessReview) when the test
 gives a ``metrics_token`` (a ServiceAccount bound to metrics-reader:
-:meth:`tests.framework.cluster.Cluster.metrics_reader_token`), which every read of the metrics
+``tests.framework.cluster.Cluster.metrics_reader_token``), which every read of the metrics
 then carries; without one, as plain HTTP (``--metrics-secure=false``, what a developer runs),
 for the tests about something else.
 """
@@ -128,7 +128,7 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")[-chars:]
 
     def freeze(self) -> None:
-        """SIGSTOP: the process stops dead (a paused VM, a stalled node) until :meth:`resume`."""
+        """SIGSTOP: the process stops dead (a paused VM, a stalled node) until ``resume``."""
         assert self.proc is not None and self.proc.poll() is None
         self.proc.send_signal(signal.SIGSTOP)
 

@@ -1,10 +1,10 @@
 """One reconcile pass at a time, of an operator built as it runs, on a fake API server.
 
-``OnePass`` builds the operator with :class:`shared.controller.builder.Operator` (its reconciler
-gets its dependencies injected: the :class:`tests.framework.fakekube.FakeKube` client, a fixed
+``OnePass`` builds the operator with ``shared.controller.builder.Operator`` (its reconciler
+gets its dependencies injected: the ``tests.framework.fakekube.FakeKube`` client, a fixed
 clock, the Event recorder posting through that client) and runs one pass over the object at
 ``path`` as the fake holds it, the way kubernetes/sample-controller's tests run ``syncHandler``.
-After each pass, :attr:`OnePass.events` holds the Events it posted (type, reason, message) and
+After each pass, ``OnePass.events`` holds the Events it posted (type, reason, message) and
 the fake's actions hold its other requests, so a test asserts the two apart.
 """
 

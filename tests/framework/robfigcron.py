@@ -2,7 +2,7 @@
 ``Next``, the zone given as CronJob gives ``spec.timeZone`` (a ``CRON_TZ=`` prefix).
 
 Runs our small command ``localcluster/go/robfigcron``, built from its pinned module on first use
-(:mod:`localcluster.gotools`, ``make robfigcron``).
+(``localcluster.gotools``, ``make robfigcron``).
 """
 
 from __future__ import annotations

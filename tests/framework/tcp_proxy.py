@@ -1,8 +1,8 @@
 """A TCP proxy a test can cut: a network partition between one client and the API server.
 
 The operator under test talks to the API server through it (TLS passes through untouched; the
-server certificate names 127.0.0.1, whatever the port). :meth:`Proxy.partition` closes every
-open connection and refuses new ones until :meth:`Proxy.heal`, so whatever the API server
+server certificate names 127.0.0.1, whatever the port). ``Proxy.partition`` closes every
+open connection and refuses new ones until ``Proxy.heal``, so whatever the API server
 sends meanwhile never reaches the operator: the watch events of a real partition are lost,
 not delayed in a socket buffer.
 """

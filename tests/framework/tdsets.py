@@ -1,5 +1,5 @@
 """TDSets in a test cluster: specs, create, read, change, their Deployment, conditions and Events,
-and the TDSet operators the tests start (:class:`Operators`, the ``start_tdset_operator`` fixture)."""
+and the TDSet operators the tests start (``Operators``, the ``start_tdset_operator`` fixture)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Operators:
 def clock_early_in_a_minute() -> dict[str, str]:
     """The environment that starts an operator's clock at hh:mm:20 of the current minute.
 
-    The next boundary :func:`next_boundary` finds is then about 40 s after it is up, rather
+    The next boundary ``next_boundary`` finds is then about 40 s after it is up, rather
     than anywhere from 30 to 90 s.
     """
     at = datetime.datetime.now(UTC).replace(second=20, microsecond=0)
@@ -65,7 +65,7 @@ def clock_early_in_a_minute() -> dict[str, str]:
 
 
 def next_boundary(op: OperatorProcess) -> datetime.datetime:
-    """The first whole minute of ``op``'s clock at least :data:`BOUNDARY_MARGIN` from now."""
+    """The first whole minute of ``op``'s clock at least ``BOUNDARY_MARGIN`` from now."""
     later = shifted_now(op) + BOUNDARY_MARGIN + datetime.timedelta(minutes=1)
     return later.replace(second=0, microsecond=0)
 

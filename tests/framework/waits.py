@@ -1,7 +1,7 @@
 """Waiting without sleeping: poll a condition until it holds or a deadline passes.
 
 A wait that times out names what it waited for and the last error the probe raised. Its
-deadline is what the test names times :data:`SLACK`: the figures in the tests are what the
+deadline is what the test names times ``SLACK``: the figures in the tests are what the
 step takes on an idle machine with room to spare, and the suite runs several workers, each
 with a control plane, on two cores, perhaps beside a CPU hog (``make test-loaded``). A
 deadline only bounds how long a failing test takes to say so; a passing one never waits for it.

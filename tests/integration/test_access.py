@@ -232,7 +232,7 @@ READABLE = set(POOL[:3])
 @pytest.fixture(scope="module")
 def pool(cluster: Cluster, enforced: None) -> Iterator[tuple[str, client.ApiClient]]:
     """A namespace where ``bob`` edits WebServers and may get the Secrets and ConfigMaps of
-    :data:`READABLE` only."""
+    ``READABLE`` only."""
     core = client.CoreV1Api(cluster.api)
     namespace = f"access-pool-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": namespace}})

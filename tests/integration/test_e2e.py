@@ -722,7 +722,7 @@ class ReferencePair:
 
     ``host_network``: both pods on the node's network (the host path's reference), netserver on
     ``port`` (not the operator's 12865, which its host-network server binds on the same node)
-    and the data port pinned to ``data_port`` (+ stream). :meth:`via_service`: the client goes
+    and the data port pinned to ``data_port`` (+ stream). ``via_service``: the client goes
     through a ClusterIP Service in front of the server instead (the service path's reference)."""
 
     def __init__(

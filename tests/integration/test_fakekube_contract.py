@@ -1,7 +1,7 @@
 """The fake API server of the unit tests answers as kube-apiserver does.
 
 Each scenario sends the same requests through the real client to the local control plane and
-through :class:`tests.framework.fakekube.FakeKube`, and the two transcripts must be equal: what
+through ``tests.framework.fakekube.FakeKube``, and the two transcripts must be equal: what
 each write answered (the fields the operators read) and each refusal (status, reason, message,
 causes), UIDs and resourceVersions masked. The unit tests built on the fake can then be trusted
 on exactly these rules; what the fake does not model is listed in its module docstring.

@@ -6,7 +6,7 @@ For each CRD in ``bundle/manifests``, hypothesis draws specs from the CRD's own
 sends each to the real API server with ``dryRun=All``: the schema and its CEL rules decide. For
 every object accepted, the children the operator's desired-state code renders from it (pods,
 Deployment, Service) are sent with ``dryRun=All`` too, and for a TDSet the HPA it would hold to
-each entry's floor and cap (:func:`autoscalers`). A child refused for an accepted object is a
+each entry's floor and cap (``autoscalers``). A child refused for an accepted object is a
 hole in the schema (or a renderer bug): the test fails with the object and the refusal.
 
 Runs with a fixed seed and a few examples per kind in ``make test``; for a longer search set

@@ -1,6 +1,6 @@
 """The images ``make images`` builds, checked as a kubelet would run them (``localcluster/images.py``).
 
-Built with buildah through :func:`localcluster.images.ensure_images` (the first run on a machine takes
+Built with buildah through ``localcluster.images.ensure_images`` (the first run on a machine takes
 minutes: debootstrap, pip installs; later runs reuse what did not change), then opened with
 ``buildah mount``/``buildah run``: non-root numeric users, a passwd entry for the operators' UID
 (kopf's ``getpass.getuser()``), imports as that user on a read-only root, no trace of the host's

@@ -3,11 +3,11 @@
 On the session's ``real_cluster`` (a real node: containerd, kubelet, kube-proxy) this module
 starts two things (``olm`` fixture):
 
-- :class:`localcluster.registry.ImageRegistry`, a registry stand-in serving every image
+- ``localcluster.registry.ImageRegistry``, a registry stand-in serving every image
   ``make images`` built and the opm and OLM stand-ins; the node's containerd mirrors
   ``ghcr.io``/``quay.io`` to it. OLM sets ``imagePullPolicy: Always`` on the catalog and bundle
   pods, so kubelet really pulls them (the tests check the registry saw those pulls).
-- OLM v0 (:class:`localcluster.olm.OLM`): its CRDs from the pinned module, olm-operator and
+- OLM v0 (``localcluster.olm.OLM``): its CRDs from the pinned module, olm-operator and
   catalog-operator as host processes (catalog-operator reaches registry pods by
   ``<name>.<namespace>.svc`` through a hosts-file stand-in for cluster DNS).
 

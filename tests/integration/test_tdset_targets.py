@@ -1,7 +1,7 @@
 """TDSet's ``spec.scaleTargetRef`` against the real API server (issue #26, part 1).
 
 Each test runs a TDSet operator watching only its namespace, as the ServiceAccount holding
-exactly the CSV's rules (:meth:`tests.framework.cluster.Cluster.operator_kubeconfig`), so the
+exactly the CSV's rules (``tests.framework.cluster.Cluster.operator_kubeconfig``), so the
 RBAC of the scale targets is the bundle's: Deployments, StatefulSets, ReplicaSets and WebServers
 out of the box; another kind (a CRD with a scale subresource made by the test) only once a
 ClusterRole carrying the aggregation label is added, as docs/operators/tdset-targets.md tells a cluster

@@ -1,4 +1,4 @@
-"""The fake API server of the reconciler tests (:mod:`tests.framework.fakekube`): one test per rule.
+"""The fake API server of the reconciler tests (``tests.framework.fakekube``): one test per rule.
 
 ``tests/integration/test_fakekube_contract.py`` checks the same rules against a real API server.
 """
@@ -234,7 +234,7 @@ def test_json_patch_is_rfc_6902():
 
 async def test_a_failed_json_patch_is_the_api_servers_bare_422_not_a_uid_mismatch():
     """The client's UID precondition is a ``test`` of ``/metadata/uid``; kube-apiserver says only
-    422 when it fails, so :func:`is_uid_mismatch` cannot tell (StatusWriter asks with a list)."""
+    422 when it fails, so ``is_uid_mismatch`` cannot tell (StatusWriter asks with a list)."""
     kube = FakeKube()
     await kube.create(WSS, webserver())
     with pytest.raises(ApiError) as err:

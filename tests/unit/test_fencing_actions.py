@@ -1,6 +1,6 @@
 """Leader fencing on the fake API server: two operator processes, each with a leader elector on
 a client of its own and the operator's writes on a fenced client, all of one
-:class:`tests.framework.fakekube.FakeKube` server. Only the leader's writes reach it; a leader
+``tests.framework.fakekube.FakeKube`` server. Only the leader's writes reach it; a leader
 past its renew deadline sends nothing more.
 """
 

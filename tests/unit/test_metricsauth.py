@@ -398,7 +398,7 @@ async def test_a_mounted_certificate_is_picked_up_and_rotated_without_a_restart(
 
 
 class Observed:
-    """What :class:`MetricsAuth` tells its ``observe``, counted."""
+    """What ``MetricsAuth`` tells its ``observe``, counted."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}

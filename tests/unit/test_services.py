@@ -1,5 +1,5 @@
 """The Service an operator puts in front of its pods: the manifest, drift, and the writes
-:func:`shared.client.services.converge` sends, against the fake API server (exact actions)."""
+``shared.client.services.converge`` sends, against the fake API server (exact actions)."""
 
 import asyncio
 

@@ -450,7 +450,7 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 @pytest.fixture
 async def gated():
-    """An aiohttp app behind a :class:`serving.TLSGate` (its bounds set by each test)."""
+    """An aiohttp app behind a ``serving.TLSGate`` (its bounds set by each test)."""
 
     async def ok(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -1,6 +1,6 @@
 """Status writes and the Service a WebServer or TDSet puts in front of its pods, as
 kubernetes/sample-controller tests its controller: objects in a fake API server
-(:class:`tests.framework.fakekube.FakeKube`), one pass, then the exact actions it sent and the
+(``tests.framework.fakekube.FakeKube``), one pass, then the exact actions it sent and the
 objects that result.
 """
 

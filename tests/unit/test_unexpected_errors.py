@@ -1,8 +1,8 @@
 """What a pass raises without reporting it (a bug, an input nobody foresaw) ends, for every
 operator the same way, in ``Degraded``/``ReconcileFailed`` in the object's status and one
-Warning Event, not in a log line alone (:func:`shared.controller.builder.report_unexpected`).
+Warning Event, not in a log line alone (``shared.controller.builder.report_unexpected``).
 
-Each operator is built as it runs (:class:`shared.controller.builder.Operator`) on the fake
+Each operator is built as it runs (``shared.controller.builder.Operator``) on the fake
 API server; its pass is made to raise, and the builder's wrapper, which the work queue calls,
 is run twice: the condition is written, the Event posted once (not per retry).
 """

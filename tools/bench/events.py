@@ -2,8 +2,8 @@
 
     python -m tools.bench.events [--retries 200] [--flood 10000]
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`, one kwok node) and runs
-the operators' Event recorder (:class:`shared.client.events.EventRecorder`, defaults as
+Starts the local control plane (``tools.bench.lib.control_plane``, one kwok node) and runs
+the operators' Event recorder (``shared.client.events.EventRecorder``, defaults as
 shipped) in this process, as a user with the WebServer operator's CSV rules:
 
 - **retries**: one object reports the same Warning ``--retries`` times, each after the previous

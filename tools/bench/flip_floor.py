@@ -3,13 +3,13 @@
     python -m tools.bench.flip_floor --kubeconfig K --namespace NS --targets T.json --replicas 2
                                      [--at UNIX_TIME] [--connections 1000]
 
-What :mod:`tools.bench.tdset_boundary` ``--floor python`` runs at each boundary, in a process of
+What ``tools.bench.tdset_boundary`` ``--floor python`` runs at each boundary, in a process of
 its own (as the operator is): the client waits until ``--at``, then PATCHes ``/scale`` of every
 Deployment in ``--targets`` (a JSON object, name -> UID) all at once, the body the operator's
 flip sends (``{"metadata": {"uid": ...}, "spec": {"replicas": N}}``, a merge patch with the UID
 as the precondition), and prints one JSON line: how late it started, how long the writes took,
 their latencies and errors. The client is the operator's own
-(:class:`shared.client.kube.KubeClient`, no client-side rate limit) with ``--connections``
+(``shared.client.kube.KubeClient``, no client-side rate limit) with ``--connections``
 in its pool (default: the operator's 100), every one of them opened by a GET just before the
 instant, as a busy operator's are: a connection per write (``--connections 1000``) made the
 API server and the client do 1000 TLS handshakes at the boundary: 17.9 s for the 1000 writes on
@@ -17,7 +17,7 @@ the loaded machine, against 12.6 s with 100 warm ones at the next boundary (docs
 
 ``--floor go`` runs the Go equivalent instead: ``tools/bench/go/flipfloor`` (client-go, HTTP/2,
 QPS -1, all writes at once unless its ``--concurrency`` bounds them), built by
-:func:`go_binary` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/`` (``$GOTOOLS_CACHE``
+``go_binary`` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/`` (``$GOTOOLS_CACHE``
 overrides) from its pinned ``go.mod``/``go.sum``; never part of ``make test``.
 """
 
@@ -42,7 +42,7 @@ WARM_UP = 4.0  # seconds before the instant that the connections are opened
 
 
 def go_binary() -> Path:
-    """The Go floor client, built from :data:`GO_MODULE` unless the cache has this version of it."""
+    """The Go floor client, built from ``GO_MODULE`` unless the cache has this version of it."""
     sources = [GO_MODULE / "go.mod", GO_MODULE / "go.sum", *sorted(GO_MODULE.glob("*.go"))]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     target = cache_root() / f"flipfloor-{digest}" / "flipfloor"

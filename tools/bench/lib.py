@@ -1,16 +1,16 @@
 """Shared parts of the scale benchmarks (the other modules of ``tools/bench/``); not run on its own.
 
-- :func:`control_plane`: the local control plane with the bundle's CRDs and kwok nodes that
+- ``control_plane``: the local control plane with the bundle's CRDs and kwok nodes that
   each take ``pods_per_node`` pods (kwok's node stage gives 110), so thousands of pods schedule;
-- :class:`Api`: an async client on one aiohttp session with the cluster's admin certificate:
+- ``Api``: an async client on one aiohttp session with the cluster's admin certificate:
   many requests at once and watches that call back per event, on plain dicts, so the benchmark
   process itself stays cheap next to what it measures on a 2-core machine;
-- :class:`Tracker`: Ready pods and owners whose status reports all replicas ready, in one
+- ``Tracker``: Ready pods and owners whose status reports all replicas ready, in one
   namespace, from two watches;
-- :func:`operator_kubeconfig`: a kubeconfig for an operator holding exactly the CSV's rules,
-  as a user the API server audits, so :class:`AuditLog` counts the writes it made;
-- :class:`ProcStats`: resident and peak memory and CPU seconds of a process, from ``/proc``;
-- :func:`say`: progress lines with the elapsed time; :func:`load`: the load average.
+- ``operator_kubeconfig``: a kubeconfig for an operator holding exactly the CSV's rules,
+  as a user the API server audits, so ``AuditLog`` counts the writes it made;
+- ``ProcStats``: resident and peak memory and CPU seconds of a process, from ``/proc``;
+- ``say``: progress lines with the elapsed time; ``load``: the load average.
 """
 
 from __future__ import annotations
@@ -425,8 +425,8 @@ def ready(pod: Mapping[str, Any]) -> bool:
 class Tracker:
     """Ready pods and owners whose status reports every replica ready, in one namespace.
 
-    ``owners`` is the owners' collection path (None: pods only). Start with :meth:`start`;
-    :meth:`wait` returns when ``pods`` pods are Ready and ``owners_expected`` owners say so.
+    ``owners`` is the owners' collection path (None: pods only). Start with ``start``;
+    ``wait`` returns when ``pods`` pods are Ready and ``owners_expected`` owners say so.
     """
 
     api: Api

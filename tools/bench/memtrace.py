@@ -1,7 +1,7 @@
 """Where an operator's memory goes: a breakdown dumped from inside the running process.
 
 Used by ``python -m tools.bench.scale --memory ... --breakdown``; not run on its own. The
-operator is started with this module's directory as a ``sitecustomize`` (:func:`site_dir`, put
+operator is started with this module's directory as a ``sitecustomize`` (``site_dir``, put
 first on ``PYTHONPATH``), which, when ``BENCH_MEMTRACE`` names a file, starts ``tracemalloc``
 and on ``SIGUSR2`` writes that file (JSON) with:
 

@@ -2,7 +2,7 @@
 
     python -m tools.bench.netperf_kwok [--netperfs 200]
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the Netperf operator
+Starts the local control plane (``tools.bench.lib.control_plane``) and the Netperf operator
 as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
 ``--netperfs`` Netperfs (TCP_STREAM, 3 samples) in one namespace at once, and acts as the
 kubelet for their client pods: as soon as kwok reports one Running, it is ended with exit code

@@ -2,7 +2,7 @@
 
     sudo python -m tools.bench.netperf_paths [--samples 5] [--duration 3] [--parallel 1,2,4,8]
 
-The set-up of :mod:`tools.bench.netperf_overhead` (control plane, this machine as its real node,
+The set-up of ``tools.bench.netperf_overhead`` (control plane, this machine as its real node,
 the Netperf operator from this tree), then one Netperf after the other, each to ``Done``:
 
 - per path (``pod``, ``service``, ``host``): TCP_STREAM (bits/s) and TCP_CRR (connections/s),

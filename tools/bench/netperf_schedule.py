@@ -2,8 +2,8 @@
 
     python -m tools.bench.netperf_schedule [--netperfs 200] [--schedule "* * * * *"] [--runs 4]
 
-The scheduled counterpart of :mod:`tools.bench.netperf_kwok`, on the same control plane, with
-the operator as deployed and the same stand-in kubelet (:class:`tools.bench.netperf_kwok.Run`
+The scheduled counterpart of ``tools.bench.netperf_kwok``, on the same control plane, with
+the operator as deployed and the same stand-in kubelet (``tools.bench.netperf_kwok.Run``
 ends each client pod with a real netperf output as soon as kwok runs it). It creates
 ``--netperfs`` Netperfs (TCP_STREAM, 3 samples) with ``spec.schedule`` ``--schedule`` and the
 defaults of everything else (history limit, ``regression``), all between two due times so they

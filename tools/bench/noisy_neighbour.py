@@ -3,11 +3,11 @@
     python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
     python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer operator
+Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
 as deployed (no debug log; its CSV's rules, as a user the API server audits), creates the
 WebServer ``probe`` of one replica in namespace B and waits until its status says it is ready.
 Then it creates ``--webservers`` WebServers of ``--replicas`` (1) in namespace A, 16 POSTs at
-once (as :mod:`tools.bench.scale`), and from the first POST until every pod of A is Ready and
+once (as ``tools.bench.scale``), and from the first POST until every pod of A is Ready and
 every status of A says so, it scales ``probe`` between 1 and 2 replicas, one change at a time,
 ``--pause`` seconds apart. Each probe is timed from just before its PATCH until B's watch shows
 a status whose ``observedGeneration`` is the patched generation (the first pass for it has

@@ -2,7 +2,7 @@
 
     python -m tools.bench.restart [--webservers 3000] [--idle 60]
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer
+Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer
 operator as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
 ``--webservers`` WebServers of one replica in one namespace and waits until every pod is Ready
 and every status says so, and the operator is quiet. Then, from the audit log:

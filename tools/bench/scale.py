@@ -11,7 +11,7 @@
     ... --kind tdsets --kcm-qps 200                                        # its Deployments sooner
     ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
+Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
 thousands of pods) and the WebServer operator as deployed (no debug log; its CSV's rules, as a
 user whose requests the API server audits), then per round, each in a fresh namespace and
 timed from the first POST until every pod is Ready and every owner's status says so:
@@ -37,7 +37,7 @@ creates WebServers of one replica in steps up to each count, waits for them to b
 the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
 seconds each step cost, so MiB per 1000 objects can be read off; with ``--breakdown`` also
 what each cache holds and tracemalloc's live bytes per source file at every step
-(:mod:`tools.bench.memtrace`; tracemalloc's own cost inflates RSS in such a run). With
+(``tools.bench.memtrace``; tracemalloc's own cost inflates RSS in such a run). With
 ``--standby`` the operator runs as deployed with two replicas (leader election on; the standby
 watches and holds the same caches) and both are measured. ``--relist S`` makes every watch
 relist every S seconds (``WATCH_RESYNC_PERIOD``; 600 as shipped) and, after the last step,
@@ -328,7 +328,7 @@ class Bench:
         print(f"restart: {load()}")
 
     async def dump_breakdown(self) -> dict[str, Any]:
-        """Ask the operator for its breakdown (:mod:`tools.bench.memtrace`) and read it."""
+        """Ask the operator for its breakdown (``tools.bench.memtrace``) and read it."""
         assert self.breakdown is not None and self.op.proc is not None
         self.breakdown.unlink(missing_ok=True)
         self.op.proc.send_signal(signal.SIGUSR2)

@@ -4,7 +4,7 @@
                                          [--targets] [--lead-time 30]
                                          [--targets --floor python|go [--floor-concurrency N]]
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`: kwok nodes that take
+Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
 thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
 user the API server audits) whose clock is shifted (``OPERATOR_CLOCK_OFFSET``) to hh:mm:15.
 It creates ``--tdsets`` TDSets whose windows alternate between ``--high`` and ``--low``
@@ -33,7 +33,7 @@ so the requests per flip are printed beside the audit log's writes.
 
 ``--floor python|go`` (with ``--targets``): the floor, what bounds the flips on this machine
 with no operator at all. The same Deployments on the same control plane, but no operator and no
-TDSets: at each boundary a client process (:mod:`tools.bench.flip_floor`: ``python``, the
+TDSets: at each boundary a client process (``tools.bench.flip_floor``: ``python``, the
 operator's own client on a warm pool of ``--floor-concurrency`` connections, default 100;
 ``go``, client-go over HTTP/2 with no rate limit, all at once unless ``--floor-concurrency``
 bounds the writes in flight) sends the boundary's 1000 PATCHes of ``/scale``, as the

@@ -3,11 +3,11 @@
     python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
                                       [--webservers 200] [--pause 1] [--relist 60]
 
-Starts the local control plane (:func:`tools.bench.lib.control_plane`) and the WebServer operator
+Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
 as deployed (no debug log; its CSV's rules, as a user the API server audits; every watch
 relisting every ``--relist`` seconds, so relists fall inside the run), and the WebServer
 ``probe`` of one replica in a quiet namespace. Then, in another namespace under the ResourceQuota
-that ``docs/operations/sizing.md`` recommends (:data:`QUOTA`), it does the worst that page
+that ``docs/operations/sizing.md`` recommends (``QUOTA``), it does the worst that page
 describes, one step after the other:
 
 1. ``--configmaps`` ConfigMaps of ``--keys`` keys each, values filling them to about 1 MB (the
@@ -15,7 +15,7 @@ describes, one step after the other:
    2-core machine), every other one labelled with the labels the operators once watched, referenced by
    nothing but the first ``--referenced``;
 2. ``--webservers`` WebServers at the schema's maxima
-   (:func:`tests.framework.webservers.largest_spec`, ``replicas: 0``, so no pod quota binds),
+   (``tests.framework.webservers.largest_spec``, ``replicas: 0``, so no pod quota binds),
    their ``envFrom`` naming the referenced ConfigMaps (and ConfigMaps that do not exist: each
    fails its pass and retries, posting Warnings);
 3. an edit of every ConfigMap (each referenced one rolls nothing, as replicas are 0, but is read
@@ -24,7 +24,7 @@ describes, one step after the other:
 
 All along, the probe is scaled between 1 and 2 replicas ``--pause`` seconds apart, each timed
 from just before its PATCH until the quiet namespace's watch shows a status with the patched
-``observedGeneration`` and the new replica count (as :mod:`tools.bench.noisy_neighbour`), and
+``observedGeneration`` and the new replica count (as ``tools.bench.noisy_neighbour``), and
 the operator's resident memory is sampled every 0.25 s. Before each probe, a GET of the probe
 times the API server alone: what of a probe's delay is not the operator's.
 

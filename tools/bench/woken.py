@@ -4,7 +4,7 @@
 
 A relist, a restart or the standby taking over wakes every object together: each request is
 due, and ``max_concurrent_reconciles`` (8) of them run at once while the others wait for a
-slot. This stores N bodies in a :class:`~shared.controller.workqueue.Controller` behind a closed
+slot. This stores N bodies in a ``Controller`` behind a closed
 gate (as a standby holds them), opens it, and once every slot is held by a reconcile that
 waits, reports the growth of the process's resident memory (VmRSS), the tasks alive and, with
 ``--trace``, tracemalloc's live bytes per request and the lines that allocated the most

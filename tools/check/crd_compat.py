@@ -5,7 +5,7 @@
 OLM updates CRDs in place when a new bundle ``replaces`` the old one, and objects written under
 the old release stay in etcd. So a release keeps every released version served and the storage
 version unchanged, and within a version only adds optional fields and relaxes validation
-(docs/operations/upgrades.md, "CRD compatibility policy"). :func:`problems` names, for one CRD,
+(docs/operations/upgrades.md, "CRD compatibility policy"). ``problems`` names, for one CRD,
 every change that could make a stored object invalid or unreadable; anything it does not list
 (descriptions, defaults on new fields, new optional properties, looser bounds) is allowed.
 """

@@ -2,5 +2,5 @@
 
 Each writes what the operators' descriptions say the files must hold; ``--check`` (where there
 is one) writes nothing and fails on a difference, through the one loop in
-:func:`tools.generate.sync.sync`.
+``tools.generate.sync.sync``.
 """

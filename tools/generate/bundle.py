@@ -290,7 +290,7 @@ def metrics_service(op: OperatorDescription) -> dict[str, Any]:
 
 def service_monitor(op: OperatorDescription) -> dict[str, Any]:
     """Prometheus Operator scrapes over HTTPS with its own ServiceAccount's token (bound to
-    :data:`METRICS_READER`), as the kubebuilder scaffold's ServiceMonitor does.
+    ``METRICS_READER``), as the kubebuilder scaffold's ServiceMonitor does.
 
     ``insecureSkipVerify``: the operators serve a self-signed certificate unless one is mounted,
     and no CA is known to Prometheus; the token, checked by the API server, says who scrapes.
@@ -343,7 +343,7 @@ def kind_roles(op: OperatorDescription) -> list[dict[str, Any]]:
 
 
 def admission_policies() -> list[dict[str, Any]]:
-    """Every operator's ValidatingAdmissionPolicies and bindings (:mod:`shared.api.access`).
+    """Every operator's ValidatingAdmissionPolicies and bindings (``shared.api.access``).
 
     Not in the OLM bundle: OLM v0 installs a fixed list of kinds and this is not one of them;
     OLM users apply deploy/admission-policies.yaml (docs/operations/install.md)."""

@@ -4,7 +4,7 @@
   ``schema.py`` declares (through its description): names, subresources, ``kubectl get``
   columns, the example, and every field of ``spec`` and ``status`` with its type, default,
   validation (bounds, lengths, enum, pattern, CEL rules with their messages) and description;
-- the metrics table in ``docs/operations/monitoring.md`` (:func:`tools.generate.monitoring.metrics_table`);
+- the metrics table in ``docs/operations/monitoring.md`` (``tools.generate.monitoring.metrics_table``);
 - the API reference entries of the site's navigation in ``mkdocs.yml``.
 
 So a schema change, or a fourth operator, reaches the site by ``make docs`` and nothing else.

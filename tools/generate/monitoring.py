@@ -1,9 +1,9 @@
 """Alerts, the Grafana dashboard and the documentation's metrics table, from one place each.
 
-- :func:`prometheus_rule`: the bundle's ``PrometheusRule`` (alerts with summary, description
+- ``prometheus_rule``: the bundle's ``PrometheusRule`` (alerts with summary, description
   and a ``runbook_url`` into ``docs/runbook.md``);
-- :func:`dashboard`: ``docs/grafana-dashboard.json`` (reconcile, client and domain metrics);
-- :func:`metrics_table`: the Markdown table of every metric, made from ``shared.controller.metrics.TABLE``
+- ``dashboard``: ``docs/grafana-dashboard.json`` (reconcile, client and domain metrics);
+- ``metrics_table``: the Markdown table of every metric, made from ``shared.controller.metrics.TABLE``
   and each operator's declared metrics.
 
 What is the same for every operator (operator down or not scraped, reconcile errors, the

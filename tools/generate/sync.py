@@ -1,7 +1,7 @@
 """Put generated files on disk, or with ``--check`` only name those that differ: one loop for all.
 
 ``make manifests``, ``make bundle`` and ``make docs`` each render every file they own as
-path -> text and hand it to :func:`sync`; ``make lint`` runs the bundle's and the docs'
+path -> text and hand it to ``sync``; ``make lint`` runs the bundle's and the docs'
 ``--check``, which writes nothing and fails on a hand edit or a forgotten regeneration.
 """
 

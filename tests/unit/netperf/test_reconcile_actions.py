@@ -1,8 +1,8 @@
 """One Netperf run, pass by pass, tested as kubernetes/sample-controller tests its controller:
-objects in a fake API server (:class:`tests.framework.fakekube.FakeKube`), one pass, the exact
+objects in a fake API server (``tests.framework.fakekube.FakeKube``), one pass, the exact
 writes and Events.
 
-The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`), with
+The reconciler is built as the operator runs it (``tests.framework.passes.OnePass``), with
 the fake client and a fixed clock injected.
 """
 

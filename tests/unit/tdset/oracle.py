@@ -2,7 +2,7 @@
 
 The table is deliberately naive: every (weekday, hour, minute) a window covers, found by
 walking minute by minute from its start on each of its ``days`` until its end, first writer
-wins. It shares no code with :mod:`operators.tdset.schedule`, which computes the same from
+wins. It shares no code with ``operators.tdset.schedule``, which computes the same from
 bit masks and offsets.
 """
 

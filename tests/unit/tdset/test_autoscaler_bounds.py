@@ -281,7 +281,7 @@ def hpa(min_replicas: int = 2, max_replicas: int = 20) -> dict[str, Any]:
 
 
 class HPAPass(OnePass):
-    """The TDSet operator on one FakeKube, one pass at a time, at ``NOW`` (:meth:`at` moves
+    """The TDSet operator on one FakeKube, one pass at a time, at ``NOW`` (``at`` moves
     its clock), the HPA in its watch cache."""
 
     def __init__(self, kube: FakeKube) -> None:

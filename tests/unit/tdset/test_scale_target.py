@@ -2,7 +2,7 @@
 sends to read, claim and scale a target through ``/scale``, the conflict of a second TDSet, and
 the give-back sweeps (TDSet deleted, also while the operator was down; reference changed).
 
-The reconciler is built as the operator runs it (:class:`tests.framework.passes.OnePass`).
+The reconciler is built as the operator runs it (``tests.framework.passes.OnePass``).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Pass(OnePass):
 
     def see(self, *paths: str) -> None:
         """The TDSets at ``paths`` are live and their watch delivered them (and the sweeps that
-        asks for ran: :attr:`events` holds their Events)."""
+        asks for ran: ``events`` holds their Events)."""
         self.kube.clear_actions()
 
         async def deliver() -> None:

@@ -1,4 +1,4 @@
-"""Revisions, the progress deadline, automatic rollback and pause (:mod:`operators.webserver.rollout`),
+"""Revisions, the progress deadline, automatic rollback and pause (``operators.webserver.rollout``),
 pass by pass from the status each pass wrote, as a restarted operator would read it."""
 
 from __future__ import annotations
