@@ -5,7 +5,7 @@ like the TDSet (deterministic names: a restarted operator finds them instead of 
 more). The Deployment's selector is fixed at creation (``app.kubernetes.io/name=tdset``,
 ``app.kubernetes.io/instance=<name>``); image and port changes replace the pod template's
 container, replica changes set ``spec.replicas``. The pods mount no ServiceAccount token
-unless ``container.automountServiceAccountToken`` asks for it (issue #25); the value is part of
+unless ``container.automountServiceAccountToken`` asks for it; the value is part of
 the template, so the release that made this the default rolls every TDSet's Deployment once
 (docs/operations/upgrades.md).
 

@@ -13,7 +13,7 @@ Layers, highest first (also in docs/operators/tdset-calendar.md):
 3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
 4. **default**: ``defaultReplica``.
 
-**Autoscaler bounds** (issue #26 part 5): with an HPA on the target, the entry that decides may
+**Autoscaler bounds**: with an HPA on the target, the entry that decides may
 also set the HPA's ``minReplicas`` (floor) and ``maxReplicas`` (cap); each one it leaves unset
 falls back to ``spec.minReplicas``/``spec.maxReplicas``, then to the scheduled replicas (the
 floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (``Bounds``,
@@ -599,8 +599,8 @@ def next_offset_change(
 ) -> datetime.datetime:
     """The first instant after ``t`` with another UTC offset, or ``limit`` if none before it."""
     if zone.key == "UTC" or zone.key.startswith("Etc/"):
-        # A fixed offset (the default zone): probing a week of it was a third of the cost of
-        # finding a TDSet's next transition.
+        # A fixed offset (the default zone) never changes: probing a week of it would be a large
+        # part of the cost of finding a TDSet's next transition.
         return limit
     current = _offset(zone, t)
     lo = t
@@ -816,9 +816,8 @@ class Lookahead:
     """The calendar of a spec at ``now``, asked for a ``Decision`` with as many upcoming
     transitions as the caller needs, the walk kept between asks: a pass that only writes the
     target's replicas needs the next transition (its recheck delay), and one that writes the
-    status all of ``UPCOMING``; the second ask continues where the first stopped (at a
-    boundary shared by 1000 TDSets, computing ``status.upcoming`` in the pass that only flips
-    was 13 % of the operator's CPU: docs/benchmarks.md)."""
+    status all of ``UPCOMING``; the second ask continues where the first stopped, so a pass that only
+    flips never computes ``status.upcoming`` (docs/benchmarks.md)."""
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 Compatible with the original tutorial operator: ``container``, ``service``,
 ``schedulingConfig[]{startTime, endTime, replica}``, ``defaultReplica`` and ``intervalMint``
-keep their names and meaning (``intervalMint`` is now only the longest time between two
+keep their names and meaning (``intervalMint`` is only the longest time between two
 re-checks; boundaries are hit exactly). Additions are optional and default to the original
 behaviour: ``timeZone`` (UTC), ``startMinute``/``endMinute`` (0), ``days`` (every day),
 ``suspend`` (false).
@@ -86,7 +86,7 @@ WINDOW_SCHEMA: dict[str, Any] = {
 
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
-    # -- spec.scaleTargetRef (issue #26): a workload the user runs, instead of the container --
+    # -- spec.scaleTargetRef: a workload the user runs, instead of the container --
     "description": (
         "A Deployment whose replica count follows a time-of-day schedule: the TDSet's own "
         "(spec.container) or one you run (spec.scaleTargetRef)."
@@ -274,7 +274,7 @@ STATUS_SCHEMA: dict[str, Any] = {
     },
 }
 
-# --- The layered calendar (issue #26 parts 2-4, 6): overrides, holidays, pre-warm, preview. ---
+# --- The layered calendar: overrides, holidays, pre-warm, preview. ---
 # One block, merged into the schemas above, so the calendar's fields sit apart from the rest.
 MAX_OVERRIDES = 32
 MAX_HOLIDAYS = 366
@@ -462,7 +462,7 @@ CALENDAR_COLUMNS = (
 )
 # --- end of the calendar block ---
 
-# --- Autoscaler bounds (issue #26 part 5): an HPA's minReplicas/maxReplicas per entry. ---
+# --- Autoscaler bounds: an HPA's minReplicas/maxReplicas per entry. ---
 # An entry's own bound, else the spec's, else the scheduled replicas (floor) and the HPA's own
 # maxReplicas (cap), each bound on its own: the rules below reject every combination that would
 # give an HPA minReplicas > maxReplicas, so what passes admission is always a valid HPA.

@@ -18,16 +18,16 @@ pods, and a ready old pod is deleted only if at least ``replicas - maxUnavailabl
 still ready after the delete. A not-ready old pod serves
 nothing, so it always goes. Both bounds come from ``spec.rollout`` and default to the
 Deployment's 25% (maxUnavailable rounded down, maxSurge rounded up), which for 1 to 3 replicas
-means surge one pod and delete an old one only once a new one is ready: keeping ``replicas - 1``
-ready, as this module once did, let a single-replica WebServer drop to no ready pod at all
-(issue #15). Both 0 would never replace a pod, so the schema rejects that. Where they still
+means surge one pod and delete an old one only once a new one is ready, so a single-replica
+WebServer never drops to no ready pod. Both 0 would never replace a pod, so the schema rejects
+that. Where they still
 come out 0 (an explicit 0 next to an unset field whose default rounds to 0, or a schema
 bypassed), the unset one becomes 1, or maxUnavailable when both were set (the Deployment
 controller's fallback): a rollout can always move.
 
 **No API credentials unless asked.** A web server needs no token of the namespace's
 ServiceAccount, so pods set ``automountServiceAccountToken: false`` unless the spec asks for
-it (issue #25). The value is always part of the template, so the release that made this the
+it. The value is always part of the template, so the release that made this the
 default rolls the pods of every existing WebServer once: a pod's token mount cannot change
 while it runs, and leaving it in running pods until some later change would leave pods of one
 template hash with and without a token (docs/operations/upgrades.md).
@@ -292,7 +292,7 @@ def _volumes(tpl: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
 # status update, kubelet 1.34 pkg/kubelet/prober), and when that first probe comes before the
 # server listens, the next comes a period later: at 5 s that wait was most of a WebServer's
 # 0 -> N time. A readiness probe every second bounds it, and 15 failures in a row keep the
-# 15 s a failing pod used to get (3 x 5 s) before it leaves the Service's endpoints. A startup
+# 15 s a failing pod gets by Kubernetes' defaults (3 x 5 s) before it leaves the Service's endpoints. A startup
 # probe every second did the same for the first probe but, ticking on its own clock, made every
 # pod wait half a second on average even when it listened at once: the last of 20 pods about a
 # second. The period is not part of the template hash: running pods are not rolled for it,
@@ -545,7 +545,7 @@ def service_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[
         port=int(svc.get("port") or 80),
         # The pods' named port, not its number: during a rollout that changes spec.port each pod
         # is reached on its own port (old pods on the old one), so traffic never goes to a port
-        # nothing listens on (issue #22).
+        # nothing listens on.
         target_port="http",
         service_type=svc.get("type") or "ClusterIP",
         node_port=int(svc["nodePort"]) if svc.get("nodePort") else None,

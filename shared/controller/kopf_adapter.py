@@ -17,7 +17,7 @@ internals changed shape): the end of a watch's initial listing together with the
 every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
 and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
 The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
-processing (about 40 % of the operator's CPU, all of it machinery for handlers we do not have),
+processing (most of the operator's CPU, all of it machinery for handlers we do not have),
 and its request function is wrapped so that a metadata-only watch (``Watch.metadata_only``)
 lists and watches ``PartialObjectMetadata``, which kopf's settings cannot ask for.
 Why, and what the exit is: ``docs/design/kopf-adapter.md``.
@@ -65,9 +65,8 @@ class NoDiffBase(kopf.DiffBaseStorage):
     and the new one (a deep copy of the whole body, ``managedFields`` included, cleaned and
     compared field by field) before it looks at which handlers it has. Only its change
     handlers (``on.create``/``update``/``resume``, daemons, timers) read that diff, and we
-    register none (``register``: ``on.event`` only), so it was pure cost: ~2 ms of CPU per
-    event, more than the rest of kopf's processing of it (``tools/bench/scale.py --cost``,
-    ``docs/benchmarks.md``). Nothing is stored either (kopf's default keeps it in an annotation,
+    register none (``register``: ``on.event`` only), so it is pure cost: more CPU per event than
+    the rest of kopf's processing of it (``tools/bench/scale.py --cost``, ``docs/benchmarks.md``). Nothing is stored either (kopf's default keeps it in an annotation,
     which only its change handlers write).
     """
 

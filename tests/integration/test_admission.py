@@ -1,6 +1,5 @@
-"""Specs the API server used to accept although the children rendered from them can never exist
-(issue #22): each is now refused at admission with the field and what is wrong, and stored
-objects stay writable while the field is left alone (the rules ratchet)."""
+"""Specs whose children can never exist are refused at admission with the field and what is
+wrong, and stored objects stay writable while the field is left alone (the rules ratchet)."""
 
 from __future__ import annotations
 

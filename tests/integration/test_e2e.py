@@ -255,7 +255,7 @@ def test_webserver_pods_serve_http_scale_and_are_replaced(installed, ns):
 
 
 def test_webserver_http_readiness_configuration_and_a_missing_secret(installed, ns):
-    """#28 parts 1-2 on a real kubelet: HTTP readiness and liveness on /healthz (the web image
+    """On a real kubelet: HTTP readiness and liveness on /healthz (the web image
     answers it on the named port), env and a read-only volume from a labelled ConfigMap; then a
     reference to a Secret that does not exist: the kubelet's CreateContainerConfigError reaches
     ReplicaFailure with the Secret's name while the old pods keep serving (maxUnavailable 0),
@@ -385,7 +385,7 @@ def cluster_ips(installed: Install, ns: str, services: tuple[str, ...]) -> dict[
 
 
 def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(installed, baseline_ns):
-    """#22: port 8080 -> 8081 (the web image serves 8080 only) on a WebServer and a TDSet. The
+    """Port 8080 -> 8081 (the web image serves 8080 only) on a WebServer and a TDSet. The
     Services target the pods' named port, so the old pods, still Ready on 8080, keep answering:
     the new pods never get Ready and the rollouts stop there. Before, both Services targeted the
     new number at once (the WebServer's answered 0 of 40 requests, the TDSet's 1 of 40). Then the
@@ -484,7 +484,7 @@ def test_a_port_change_the_image_does_not_serve_keeps_every_service_answering(in
 
 
 def test_a_bad_image_rolls_back_by_itself_while_the_service_keeps_answering(installed, ns):
-    """#28: a rollout to an image that cannot be pulled, with maxUnavailable 0 and autoRollback.
+    """A rollout to an image that cannot be pulled, with maxUnavailable 0 and autoRollback.
     The new pod never gets Ready, so no old pod goes; past progressDeadlineSeconds the operator
     goes back to revision 1's template (deleting the new pod) and says so. Through it all the
     Service answers every request (goal: 0 failed). Prints the time from the spec change to the
@@ -741,7 +741,7 @@ class ReferencePair:
         for name, command in (("ref-server", server_command), ("ref-client", ["sleep", "infinity"])):
             # The operator's pods' resources (operators/netperf/desired.py): on a busy node the
             # kernel's CPU shares decide request/response rates, and a BestEffort pair gets
-            # the least of them (seen: direct TCP_CRR 25 % below the operator's, UDP_RR latency 1.8x).
+            # the least of them, which skews the comparison.
             container: dict[str, Any] = {
                 "name": "c",
                 "image": image,
@@ -847,7 +847,7 @@ def test_netperf_runs_on_the_real_node_and_agrees_with_a_direct_run(installed, n
 
 
 def test_netperf_parallel_streams_agree_with_direct_parallel_runs(installed, ns):
-    """#27: parallel: 4 on the real node. The sum of 4 concurrent streams against 4 direct
+    """Parallel: 4 on the real node. The sum of 4 concurrent streams against 4 direct
     netperf processes started together between two plain pods of the same image on the same
     node (before and after), within 10% as for one stream; each stream's own figure is there."""
     pair = ReferencePair(installed, ns)
@@ -869,7 +869,7 @@ def test_netperf_parallel_streams_agree_with_direct_parallel_runs(installed, ns)
 
 @pytest.mark.parametrize("test_type", ["TCP_CRR", "UDP_RR"])
 def test_netperf_crr_and_udp_rr_agree_with_direct_runs(installed, ns, test_type):
-    """#27: TCP_CRR's rate (connections/s) and UDP_RR's latency on the real node against direct
+    """TCP_CRR's rate (connections/s) and UDP_RR's latency on the real node against direct
     runs between two plain pods of the same image on the same node (before and after), within a
     factor of 2 of their spread: request/response rates on this 2-core VM are CPU-bound (an
     unshaped path: the bandwidth shaping does not limit small transactions), so they swing far
@@ -905,7 +905,7 @@ def test_netperf_crr_and_udp_rr_agree_with_direct_runs(installed, ns, test_type)
 
 
 def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(installed, ns):
-    """#27: a Netperf every minute. After its first run, its samples are pinned as the baseline
+    """A Netperf every minute. After its first run, its samples are pinned as the baseline
     (a loose pValue: one run's three samples are little to judge by) and the node's pod links
     are shaped from 2 Gbit/s down to 500 Mbit/s (the CNI bandwidth plugin, for the pods started
     from then on: the next run's): the second run is Regressed=True with the figures, a Warning
@@ -994,7 +994,7 @@ def _wait_for_the_service(pair: ReferencePair) -> None:
 
 
 def test_netperf_service_path_agrees_with_a_direct_run_through_a_service(installed, ns):
-    """#27: path service on the real node (kube-proxy, iptables mode) against direct runs between
+    """Path service on the real node (kube-proxy, iptables mode) against direct runs between
     two plain pods of the same image through a ClusterIP Service of the same kind (control port
     and the data port pinned with -P ,12866), before and after; within 10% as for the pod path."""
     pair = ReferencePair(installed, ns)
@@ -1026,7 +1026,7 @@ def test_netperf_service_path_agrees_with_a_direct_run_through_a_service(install
 
 
 def test_netperf_service_path_carries_udp_rr_through_the_services_udp_port(installed, ns):
-    """#27: UDP_RR through the Service (its data port is UDP): against direct runs through a
+    """UDP_RR through the Service (its data port is UDP): against direct runs through a
     Service of the same kind, within a factor of 2 of their spread (request/response rates are
     CPU-bound on this VM, as test_netperf_crr_and_udp_rr_agree_with_direct_runs says)."""
     pair = ReferencePair(installed, ns)
@@ -1049,7 +1049,7 @@ def _quietly_rr(pair: ReferencePair) -> bool:
 
 
 def test_netperf_host_path_agrees_with_a_direct_run_between_host_network_pods(installed, baseline_ns):
-    """#27: path host on the real node against direct runs between two plain hostNetwork pods of
+    """Path host on the real node against direct runs between two plain hostNetwork pods of
     the same image on the same node (netserver on port 13865, data port pinned, so they never
     collide with the operator's host-network server on 12865). The host network is not shaped
     (the CNI's 2 Gbit/s is the pod links'): a stream there is CPU-bound like the RR tests, so the
@@ -1075,7 +1075,7 @@ def test_netperf_host_path_agrees_with_a_direct_run_between_host_network_pods(in
 
 
 def test_netperf_compare_pod_and_host_on_the_real_node(installed, baseline_ns):
-    """#27: compare [pod, host] in one Netperf: each path once, in order, and the ratio; the pod
+    """Compare [pod, host] in one Netperf: each path once, in order, and the ratio; the pod
     links are shaped to 2 Gbit/s, the host network is not, so pod/host is well below 1."""
     st = netperf(
         installed, baseline_ns, "cmp", compare=["pod", "host"], testType="TCP_STREAM", duration=3, samples=3

@@ -1,4 +1,4 @@
-"""Faults real clusters produce, one test per defect of issue #15 (each failed on the old code).
+"""Faults real clusters produce, one test per defect found.
 
 The operators run as processes with exactly their CSV's rules (``Cluster.operator_kubeconfig``),
 watching only the test's namespace, against the local control plane (kwok nodes make the pods
@@ -42,7 +42,7 @@ def warning_events(cluster: Cluster, namespace: str, name: str, reason: str) -> 
 
 
 def test_child_events_are_handled_on_the_event_loop(cluster, namespace, start):
-    """#15.6: child watch handlers ran in kopf's thread pool and set asyncio Events off the loop.
+    """Child watch handlers ran in kopf's thread pool and set asyncio Events off the loop.
 
     asyncio's debug mode raises "Non-thread-safe operation" for exactly that; kopf logged it as
     a failed handler, and the pass the pod event should have woken never ran.
@@ -68,7 +68,7 @@ def test_child_events_are_handled_on_the_event_loop(cluster, namespace, start):
 
 @pytest.mark.parametrize("kind", ["webserver", "tdset"])
 def test_a_foreign_service_is_never_taken_over(cluster, namespace, start, kind):
-    """#15.1: a Service of the same name that the owner does not control is reported, not patched."""
+    """A Service of the same name that the owner does not control is reported, not patched."""
     core = client.CoreV1Api(cluster.api)
     theirs = core.create_namespaced_service(namespace, user_service("web"))
     start(kind)
@@ -121,7 +121,7 @@ def test_a_foreign_service_is_never_taken_over(cluster, namespace, start, kind):
 
 
 def test_a_webserver_and_a_tdset_of_one_name_do_not_fight_over_the_service(cluster, namespace, start):
-    """#15.1: both want Service ``shop``; the first keeps it, the second reports the conflict."""
+    """Both want Service ``shop``; the first keeps it, the second reports the conflict."""
     core = client.CoreV1Api(cluster.api)
     start("webserver")
     start("tdset")
@@ -144,7 +144,7 @@ def test_a_webserver_and_a_tdset_of_one_name_do_not_fight_over_the_service(clust
 
 
 def test_a_failing_service_does_not_delay_the_schedule(cluster, namespace, start):
-    """#15.7: the Service keeps failing (a conflict); the Deployment still flips at the boundary.
+    """The Service keeps failing (a conflict); the Deployment still flips at the boundary.
 
     The failing passes back off exponentially; each also names the next boundary as the latest
     time to run again (``shared.controller.workqueue.RetryError``), which the unit test of the loop proves
@@ -201,7 +201,7 @@ def _exists(cluster: Cluster, namespace: str, name: str) -> bool:
 
 
 def test_recreated_after_an_orphaning_delete_adopts_the_pods(cluster, namespace, start):
-    """#15.2: ``kubectl delete --cascade=orphan`` then apply: the pods are adopted, none created."""
+    """``kubectl delete --cascade=orphan`` then apply: the pods are adopted, none created."""
     start("webserver")
     webservers.create(cluster, namespace, "web", {"replicas": 3})
     webservers.converged(cluster, namespace, "web", 3)
@@ -217,7 +217,7 @@ def test_recreated_after_an_orphaning_delete_adopts_the_pods(cluster, namespace,
 
 
 def test_recreated_while_the_old_pods_terminate_reports_it_and_converges(cluster, namespace, start):
-    """#15.2: the old pods hold the names (a finalizer keeps them terminating); the new WebServer
+    """The old pods hold the names (a finalizer keeps them terminating); the new WebServer
     says so in ReplicaFailure instead of a silent 0, and converges when they go."""
     core = client.CoreV1Api(cluster.api)
     start("webserver")
@@ -252,7 +252,7 @@ def test_recreated_while_the_old_pods_terminate_reports_it_and_converges(cluster
 
 
 def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, namespace, start):
-    """#15.2: a pod nobody controls with the name slot 0 wants (and not our labels) is not adopted."""
+    """A pod nobody controls with the name slot 0 wants (and not our labels) is not adopted."""
     core = client.CoreV1Api(cluster.api)
     spec = {"replicas": 2}
     name = webserver_desired.pod_name("web", webserver_desired.template_hash(spec), 0)
@@ -281,7 +281,7 @@ def test_a_stranger_pod_holding_a_name_is_reported_and_left_alone(cluster, names
 
 
 def test_deletions_missed_in_a_partition_are_seen_after_the_relist(cluster, namespace, tmp_path):
-    """#15.3: a pod and a WebServer deleted while the operator is cut off, then an API-server
+    """A pod and a WebServer deleted while the operator is cut off, then an API-server
     restart, so the resumed watches get 410 Gone and kopf lists again. The listing only has
     what exists: the lost pod must still be replaced (not counted forever) and the deleted
     WebServer's loop must end (no zombie), which shared.controller.informer does by reporting what the
@@ -363,7 +363,7 @@ def has_pods(cluster: Cluster, namespace: str, name: str, replicas: int, timeout
 
 @pytest.mark.parametrize("down_for", [20, 180], ids=["20s", "3min"])
 def test_the_operator_keeps_watching_through_api_server_outages(cluster, namespace, start, down_for):
-    """#15.10: kube-apiserver down for 20 s and for 3 min while the operator runs; changes
+    """Kube-apiserver down for 20 s and for 3 min while the operator runs; changes
     made as it comes back and after converge, and the operator never stopped being healthy."""
     local = cluster.need_local()
     core = client.CoreV1Api(cluster.api)
@@ -388,10 +388,9 @@ def test_the_operator_keeps_watching_through_api_server_outages(cluster, namespa
 
 
 def test_a_watch_refused_for_a_while_recovers_and_healthz_tells(cluster, namespace, tmp_path):
-    """#15.10: a watch that fails with an API error (here 403: the operator's binding revoked,
-    the API server restarted so every watch must be made again) escaped kopf's watch stream
-    and the operator exited (on the old code this test finds /healthz refusing connections).
-    Now the watch is retried, /healthz reports it once it has failed for longer than
+    """A watch that fails with an API error (here 403: the operator's binding revoked,
+    the API server restarted so every watch must be made again) must not escape kopf's watch
+    stream and end the operator: the watch is retried, /healthz reports it once it has failed for longer than
     WATCH_FAILURE_TIMEOUT, and the operator works again once allowed, without a restart."""
     local = cluster.need_local()
     rbac = client.RbacAuthorizationV1Api(cluster.api)
@@ -437,7 +436,7 @@ LONG = "a" * 64
     ids=["webserver-long", "webserver-dotted-service", "tdset-long", "tdset-dotted-service", "netperf-long"],
 )
 def test_names_children_could_not_carry_are_refused_at_admission(cluster, namespace, case):
-    """#15.8: such names were accepted, then every child create failed with 422, retried forever."""
+    """Such names were accepted, then every child create failed with 422, retried forever."""
     kind, name, spec, fragment = case
     if kind == "tdset":
         spec = tdsets.steady(1, **({"service": {"port": 80}} if spec == "service" else {}))
@@ -456,7 +455,7 @@ def test_names_children_could_not_carry_are_refused_at_admission(cluster, namesp
 
 
 def test_a_dotted_webserver_that_later_asks_for_a_service_is_degraded_not_retried(cluster, namespace, start):
-    """#15.8: the rule is create-only (a stored object stays writable); the controller checks the
+    """The rule is create-only (a stored object stays writable); the controller checks the
     same thing and reports it in Degraded, creating no Service the API server would refuse."""
     start("webserver")
     webservers.create(cluster, namespace, "web.v2", {"replicas": 1})  # dots are fine for pods
@@ -474,7 +473,7 @@ def test_a_dotted_webserver_that_later_asks_for_a_service_is_degraded_not_retrie
 
 
 def test_a_netperf_recreated_mid_run_waits_for_its_predecessors_pods(cluster, namespace, start):
-    """#15.2: pod names carry the generation only, so a Netperf deleted and re-created mid-run
+    """Pod names carry the generation only, so a Netperf deleted and re-created mid-run
     found its predecessor's terminating pods under its names and ended in Error/PodConflict."""
     core = client.CoreV1Api(cluster.api)
     start("netperf")
@@ -506,7 +505,7 @@ def test_a_netperf_recreated_mid_run_waits_for_its_predecessors_pods(cluster, na
 
 @pytest.mark.parametrize("operator_down", [False, True], ids=["live", "deleted-while-down"])
 def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, namespace, start, operator_down):
-    """#15.11: the TDSet raises the HPA's minReplicas to the schedule; deleting the TDSet left
+    """The TDSet raises the HPA's minReplicas to the schedule; deleting the TDSet left
     the raised value for good. Now the user's own value comes back, also when the TDSet went
     while the operator was down (an annotation on the HPA remembers it)."""
     autoscaling = client.AutoscalingV2Api(cluster.api)
@@ -541,7 +540,7 @@ def test_an_hpa_gets_its_own_min_replicas_back_when_the_tdset_goes(cluster, name
 
 
 def test_a_sigkilled_operator_leaves_no_credentials_on_disk(cluster, namespace, tmp_path):
-    """#15.11: each SIGKILL left the kubeconfig's client key (and certificate) in the temp
+    """Each SIGKILL left the kubeconfig's client key (and certificate) in the temp
     directory: the official loader removes its files only at a clean exit."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()

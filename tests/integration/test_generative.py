@@ -1,4 +1,4 @@
-"""Generated custom resources through the whole admission -> children path (issue #22).
+"""Generated custom resources through the whole admission -> children path.
 
 For each CRD in ``bundle/manifests``, hypothesis draws specs from the CRD's own
 ``openAPIV3Schema`` (types, enums, bounds, patterns, int-or-string, maps), valid and near-valid
@@ -122,7 +122,7 @@ def children(plural: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
 
 def autoscalers(owner: dict[str, Any]) -> list[dict[str, Any]]:
     """The HPA (of its own 1..3 replicas) as the TDSet would hold it while each of its entries
-    decides (issue #26 part 5): whatever admission accepts must give an HPA the API server
+    decides: whatever admission accepts must give an HPA the API server
     accepts (``1 <= minReplicas <= maxReplicas``). None for a spec the controller refuses."""
     spec = owner["spec"]
     if schedule.check(spec):

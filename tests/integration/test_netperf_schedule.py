@@ -3,7 +3,7 @@
 
 kwok runs the pods; the test finishes each client pod with output captured from real netperf
 (the third run's throughput halved: the link got slower). A run's deadline is on the shifted
-clock too, so each restart shifts it by less than that. Proves #27's "three runs, history of
+clock too, so each restart shifts it by less than that. Proves "three runs, history of
 three, no overlap, a kill mid-run" and a detected regression, on the API server's own record
 (the audit log) rather than the operator's Events; and that an operator started after the
 regression (the first one killed), and a standby after the leader is killed, export its

@@ -129,7 +129,7 @@ def tdset_operator(cluster: Cluster, restricted: str, tmp_path) -> Iterator[Oper
 def test_tdset_pods_with_run_as_user_are_admitted_and_without_are_refused(
     cluster, restricted, tdset_operator
 ):
-    """#15.11: the TDSet's Deployment makes restricted pods when ``container.runAsUser`` is set."""
+    """The TDSet's Deployment makes restricted pods when ``container.runAsUser`` is set."""
     apps = client.AppsV1Api(cluster.api)
 
     def tdset(name: str, container: dict) -> None:

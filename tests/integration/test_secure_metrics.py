@@ -1,4 +1,4 @@
-"""``/metrics`` only for those allowed to read it, on a real API server (issue #25.4).
+"""``/metrics`` only for those allowed to read it, on a real API server.
 
 The WebServer operator runs as shipped: two processes (leader and standby, leader election on)
 as ServiceAccounts holding exactly the CSV's rules (its cluster permissions included: TokenReview

@@ -59,7 +59,7 @@ def test_probes_metrics_and_filtered_watch(cluster, namespace, demo):
 
 
 def test_no_pass_plans_before_every_listed_child_reached_the_cache(cluster, namespace, tmp_path):
-    """#22.5: the controllers' gate opened once the watches had *listed*, while kopf's workers
+    """The controllers' gate opened once the watches had *listed*, while kopf's workers
     were still handing the listed children to the handlers: a pass that found its child not
     yet in the cache created a second one (a WebServer, a surplus pod). The test operator's
     child handler blocks (a synchronous client's call), so its handlers lag the listing."""

@@ -210,7 +210,7 @@ def test_image_port_and_service_changes_are_applied(cluster, namespace, start_td
 def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(
     cluster, namespace, start_tdset_operator
 ):
-    """#25: the Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
+    """The Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
     start_tdset_operator()
     apps, core = client.AppsV1Api(cluster.api), client.CoreV1Api(cluster.api)
     create(cluster, namespace, "tok", steady(1))

@@ -1,4 +1,4 @@
-"""An HPA's floor and cap per calendar entry on the real API server (issue #26 part 5).
+"""An HPA's floor and cap per calendar entry on the real API server.
 
 A window, an override or the spec may set the HPA's ``minReplicas`` and ``maxReplicas`` while it
 decides; the HPA's own values come back when it stops deciding, when the TDSet is deleted (also

@@ -1,4 +1,4 @@
-"""TDSet's layered calendar on the real control plane (issue #26 parts 2-4, 6): each layer and
+"""TDSet's layered calendar on the real control plane: each layer and
 their precedence, the override annotation and its expiry, status.upcoming and the wide printer
 columns, pre-warm with its ready report, and what admission refuses.
 

@@ -1,4 +1,4 @@
-"""TDSet's ``spec.scaleTargetRef`` against the real API server (issue #26, part 1).
+"""TDSet's ``spec.scaleTargetRef`` against the real API server.
 
 Each test runs a TDSet operator watching only its namespace, as the ServiceAccount holding
 exactly the CSV's rules (``tests.framework.cluster.Cluster.operator_kubeconfig``), so the

@@ -1,4 +1,4 @@
-"""Where the operators touch users' traffic and objects (issue #22), against the real control plane.
+"""Where the operators touch users' traffic and objects, against the real control plane.
 
 Each test is a scenario a user meets on a busy day — a port change, a quota, an orphaning delete
 and re-apply, a hand-edited Service, a replace under the same name — and failed on the code
@@ -166,7 +166,7 @@ def controller_uid(obj: Any) -> str | None:
 def test_a_tdset_reapplied_after_an_orphaning_delete_adopts_its_deployment_and_service(
     cluster, namespace, start
 ):
-    """Before: `Degraded=DeploymentConflict` forever, and the schedule no longer moved it."""
+    """Adopted, not `Degraded=DeploymentConflict` with the schedule stuck."""
     start("tdset")
     tdsets.create(cluster, namespace, "shop", tdsets.steady(2, service={"port": 80}))
     tdsets.replicas_become(cluster, namespace, "shop", 2, "Deployment created")
@@ -196,7 +196,7 @@ def test_a_tdset_reapplied_after_an_orphaning_delete_adopts_its_deployment_and_s
 
 
 def test_a_webserver_reapplied_after_an_orphaning_delete_adopts_its_service(cluster, namespace, start):
-    """Before: a permanent `ServiceConflict`."""
+    """Adopted, not a permanent `ServiceConflict`."""
     start("webserver")
     spec = {"replicas": 1, "service": {"enabled": True}}
     webservers.create(cluster, namespace, "web", spec)
@@ -211,7 +211,7 @@ def test_a_webserver_reapplied_after_an_orphaning_delete_adopts_its_service(clus
 
 
 def test_a_netperf_reapplied_after_an_orphaning_delete_runs_with_pods_of_its_own(cluster, namespace, start):
-    """Before: `PodConflict` (Error) on the orphaned server pod. Its pods are of the old run, so
+    """Not `PodConflict` on the orphaned server pod: its pods are of the old run, so
     they are adopted and deleted, and the new Netperf runs with its own."""
     start("netperf")
     netperfs.create(cluster, namespace, "np", {"samples": 3})
@@ -232,8 +232,8 @@ def test_a_netperf_reapplied_after_an_orphaning_delete_runs_with_pods_of_its_own
 
 
 def test_a_selector_key_someone_added_is_removed_once_and_not_patched_again(cluster, namespace, start):
-    """Before: a merge patch could not remove the key; the Service kept it (no endpoints) and
-    every pass sent the same PATCH and an `UpdatedService` Event."""
+    """The key is removed (a merge patch cannot remove it), once: not the same PATCH and an
+    `UpdatedService` Event every pass while the Service has no endpoints."""
     start("webserver")
     webservers.create(cluster, namespace, "web", {"replicas": 1, "service": {"enabled": True}})
     webservers.converged(cluster, namespace, "web", 1)

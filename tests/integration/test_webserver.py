@@ -168,7 +168,7 @@ def token_volumes(pod) -> list[str]:
 
 
 def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(cluster, namespace, operator):
-    """#25: no API credentials in a web server's pods; an image that calls the API asks for them."""
+    """No API credentials in a web server's pods; an image that calls the API asks for them."""
     create(cluster, namespace, "web", {"replicas": 2})
     ws = converged(cluster, namespace, "web", 2)
     assert ws["spec"]["automountServiceAccountToken"] is False  # the CRD's default, as stored
@@ -193,7 +193,7 @@ def test_pods_get_no_service_account_token_unless_asked_and_a_change_rolls(clust
 def test_kstatus_sees_the_live_webserver_in_progress_until_its_pods_are_ready(cluster, namespace, operator):
     """What Flux, Helm 4 --wait and kpt compute from the live object: InProgress while pods are
     not ready (kwok keeps pods of this image Pending for as long as the test needs), Current only
-    once every pod runs the current template and is ready (#22.10)."""
+    once every pod runs the current template and is ready."""
     create(cluster, namespace, "web", {"replicas": 5, "image": "localcluster.dev/unpullable:latest"})
 
     def judged() -> tuple[dict, dict]:
@@ -241,7 +241,7 @@ def counted(pod: client.V1Pod) -> bool:
     ("spec", "bounds"),
     [
         # (ready pods at least, active pods at most) = (replicas - maxUnavailable, replicas + maxSurge)
-        ({"replicas": 1}, (1, 2)),  # defaults: maxUnavailable 0, maxSurge 1 (issue #15)
+        ({"replicas": 1}, (1, 2)),  # defaults: maxUnavailable 0, maxSurge 1
         ({"replicas": 4}, (3, 5)),  # defaults: maxUnavailable 1, maxSurge 1
         ({"replicas": 3, "rollout": {"maxSurge": 0, "maxUnavailable": 1}}, (2, 3)),
     ],

@@ -1,4 +1,4 @@
-"""WebServer configuration, HTTP health and minReadySeconds against the real API server (#28).
+"""WebServer configuration, HTTP health and minReadySeconds against the real API server.
 
 Admission is tested at its edges both ways: what the CRD rejects is rejected with the field's
 message, and what it admits renders into a pod the API server accepts (a server-side dry run

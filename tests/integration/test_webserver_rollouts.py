@@ -1,4 +1,4 @@
-"""WebServer rollouts on the real API server with kwok (#28 part 3): the progress deadline,
+"""WebServer rollouts on the real API server with kwok: the progress deadline,
 automatic rollback to exactly the last available template, revision history, pause and
 resume, and the ``-o wide`` columns.
 

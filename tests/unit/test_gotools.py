@@ -1,8 +1,8 @@
 """localcluster.gotools: a pinned Go tool is built once into the cache, even when asked at once.
 
 Parallel test workers (the unit tests that run opm and kstatus) ask for the same tool at the same
-moment on a new machine; each used to build into one shared ``.partial`` directory and delete the
-other's. The Go build itself is replaced here by a writer of the output file: what is under test
+moment on a new machine; none may build into a directory another is
+building into or delete it. The Go build itself is replaced here by a writer of the output file: what is under test
 is the cache's locking, not Go.
 """
 

@@ -4,7 +4,7 @@ Each state's status is computed by the operators' own pure status modules
 (``tests/unit/readiness_cases.py``) and judged by the real library (``tests/kstatus.py``):
 work pending is ``InProgress``, what only a human can fix is ``Failed``, and ``Current`` means
 done. Before the ``Reconciling``/``Stalled``/``Ready`` conditions, every state whose
-``observedGeneration`` was current came out ``Current`` (#22.10).
+``observedGeneration`` was current came out ``Current``.
 """
 
 import pytest

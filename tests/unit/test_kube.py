@@ -234,7 +234,7 @@ class ManualTime:
 
 
 async def test_requests_waiting_for_the_rate_limit_take_turns_by_namespace():
-    """#25.3: 50 requests of namespace a wait for tokens (a pass creating pods), then one of b:
+    """50 requests of namespace a wait for tokens (a pass creating pods), then one of b:
     b's goes out with the second token, not the 51st; a's go out in their order."""
     time = ManualTime()
     bucket = TokenBucket(10.0, 1, time.monotonic, time.sleep)

@@ -101,7 +101,7 @@ def test_promtool_finds_nothing_in_any_family(operator):
 
 
 def test_promtool_check_catches_a_bad_name():
-    """The check above can fail: the name promtool rejected on a fresh machine (issue #12)."""
+    """The check above can fail: the name promtool rejected on a fresh machine."""
     bad = MetricSpec("netperf_throughput_bits_per_second", "gauge", "bits", NAMESPACED)
     assert 'use base unit "bytes" instead of "bits"' in promtool_check(
         every_family_sampled("netperf", (bad,))

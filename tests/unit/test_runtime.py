@@ -124,7 +124,7 @@ def test_the_metric_reports_the_limit_the_controllers_run_with():
 
 def test_kube_api_rate_limit_options():
     opts = parse_options([], env={})
-    # No client-side limit by default, as controller-runtime (#3119); the burst applies once a QPS is set.
+    # No client-side limit by default, as controller-runtime; the burst applies once a QPS is set.
     assert (opts.kube_api_qps, opts.kube_api_burst) == (0.0, 100)
     env = {"KUBE_API_QPS": "20", "KUBE_API_BURST": "30"}
     assert parse_options([], env=env).kube_api_qps == 20.0

@@ -148,7 +148,7 @@ def run_kopf_watcher(registry: kopf.OperatorRegistry) -> asyncio.Task[None]:
 
 
 async def test_a_watch_is_ready_only_once_every_listed_object_reached_the_handlers(monkeypatch):
-    """#22.5: kopf hands each listed object to a worker of its own and goes on, so /readyz and
+    """Kopf hands each listed object to a worker of its own and goes on, so /readyz and
     the controllers' gate opened at the end of the listing, with the caches half filled."""
     registry = kopf.OperatorRegistry()
     release = {name: asyncio.Event() for name in "abc"}
@@ -266,7 +266,7 @@ async def test_endpoints_serve_metrics_and_probes():
 
 
 async def test_a_watch_that_fails_is_reported_retried_with_a_fresh_listing_and_recovers(monkeypatch):
-    """#15.10: kopf let such an error end the resource's watcher for good (running blind)."""
+    """Kopf let such an error end the resource's watcher for good (running blind)."""
     r = Readiness()
     seen_blind: list[list[str]] = []
 
@@ -360,7 +360,7 @@ async def test_events_go_straight_to_the_handlers_in_order_stripped_and_kopf_kee
 
 
 async def test_direct_handling_is_ready_once_every_listed_object_is_handled_and_survives_errors(monkeypatch):
-    """#22.5 on the direct path: the listing is synced only once every listed event has left
+    """On the direct path: the listing is synced only once every listed event has left
     its handlers (a coroutine handler is awaited), and a handler that raises neither stops the
     stream nor keeps the watch from being ready."""
     release = {name: asyncio.Event() for name in "abc"}

@@ -91,7 +91,7 @@ def test_degraded_condition_reports_paths():
 
 
 def test_names_children_cannot_carry_are_errors_at_metadata_name():
-    """#15.8: the controller's half of the create-only CEL name rules."""
+    """The controller's half of the create-only CEL name rules."""
     assert validation.name_errors("a" * 63, service=True) == []
     (too_long,) = validation.name_errors("a" * 64, service=False)
     assert too_long.path == "metadata.name" and "at most 63" in too_long.message
@@ -108,7 +108,7 @@ def test_name_rules_only_apply_on_create():
 
 
 def test_a_digit_first_name_cannot_carry_a_service():
-    """#22: Service names are DNS-1035 labels; pods and Deployments take such names."""
+    """Service names are DNS-1035 labels; pods and Deployments take such names."""
     assert validation.name_errors("1web", service=False) == []
     (digit,) = validation.name_errors("1web", service=True)
     assert digit.path == "metadata.name" and "must start with a letter" in digit.message
@@ -143,7 +143,7 @@ def webserver_errors(resources):
     ],
 )
 def test_the_controller_runs_the_cel_rules_twins(resources, expected):
-    """#22: jsonschema runs no CEL; the rules built in shared.api.validation carry a Python twin the
+    """Jsonschema runs no CEL; the rules built in shared.api.validation carry a Python twin the
     SchemaValidator runs where the schema uses them, so stored objects that predate the rules
     are reported as Degraded with the same field."""
     errors = webserver_errors(resources)

@@ -195,7 +195,7 @@ async def test_loops_behind_a_closed_gate_share_one_poll():
 
 
 async def test_a_failed_pass_with_a_deadline_runs_again_by_then_whatever_the_backoff():
-    """#15.7: a long backoff (here 100 s) must not push a pass past the deadline it names."""
+    """A long backoff (here 100 s) must not push a pass past the deadline it names."""
     triggers, passes = Triggers(), []
     stop = False
 
@@ -334,7 +334,7 @@ async def test_the_limit_is_positive_and_fixed_once_objects_are_observed():
 
 
 async def test_a_flooded_namespace_does_not_starve_another():
-    """#25.3: with one slot, 100 objects queued in namespace a, then one in b: b's pass is the
+    """With one slot, 100 objects queued in namespace a, then one in b: b's pass is the
     second to run, not the 101st (one first-come-first-served line made a change in a quiet
     namespace wait for every pass of a busy one)."""
     release, order = asyncio.Event(), []
@@ -408,7 +408,7 @@ async def test_a_group_that_gives_a_slot_back_goes_to_the_end_of_the_round():
 
 
 async def test_one_group_never_holds_the_last_slot():
-    """#25.3: a namespace whose passes are slow (a WebServer creating 100 pods at the client's
+    """A namespace whose passes are slow (a WebServer creating 100 pods at the client's
     rate) would hold every slot; the last one is left for the others, who find it free."""
     slots, order = FairSlots(4), []
 
@@ -792,7 +792,7 @@ async def test_a_failing_loop_keeps_its_task_for_its_backoff():
 
 
 async def test_a_woken_request_holds_no_task_until_a_slot_is_handed_to_it():
-    """#25.1: 50 objects woken at once, one slot: one task (the pass running), 49 keys in the
+    """50 objects woken at once, one slot: one task (the pass running), 49 keys in the
     queue; each task starts when the slot comes to it and ends with its pass."""
     release, running, done = asyncio.Event(), [], []
 

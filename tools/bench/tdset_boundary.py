@@ -19,7 +19,7 @@ operator's API writes, CPU and memory.
 
 ``--targets``: the bench creates the Deployments itself first (``d<i>``, at ``--low``
 replicas), and each TDSet names one with ``spec.scaleTargetRef`` (read and written through
-``/scale``; issue #26) instead of a ``container`` of its own.
+``/scale``) instead of a ``container`` of its own.
 
 ``--lead-time S``: the windows carry ``leadTime: Ss``, so a scale-up is due S seconds before
 its window opens (the flip's lag is measured from then; a scale-down stays at the boundary),

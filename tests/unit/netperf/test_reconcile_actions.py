@@ -144,7 +144,7 @@ def test_a_pod_name_held_by_a_stranger_ends_the_run_in_error():
 
 
 def test_a_predecessors_adopted_client_pod_is_waited_for_never_taken_as_this_runs():
-    """#27 part 6: a Netperf re-created under the same name adopted its predecessor's orphaned
+    """A Netperf re-created under the same name adopted its predecessor's orphaned
     client pod (finished, the old result in its termination message) and deleted it; while it
     is still Terminating it holds this run's client name and is controlled by this Netperf."""
     kube = FakeKube(netperf())

@@ -1,4 +1,4 @@
-"""netperf_tests_total counts each finished run once (#15.11)."""
+"""netperf_tests_total counts each finished run once."""
 
 from operators.netperf.status import FinishedRuns
 

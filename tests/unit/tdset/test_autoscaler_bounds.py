@@ -1,4 +1,4 @@
-"""Per-entry minReplicas/maxReplicas for an HPA on the target (issue #26 part 5).
+"""Per-entry minReplicas/maxReplicas for an HPA on the target.
 
 The pure parts first (which bounds an instant asks for, what the HPA is held to, the patches and
 the checks), then passes on a fake API server as in test_reconcile_actions.py: the exact HPA

@@ -328,8 +328,8 @@ def test_any_admitted_spec_is_decided_or_its_checks_name_the_field(data, spec, n
     ),
 )
 def test_an_annotation_at_the_calendars_limits_is_ignored_with_a_message_in_every_zone(zone, until):
-    """The measured silent stop: ``until=9999-12-31T23:00`` west of UTC (and year 1 east of it)
-    overflowed; now the annotation is refused, naming the range, and the calendar runs on."""
+    """``until=9999-12-31T23:00`` west of UTC (and year 1 east of it) overflows: the annotation is
+    refused, naming the range, and the calendar runs on rather than stopping silently."""
     spec = {"schedulingConfig": [], "defaultReplica": 2, "timeZone": zone}
     decision = schedule.decide(
         spec,

@@ -218,7 +218,7 @@ def test_autoscaler_floor_examples(scheduled, floor):
 
 
 def test_run_as_user_gives_restricted_pods_and_only_then():
-    """#15.11: a TDSet in a namespace enforcing ``restricted`` needs restricted pods."""
+    """A TDSet in a namespace enforcing ``restricted`` needs restricted pods."""
     spec = {
         **SPEC,
         "container": {"image": "nginxinc/nginx-unprivileged:1.27", "port": 8080, "runAsUser": 101},
@@ -288,7 +288,7 @@ def test_floor_patch_remembers_the_users_value_once_and_restore_gives_it_back():
 
 
 def test_pods_mount_no_service_account_token_unless_asked():
-    """#25: the Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
+    """The Deployment's pods get no ServiceAccount token unless the TDSet asks for one."""
     pod = desired.deployment_manifest(OWNER, SPEC, 1)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     off = {**SPEC, "container": {**SPEC["container"], "automountServiceAccountToken": False}}

@@ -1,4 +1,4 @@
-"""The TDSet pass around the pure parts: failures that must not delay a boundary (issue #22).
+"""The TDSet pass around the pure parts: failures that must not delay a boundary.
 
 The reconciler is built as the operator builds it, with its clock injected and its API calls
 replaced by fakes of our own client's methods (never of the Kubernetes API): the caches are

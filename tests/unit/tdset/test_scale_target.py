@@ -1,4 +1,4 @@
-"""``spec.scaleTargetRef`` pass by pass, on the fake API server (issue #26): which requests a pass
+"""``spec.scaleTargetRef`` pass by pass, on the fake API server: which requests a pass
 sends to read, claim and scale a target through ``/scale``, the conflict of a second TDSet, and
 the give-back sweeps (TDSet deleted, also while the operator was down; reference changed).
 

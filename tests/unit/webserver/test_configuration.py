@@ -1,4 +1,4 @@
-"""Issue #28 parts 1-2: configuration, HTTP health and minReadySeconds, without a cluster."""
+"""Configuration, HTTP health and minReadySeconds, without a cluster."""
 
 import datetime
 

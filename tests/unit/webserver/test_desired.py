@@ -322,7 +322,7 @@ def test_run_as_user_gives_restricted_pods_and_leaves_other_hashes_alone():
 
 
 def test_pods_mount_no_service_account_token_unless_asked():
-    """#25: a web server needs no API credentials; an image that calls the API asks for them."""
+    """A web server needs no API credentials; an image that calls the API asks for them."""
     assert desired.pod_manifest(OWNER, SPEC, 0)["spec"]["automountServiceAccountToken"] is False
     off = {**SPEC, "automountServiceAccountToken": False}  # what the schema's default stores
     assert desired.template_hash(off) == H
