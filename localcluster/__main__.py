@@ -1,20 +1,11 @@
 """Command line of the local control plane.
 
-    python -m localcluster build [--node]        build/reuse the binaries, print their directory
-                                                 (--node: kubelet and kube-proxy too; default
-                                                 when running as root)
-    python -m localcluster up [--workdir D]      start the control plane, wait for Ctrl-C
-    python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
-                                                 in DIR that has a __main__.py (``make run``)
-
-``run`` (``make run``) adds this machine as a real worker node when it can (root: containerd,
-kubelet, kube-proxy), with no kwok nodes unless ``--nodes`` asks, and imports every image
-``make images`` builds, so the examples really serve and measure; otherwise it says why and
-uses kwok nodes. ``up --real-node`` does the same for ``up``; ``--image-archive X.tar``
-(repeatable) imports an OCI/docker image archive into the node.
-
-``run`` honours ``USE_EXISTING_CLUSTER=1``: then nothing is started, the CRDs go to the cluster
-of the current kubeconfig and the operators run against it.
+python -m localcluster build [--node]        build/reuse the binaries, print their directory
+                                             (--node: kubelet and kube-proxy too; default
+                                             when running as root)
+python -m localcluster up [--workdir D]      start the control plane, wait for Ctrl-C
+python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
+                                             in DIR that has a __main__.py (``make run``)
 """
 
 from __future__ import annotations
@@ -156,6 +147,15 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``run`` (``make run``) adds this machine as a real worker node when it can (root: containerd,
+    kubelet, kube-proxy), with no kwok nodes unless ``--nodes`` asks, and imports every image
+    ``make images`` builds, so the examples really serve and measure; otherwise it says why and
+    uses kwok nodes. ``up --real-node`` does the same for ``up``; ``--image-archive X.tar``
+    (repeatable) imports an OCI/docker image archive into the node.
+
+    ``run`` honours ``USE_EXISTING_CLUSTER=1``: then nothing is started, the CRDs go to the cluster
+    of the current kubeconfig and the operators run against it.
+    """
     parser = argparse.ArgumentParser(prog="localcluster", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build or reuse the control-plane binaries")

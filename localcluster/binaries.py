@@ -8,14 +8,6 @@ wrapper module that requires ``k8s.io/kubernetes`` and replaces every staging mo
 published ``v0.Y.Z`` tag (the list is read from the chosen release's own ``go.mod``, because it
 changes between releases). etcd is built from the same module graph with a three-line ``main``,
 so we get exactly the etcd version that kubernetes selected.
-
-Binaries are cached outside the repository, keyed by version, under
-``$LOCALCLUSTER_CACHE`` (default ``~/.cache/k8s-operators-py/testbin``); a second call returns
-in well under a second. kubelet and kube-proxy (only needed by ``localcluster.node``) have
-their own entry, ``kubernetes-node-<version>``, built from the same wrapper module and Go caches
-with the same version stamp, so adding them never invalidates the control-plane entry.
-``LOCALCLUSTER_BIN_DIR`` points at a directory of binaries a user already has and skips
-building altogether.
 """
 
 from __future__ import annotations
@@ -320,6 +312,14 @@ def ensure_binaries(node: bool = False) -> Binaries:
 
 
 def main() -> None:
+    """Binaries are cached outside the repository, keyed by version, under
+    ``$LOCALCLUSTER_CACHE`` (default ``~/.cache/k8s-operators-py/testbin``); a second call returns
+    in well under a second. kubelet and kube-proxy (only needed by ``localcluster.node``) have
+    their own entry, ``kubernetes-node-<version>``, built from the same wrapper module and Go caches
+    with the same version stamp, so adding them never invalidates the control-plane entry.
+    ``LOCALCLUSTER_BIN_DIR`` points at a directory of binaries a user already has and skips
+    building altogether.
+    """
     bins = ensure_binaries(node=os.geteuid() == 0)
     print(bins.directory)
 

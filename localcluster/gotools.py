@@ -1,32 +1,9 @@
 """Build (or reuse) the OLM tools from pinned Go modules: ``opm``, ``operator-sdk`` and OLM v0.
 
-    python -m localcluster.gotools                 build opm and operator-sdk, print their paths
-    python -m localcluster.gotools olm grpc-health-probe
-    python -m localcluster.gotools kstatus robfigcron
-    python -m localcluster.gotools --which opm     print only that path
-
-``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
-bundle-unpack Jobs run), built into one cache entry together with the CRDs of the same module
-version (``crds/``). ``grpc-health-probe`` is what upstream's opm image carries for OLM's
-registry-pod probes. Only the OLM install tests need those two (``make olm``). ``kstatus`` is
-our own small command (``localcluster/go/kstatus/main.go``) around ``sigs.k8s.io/cli-utils``'
-kstatus, the readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our
-status conditions run it (``make kstatus``). ``robfigcron`` (``localcluster/go/robfigcron/main.go``)
-prints the next run times Kubernetes CronJob's own schedule parser (``github.com/robfig/cron/v3``)
-computes; the differential test of our cron module compares with it (``make robfigcron``).
-
-They are built here, next to the local cluster, because the cluster runs some of them: OLM
-(``localcluster.olm``) and the opm and OLM stand-in images (``localcluster.images``).
-``make catalog`` and ``make validate`` (``tools.generate.catalog``,
-``tools.check.olm_validate``) use the same builds.
-
-Each tool has a small wrapper module in ``localcluster/go/<tool>/`` (``go.mod``, ``go.sum``,
-``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
-every module against that ``go.sum``. The binaries are cached under
-``~/.cache/k8s-operators-py/tools/<tool>-<hash>/`` (``$GOTOOLS_CACHE`` overrides), the hash of
-the pins and of our own sources, so only a changed pin or source rebuilds. Builds are pure Go
-(``CGO_ENABLED=0``, the ``containers_image_openpgp`` tag instead of gpgme) and print progress
-while they run.
+python -m localcluster.gotools                 build opm and operator-sdk, print their paths
+python -m localcluster.gotools olm grpc-health-probe
+python -m localcluster.gotools kstatus robfigcron
+python -m localcluster.gotools --which opm     print only that path
 """
 
 from __future__ import annotations
@@ -166,6 +143,29 @@ def module_file(tool: str, name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
+    bundle-unpack Jobs run), built into one cache entry together with the CRDs of the same module
+    version (``crds/``). ``grpc-health-probe`` is what upstream's opm image carries for OLM's
+    registry-pod probes. Only the OLM install tests need those two (``make olm``). ``kstatus`` is
+    our own small command (``localcluster/go/kstatus/main.go``) around ``sigs.k8s.io/cli-utils``'
+    kstatus, the readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our
+    status conditions run it (``make kstatus``). ``robfigcron`` (``localcluster/go/robfigcron/main.go``)
+    prints the next run times Kubernetes CronJob's own schedule parser (``github.com/robfig/cron/v3``)
+    computes; the differential test of our cron module compares with it (``make robfigcron``).
+
+    They are built here, next to the local cluster, because the cluster runs some of them: OLM
+    (``localcluster.olm``) and the opm and OLM stand-in images (``localcluster.images``).
+    ``make catalog`` and ``make validate`` (``tools.generate.catalog``,
+    ``tools.check.olm_validate``) use the same builds.
+
+    Each tool has a small wrapper module in ``localcluster/go/<tool>/`` (``go.mod``, ``go.sum``,
+    ``tools.go``) that pins the tool's version and its whole dependency graph; the build checks
+    every module against that ``go.sum``. The binaries are cached under
+    ``~/.cache/k8s-operators-py/tools/<tool>-<hash>/`` (``$GOTOOLS_CACHE`` overrides), the hash of
+    the pins and of our own sources, so only a changed pin or source rebuilds. Builds are pure Go
+    (``CGO_ENABLED=0``, the ``containers_image_openpgp`` tag instead of gpgme) and print progress
+    while they run.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tools", nargs="*", help=f"of {sorted(TOOLS)}; default: {' '.join(DEFAULT_TOOLS)}")
     parser.add_argument("--which", choices=sorted(TOOLS), help="print only this tool's path")

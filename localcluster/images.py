@@ -9,38 +9,6 @@ netperf benchmark image, ``images/netperf``), the web image
 (``images/web``: Debian's nginx as a non-root user on port 8080), the OLM bundle image
 (``bundle/bundle.Dockerfile``) and the catalog image (``catalog.Dockerfile``), each tagged
 ``<registry>/<name>:<version>``.
-
-The tool is Docker when a Docker engine answers, else buildah (``--tool`` or ``CONTAINER_TOOL``
-in the Makefile choose). With buildah or podman and no reachable registry, the public base images
-the Dockerfiles start from are replaced by *local stand-ins of the same name*:
-
-- ``docker.io/library/debian:bookworm-slim``: ``debootstrap --variant=minbase bookworm``, trimmed
-  and configured like the official slim image (dpkg excludes for docs/man/locales, apt settings,
-  ``debian.sources`` with bookworm, -updates and -security), upgraded, committed with buildah.
-- ``quay.io/operator-framework/opm:v1.55.0``: that Debian base plus ``/bin/opm`` built from the
-  pinned Go module (``python -m localcluster.gotools``, the same version), USER 1001 like upstream.
-
-Stand-ins carry ``LABEL dev.k8s-operators-py.stand-in="true"`` (and ``…stand-in.for``); images
-built on them inherit the labels, so an image made offline says so. With a registry the real
-bases are pulled and nothing is made up.
-
-HTTPS from a build step (pip) may need this machine's CA bundle (a proxy's CA): a copy of the
-host's ``/etc/pip.conf`` (its ``cert`` pointing at ``BUILD_CA_PATH``) and the CA file it names
-are bind-mounted, read-only, into the *intermediate* stages only: a first pass builds them with
-``--target``, a second pass builds the final stage, reusing their cached layers, without the
-mounts. So neither file, nor the empty mount point buildah 1.28 leaves behind, can end up in an
-image. Docker builds get no mounts: they are exactly what a user runs.
-
-After building, each image is saved as an OCI archive under
-``~/.cache/k8s-operators-py/images/archives/<name>-<version>.tar`` for ``ctr images import``
-(``$IMAGES_CACHE`` moves the cache). ``ensure_images`` rebuilds only images whose inputs
-changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its bases are
-hashed, and buildah's ``--layers`` cache covers partial changes.
-
-This lives with the local cluster because the cluster runs what it builds: ``python -m
-localcluster run`` imports every image into its real node, and the OLM tests serve the images
-and the opm and OLM stand-ins from ``localcluster.registry``. Which images there are comes
-from the operators' descriptions (``operators.descriptions()``).
 """
 
 from __future__ import annotations
@@ -1124,6 +1092,38 @@ def _summary(results: Sequence[Result], total: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The tool is Docker when a Docker engine answers, else buildah (``--tool`` or ``CONTAINER_TOOL``
+    in the Makefile choose). With buildah or podman and no reachable registry, the public base images
+    the Dockerfiles start from are replaced by *local stand-ins of the same name*:
+
+    - ``docker.io/library/debian:bookworm-slim``: ``debootstrap --variant=minbase bookworm``, trimmed
+      and configured like the official slim image (dpkg excludes for docs/man/locales, apt settings,
+      ``debian.sources`` with bookworm, -updates and -security), upgraded, committed with buildah.
+    - ``quay.io/operator-framework/opm:v1.55.0``: that Debian base plus ``/bin/opm`` built from the
+      pinned Go module (``python -m localcluster.gotools``, the same version), USER 1001 like upstream.
+
+    Stand-ins carry ``LABEL dev.k8s-operators-py.stand-in="true"`` (and ``…stand-in.for``); images
+    built on them inherit the labels, so an image made offline says so. With a registry the real
+    bases are pulled and nothing is made up.
+
+    HTTPS from a build step (pip) may need this machine's CA bundle (a proxy's CA): a copy of the
+    host's ``/etc/pip.conf`` (its ``cert`` pointing at ``BUILD_CA_PATH``) and the CA file it names
+    are bind-mounted, read-only, into the *intermediate* stages only: a first pass builds them with
+    ``--target``, a second pass builds the final stage, reusing their cached layers, without the
+    mounts. So neither file, nor the empty mount point buildah 1.28 leaves behind, can end up in an
+    image. Docker builds get no mounts: they are exactly what a user runs.
+
+    After building, each image is saved as an OCI archive under
+    ``~/.cache/k8s-operators-py/images/archives/<name>-<version>.tar`` for ``ctr images import``
+    (``$IMAGES_CACHE`` moves the cache). ``ensure_images`` rebuilds only images whose inputs
+    changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its bases are
+    hashed, and buildah's ``--layers`` cache covers partial changes.
+
+    This lives with the local cluster because the cluster runs what it builds: ``python -m
+    localcluster run`` imports every image into its real node, and the OLM tests serve the images
+    and the opm and OLM stand-ins from ``localcluster.registry``. Which images there are comes
+    from the operators' descriptions (``operators.descriptions()``).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tool", choices=TOOLS, help="default: docker if an engine answers, else buildah")
     parser.add_argument("--version", default=shared.__version__)

@@ -6,27 +6,6 @@ get IPs from the CNI bridge plugin and reach each other, the host and the API se
 Services (kube-proxy, iptables mode). It needs root and is started by
 ``LocalCluster(real_node=True)`` / ``start(real_node=True)`` /
 ``python -m localcluster up --real-node``.
-
-What a node needs on a machine without systemd, registry or ``CAP_SYS_RESOURCE`` (see
-``shared/reference/real-node.md`` for how each was found):
-
-- containerd runs with its own config, root, state and socket under the cluster's work dir,
-  ``restrict_oom_score_adj`` (kubelet's -998 for the sandbox would otherwise fail every pod),
-  and a sandbox image made here (``localcluster.ociimage``), since none can be pulled;
-- the node IP sits on an otherwise empty bridge (kubelet refuses loopback, and this kernel has
-  no ``dummy`` links); the API server advertises that IP so the ``kubernetes`` Service leads
-  to it from pods;
-- CNI: bridge + host-local IPAM, the bridge is the pods' gateway, and pods get a route for the
-  service range only (no default route: nothing leaves the machine).
-
-Host changes are undone: ``host_state`` captures what a node can change (sysctls,
-iptables/ip6tables filter/nat/mangle, nft tables, links, routes, mounts, kube cgroups, a few
-paths outside the work dir, node processes) as plain data; ``RealNode.start`` records it,
-``RealNode.stop`` kills every container, runs ``kube-proxy --cleanup`` and then reverts
-whatever still differs (only things a node creates: KUBE-/CNI- chains, its bridges, mounts
-under its dirs, kube cgroups, ...). ``stop()`` then ``start()`` again works within one cluster
-(pods of the node are recreated, like after a reboot). Only one real node can run on a host:
-kube-proxy's iptables chains are global, so an abstract-socket lock guards it.
 """
 
 from __future__ import annotations
@@ -544,6 +523,27 @@ class RealNode:
 
     The cluster's API server must bind 0.0.0.0 and advertise ``NODE_IP``, which
     ``LocalCluster(real_node=True)`` arranges.
+
+    What a node needs on a machine without systemd, registry or ``CAP_SYS_RESOURCE`` (see
+    ``shared/reference/real-node.md`` for how each was found):
+
+    - containerd runs with its own config, root, state and socket under the cluster's work dir,
+      ``restrict_oom_score_adj`` (kubelet's -998 for the sandbox would otherwise fail every pod),
+      and a sandbox image made here (``localcluster.ociimage``), since none can be pulled;
+    - the node IP sits on an otherwise empty bridge (kubelet refuses loopback, and this kernel has
+      no ``dummy`` links); the API server advertises that IP so the ``kubernetes`` Service leads
+      to it from pods;
+    - CNI: bridge + host-local IPAM, the bridge is the pods' gateway, and pods get a route for the
+      service range only (no default route: nothing leaves the machine).
+
+    Host changes are undone: ``host_state`` captures what a node can change (sysctls,
+    iptables/ip6tables filter/nat/mangle, nft tables, links, routes, mounts, kube cgroups, a few
+    paths outside the work dir, node processes) as plain data; ``RealNode.start`` records it,
+    ``RealNode.stop`` kills every container, runs ``kube-proxy --cleanup`` and then reverts
+    whatever still differs (only things a node creates: KUBE-/CNI- chains, its bridges, mounts
+    under its dirs, kube cgroups, ...). ``stop()`` then ``start()`` again works within one cluster
+    (pods of the node are recreated, like after a reboot). Only one real node can run on a host:
+    kube-proxy's iptables chains are global, so an abstract-socket lock guards it.
     """
 
     cluster: ControlPlane

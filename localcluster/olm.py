@@ -1,32 +1,4 @@
-"""OLM v0 on the local cluster: its CRDs and both managers, the way OLM's quickstart installs it.
-
-``OLM`` installs, on a ``LocalCluster`` with a real node:
-
-- OLM's CRDs from the pinned module (``localcluster/go/olm``, ``localcluster.gotools``
-  copies them next to the binaries), applied server-side, plus the ``OLMConfig`` CRD and its
-  ``cluster`` object, which the quickstart file lacks;
-- prometheus-operator's ``ServiceMonitor`` and ``PrometheusRule`` CRDs (module
-  ``PROMETHEUS_OPERATOR_MODULE``): an InstallPlan fails on any kind a bundle ships whose CRD
-  is missing, and this project's bundle ships both;
-- the namespaces ``olm`` and ``operators`` with upstream's ``global-operators`` OperatorGroup;
-- ``olm`` (olm-operator) and ``catalog`` (catalog-operator) as **host processes** with the
-  cluster-admin kubeconfig and the flags of upstream's Deployments (``--namespace olm``,
-  ``--writeStatusName ""``). Upstream runs them as pods with a cluster-admin ClusterRole; the
-  difference is where the process runs, not what it may do.
-
-Two stand-ins, because this machine has no cluster DNS and no container registry:
-
-- **Cluster DNS for catalog-operator.** A CatalogSource with ``spec.image`` gets a registry pod
-  and a Service, and catalog-operator dials ``<name>.<namespace>.svc:50051``. catalog-operator
-  runs in a mount namespace of its own whose ``/etc/hosts`` is a file ``ServiceHosts``
-  keeps listing every Service's ClusterIP under ``<name>.<namespace>.svc`` (Go re-reads the
-  file when it changes). The connection then goes to the ClusterIP through kube-proxy's rules,
-  as from a pod. The host's own ``/etc/hosts`` is not touched.
-- **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
-  so kubelet must really pull them: ``localcluster.registry.ImageRegistry`` serves the
-  images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
-  to it. OLM's util image and opm image are the local stand-ins of ``localcluster.images``.
-"""
+"""OLM v0 on the local cluster: its CRDs and both managers, the way OLM's quickstart installs it."""
 
 from __future__ import annotations
 
@@ -137,7 +109,35 @@ class ServiceHosts:
 
 @dataclass
 class OLM:
-    """OLM v0 on ``cluster``: ``install`` once, ``stop`` the managers at the end."""
+    """OLM v0 on ``cluster``: ``install`` once, ``stop`` the managers at the end.
+
+    ``OLM`` installs, on a ``LocalCluster`` with a real node:
+
+    - OLM's CRDs from the pinned module (``localcluster/go/olm``, ``localcluster.gotools``
+      copies them next to the binaries), applied server-side, plus the ``OLMConfig`` CRD and its
+      ``cluster`` object, which the quickstart file lacks;
+    - prometheus-operator's ``ServiceMonitor`` and ``PrometheusRule`` CRDs (module
+      ``PROMETHEUS_OPERATOR_MODULE``): an InstallPlan fails on any kind a bundle ships whose CRD
+      is missing, and this project's bundle ships both;
+    - the namespaces ``olm`` and ``operators`` with upstream's ``global-operators`` OperatorGroup;
+    - ``olm`` (olm-operator) and ``catalog`` (catalog-operator) as **host processes** with the
+      cluster-admin kubeconfig and the flags of upstream's Deployments (``--namespace olm``,
+      ``--writeStatusName ""``). Upstream runs them as pods with a cluster-admin ClusterRole; the
+      difference is where the process runs, not what it may do.
+
+    Two stand-ins, because this machine has no cluster DNS and no container registry:
+
+    - **Cluster DNS for catalog-operator.** A CatalogSource with ``spec.image`` gets a registry pod
+      and a Service, and catalog-operator dials ``<name>.<namespace>.svc:50051``. catalog-operator
+      runs in a mount namespace of its own whose ``/etc/hosts`` is a file ``ServiceHosts``
+      keeps listing every Service's ClusterIP under ``<name>.<namespace>.svc`` (Go re-reads the
+      file when it changes). The connection then goes to the ClusterIP through kube-proxy's rules,
+      as from a pod. The host's own ``/etc/hosts`` is not touched.
+    - **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
+      so kubelet must really pull them: ``localcluster.registry.ImageRegistry`` serves the
+      images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
+      to it. OLM's util image and opm image are the local stand-ins of ``localcluster.images``.
+    """
 
     cluster: LocalCluster
     components: list[Component] = field(default_factory=list)

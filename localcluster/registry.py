@@ -7,23 +7,6 @@ for tag references): kubelet then asks containerd to resolve and pull the refere
 time. containerd is pointed here instead, through ``config_path`` ``hosts.toml`` files that
 make this server a pull/resolve mirror of ``ghcr.io``, ``quay.io`` and ``docker.io``
 (``ImageRegistry.write_hosts_config``).
-
-What it does: the read side of the OCI distribution API over HTTP (``/v2/``, manifests and
-blobs by tag or digest, ``HEAD`` and ``GET``, ``Range: bytes=N-[M]``, ``tags/list``), serving
-images straight out of OCI archives -- tar files of an OCI image layout (``oci-layout``,
-``index.json``, ``blobs/<alg>/<hex>``) as written by ``buildah push IMG oci-archive:PATH:REF``
-or ``localcluster.ociimage``. Blobs are streamed from the tar at their member offsets;
-nothing is extracted to disk or held in memory. Manifests go out byte for byte as stored, so
-digests match. Images are named like Docker names them (``busybox:1`` is
-``docker.io/library/busybox:1``). An archive rewritten in place of the one added is re-read on
-the next request that touches it, so a rebuilt image is served under the same tag.
-
-What it does not do: no push, delete or catalogue (every write answers 405 ``UNSUPPORTED``), no
-authentication, no TLS, no manifest conversion by ``Accept`` header (what the archive holds is
-what is served), no digest verification of archive contents (the archive's blob names are
-trusted), and only uncompressed tar archives (member offsets must be seekable). It listens on
-loopback by default: only processes on this machine (containerd runs in the host's network
-namespace) are meant to reach it.
 """
 
 from __future__ import annotations
@@ -294,6 +277,23 @@ class ImageRegistry:
     every manifest or blob request answered with content, as ``(method, what)``: ``what`` is the
     full reference (``repo:tag`` or ``repo@digest``) for manifests, the digest for blobs. It is
     appended to under a lock: copy it (``list(reg.pulls)``) when reading while serving.
+
+    What it does: the read side of the OCI distribution API over HTTP (``/v2/``, manifests and
+    blobs by tag or digest, ``HEAD`` and ``GET``, ``Range: bytes=N-[M]``, ``tags/list``), serving
+    images straight out of OCI archives -- tar files of an OCI image layout (``oci-layout``,
+    ``index.json``, ``blobs/<alg>/<hex>``) as written by ``buildah push IMG oci-archive:PATH:REF``
+    or ``localcluster.ociimage``. Blobs are streamed from the tar at their member offsets;
+    nothing is extracted to disk or held in memory. Manifests go out byte for byte as stored, so
+    digests match. Images are named like Docker names them (``busybox:1`` is
+    ``docker.io/library/busybox:1``). An archive rewritten in place of the one added is re-read on
+    the next request that touches it, so a rebuilt image is served under the same tag.
+
+    What it does not do: no push, delete or catalogue (every write answers 405 ``UNSUPPORTED``), no
+    authentication, no TLS, no manifest conversion by ``Accept`` header (what the archive holds is
+    what is served), no digest verification of archive contents (the archive's blob names are
+    trusted), and only uncompressed tar archives (member offsets must be seekable). It listens on
+    loopback by default: only processes on this machine (containerd runs in the host's network
+    namespace) are meant to reach it.
     """
 
     host: str = "127.0.0.1"

@@ -6,25 +6,6 @@ Months may be ``JAN``-``DEC``, days of the week ``SUN``-``SAT`` (0-6; 7 is also 
 Vixie cron: the one expression CronJob refuses and we accept). The macros
 ``@yearly``/``@annually``, ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and ``@hourly``
 are accepted.
-
-The two day fields combine as in CronJob's parser (robfig/cron v3), not as in Vixie cron: a day
-field is a *star* when one of its items is ``*`` or ``?`` without a step above 1 (``*``,
-``*/1``, ``1,*``; ``*/7`` is not); when either day field is a star, a day must match both,
-otherwise either. (Vixie calls any field starting with ``*`` a star, so ``*/7`` with a
-restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its times are
-compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
-tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
-
-Times are read on the wall clock of a time zone (``next_after``). Across a daylight-saving
-change: a wall-clock time that does not exist (spring forward) is skipped that day; a time
-that occurs twice (fall back) fires once, the first time. This is where we differ from
-CronJob on purpose: robfig/cron fires such a time twice (``30 2 * * *`` in Europe/Berlin runs
-at 00:30 and 01:30 UTC on the night clocks go back), and its day search shifts the hour on
-days whose midnight does not exist.
-
-Written here rather than taken from PyPI: the operator image stays at its dependencies, and the
-whole grammar is the hundred lines below, tested against a naive minute-by-minute oracle
-(tests/unit/netperf/test_cron.py, with hypothesis) and against robfig/cron v3.
 """
 
 from __future__ import annotations
@@ -79,6 +60,26 @@ def load_zone(name: str) -> zoneinfo.ZoneInfo:
 
 @dataclass(frozen=True)
 class Cron:
+    """The two day fields combine as in CronJob's parser (robfig/cron v3), not as in Vixie cron: a day
+    field is a *star* when one of its items is ``*`` or ``?`` without a step above 1 (``*``,
+    ``*/1``, ``1,*``; ``*/7`` is not); when either day field is a star, a day must match both,
+    otherwise either. (Vixie calls any field starting with ``*`` a star, so ``*/7`` with a
+    restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its times are
+    compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
+    tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
+
+    Times are read on the wall clock of a time zone (``next_after``). Across a daylight-saving
+    change: a wall-clock time that does not exist (spring forward) is skipped that day; a time
+    that occurs twice (fall back) fires once, the first time. This is where we differ from
+    CronJob on purpose: robfig/cron fires such a time twice (``30 2 * * *`` in Europe/Berlin runs
+    at 00:30 and 01:30 UTC on the night clocks go back), and its day search shifts the hour on
+    days whose midnight does not exist.
+
+    Written here rather than taken from PyPI: the operator image stays at its dependencies, and the
+    whole grammar is the hundred lines below, tested against a naive minute-by-minute oracle
+    (tests/unit/netperf/test_cron.py, with hypothesis) and against robfig/cron v3.
+    """
+
     minutes: frozenset[int]
     hours: frozenset[int]
     days: frozenset[int]

@@ -8,29 +8,6 @@ a new run whose pods cannot be confused with the old) and carry both in labels. 
 is not enough: a Netperf deleted and re-created under the same name starts again at generation
 1, and a pod of its predecessor's run (an orphan it adopted to delete, still Terminating) has
 the very names of its own run (``of_run``).
-
-The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
-readiness probe on the control port. The client pod is made once the server's container runs,
-and its first sample retries a refused control connection for a while (``CONNECT_RETRIES``):
-waiting for the readiness probe instead cost up to its period on every run. The client runs
-netperf ``samples`` times through a small POSIX sh loop (so any image with ``sh`` and
-``netperf`` works) and writes every run's keyval output to its termination message
-(``NETPERF_RESULT``, the container's ``terminationMessagePath``): the operator reads results
-from the pod status and needs no ``pods/log`` permission.
-
-Both pods run as non-root (65534) with the ``restricted`` Pod Security profile, CPU/memory
-requests, no service-account token and no service links.
-
-The path (``spec.path``; a compare run passes each path in turn, its run key ``<run>-<path>``):
-
-- ``pod``: the client targets the server pod's IP; netserver picks the data port (as always).
-- ``service``: a ClusterIP Service of this run (``service``, named like the server pod) in
-  front of the server pod, with the control port and fixed data ports (``DATA_PORT`` + stream,
-  netperf's test-specific ``-P ,<remote>``: only the remote port pinned, the client's stays
-  ephemeral); the data ports' protocol is the test's (UDP for UDP_STREAM/UDP_RR). The client
-  targets its ClusterIP.
-- ``host``: both pods ``hostNetwork`` (``dnsPolicy: ClusterFirstWithHostNet``), fixed data ports
-  as for ``service``, declared with the control port as host ports on the server.
 """
 
 from __future__ import annotations
@@ -120,6 +97,30 @@ def timeout_seconds(spec: Mapping[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class PodNames:
+    """The server runs ``netserver -D -p 12865`` (``-D``: stay in the foreground) with a TCP
+    readiness probe on the control port. The client pod is made once the server's container runs,
+    and its first sample retries a refused control connection for a while (``CONNECT_RETRIES``):
+    waiting for the readiness probe instead cost up to its period on every run. The client runs
+    netperf ``samples`` times through a small POSIX sh loop (so any image with ``sh`` and
+    ``netperf`` works) and writes every run's keyval output to its termination message
+    (``NETPERF_RESULT``, the container's ``terminationMessagePath``): the operator reads results
+    from the pod status and needs no ``pods/log`` permission.
+
+    Both pods run as non-root (65534) with the ``restricted`` Pod Security profile, CPU/memory
+    requests, no service-account token and no service links.
+
+    The path (``spec.path``; a compare run passes each path in turn, its run key ``<run>-<path>``):
+
+    - ``pod``: the client targets the server pod's IP; netserver picks the data port (as always).
+    - ``service``: a ClusterIP Service of this run (``service``, named like the server pod) in
+      front of the server pod, with the control port and fixed data ports (``DATA_PORT`` + stream,
+      netperf's test-specific ``-P ,<remote>``: only the remote port pinned, the client's stays
+      ephemeral); the data ports' protocol is the test's (UDP for UDP_STREAM/UDP_RR). The client
+      targets its ClusterIP.
+    - ``host``: both pods ``hostNetwork`` (``dnsPolicy: ClusterFirstWithHostNet``), fixed data ports
+      as for ``service``, declared with the control port as host ports on the server.
+    """
+
     server: str
     client: str
 

@@ -1,37 +1,4 @@
-"""Did the latest scheduled result regress? Change points in the run history (pure, stdlib).
-
-The series is one value per run (the mean of its samples), oldest first: the runs of the same
-measurement since the acknowledged change, at most the detector's window. The rule (also in
-docs/operators/netperf.md):
-
-1. **Change points**, by binary segmentation as Hunter/Apache Otava do it with E-divisive
-   means: in a segment, the split that best separates the values before it from those after
-   it is a candidate; it is a change point when Student's two-sample t-test between the two
-   sides gives p < ``p_value`` and the two means differ by at least ``min_change_percent``;
-   then both sides are split again. The split statistic is E-divisive's with exponent 2 (the
-   squared difference of the two means weighted by ``m k / (m + k)``) over the pooled
-   variance, i.e. the two-sample t statistic itself: for a shift of the mean, the figure a
-   network benchmark moves by, it is the likelihood ratio; exponent 1 (Otava's default) also
-   finds changes of the distribution's shape, which need tens of runs to see, more than an
-   alert may wait.
-2. **The baseline** of a run: the runs before it that are no regression, segmented by rule 1;
-   oldest first, each segment becomes the baseline unless it is worse than the baseline so far
-   (the test of rule 3). So regressed runs, and a drop not flagged yet, are never part of the
-   baseline a later run is judged against, while a level that rose (or fell less than the
-   minimum effect) is the new normal.
-3. **Verdicts**, each run in turn, given those before it (a replay: the verdict is a function of
-   the history alone). A run is *regressed* when the latest ``k`` runs (k = 1, 2, 3, each at its
-   share ``tail_shares`` of ``p_value``) are worse than their baseline, one-sided in
-   ``direction``, by Student's t-test at that level and by at least ``min_change_percent``; the
-   regression starts at the first of them. While it lasts, each next run is judged with all
-   the runs since it started (at ``p_value``), and it ends with the first run nearer the
-   baseline's mean than the regressed runs' (a recovery clears it at once).
-
-Values are judged per run, not per sample: runs vary more among themselves (other tenants,
-placement, time of day) than samples within a run, and the per-run mean carries that variance
-into the test. The false-alarm rate and the detection delay of the defaults are measured by
-``tools/bench/regression_detector.py`` (docs/benchmarks.md).
-"""
+"""Did the latest scheduled result regress? Change points in the run history (pure, stdlib)."""
 
 from __future__ import annotations
 
@@ -255,7 +222,40 @@ class _Replay:
 
 def judge(values: Sequence[float], options: Options, pinned: Sequence[float] = ()) -> Verdict | None:
     """The verdict on the last of ``values`` (the module docstring's rules), the runs before it
-    judged in turn; None when there is nothing to judge (fewer than two baseline runs)."""
+    judged in turn; None when there is nothing to judge (fewer than two baseline runs).
+
+    The series is one value per run (the mean of its samples), oldest first: the runs of the same
+    measurement since the acknowledged change, at most the detector's window. The rule (also in
+    docs/operators/netperf.md):
+
+    1. **Change points**, by binary segmentation as Hunter/Apache Otava do it with E-divisive
+       means: in a segment, the split that best separates the values before it from those after
+       it is a candidate; it is a change point when Student's two-sample t-test between the two
+       sides gives p < ``p_value`` and the two means differ by at least ``min_change_percent``;
+       then both sides are split again. The split statistic is E-divisive's with exponent 2 (the
+       squared difference of the two means weighted by ``m k / (m + k)``) over the pooled
+       variance, i.e. the two-sample t statistic itself: for a shift of the mean, the figure a
+       network benchmark moves by, it is the likelihood ratio; exponent 1 (Otava's default) also
+       finds changes of the distribution's shape, which need tens of runs to see, more than an
+       alert may wait.
+    2. **The baseline** of a run: the runs before it that are no regression, segmented by rule 1;
+       oldest first, each segment becomes the baseline unless it is worse than the baseline so far
+       (the test of rule 3). So regressed runs, and a drop not flagged yet, are never part of the
+       baseline a later run is judged against, while a level that rose (or fell less than the
+       minimum effect) is the new normal.
+    3. **Verdicts**, each run in turn, given those before it (a replay: the verdict is a function of
+       the history alone). A run is *regressed* when the latest ``k`` runs (k = 1, 2, 3, each at its
+       share ``tail_shares`` of ``p_value``) are worse than their baseline, one-sided in
+       ``direction``, by Student's t-test at that level and by at least ``min_change_percent``; the
+       regression starts at the first of them. While it lasts, each next run is judged with all
+       the runs since it started (at ``p_value``), and it ends with the first run nearer the
+       baseline's mean than the regressed runs' (a recovery clears it at once).
+
+    Values are judged per run, not per sample: runs vary more among themselves (other tenants,
+    placement, time of day) than samples within a run, and the per-run mean carries that variance
+    into the test. The false-alarm rate and the detection delay of the defaults are measured by
+    ``tools/bench/regression_detector.py`` (docs/benchmarks.md).
+    """
     # In units of the largest value: the running sums of squares keep their precision.
     scale = max((abs(v) for v in (*values, *pinned)), default=0.0) or 1.0
     values = [v / scale for v in values]

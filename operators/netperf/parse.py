@@ -8,19 +8,6 @@ appends each run to its termination message as::
     THROUGHPUT=14509.18
     THROUGHPUT_UNITS=10^6bits/s
     ...
-
-netperf drops unknown selectors in a comma list silently, so every key asked for must be
-present; a throughput of 0 or less is netperf's silent failure mode (colliding data ports)
-and is rejected; any other line (warnings) is ignored. For UDP_STREAM netperf's omni
-``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. The request/response
-types (TCP_RR, TCP_CRR, UDP_RR) report transactions per second and latency percentiles; a
-TCP_CRR transaction opens and closes a connection, so its rate is connections per second. Latencies are
-reported by netperf in microseconds and returned in seconds; throughput in bits/s.
-
-With ``parallel`` > 1 (STREAM tests) each sample is that many netperf processes started together,
-each block carrying a ``STREAM=`` line after ``SAMPLE=``: a sample's throughput is the sum of its
-streams' (the statistics, and so the confidence interval, are over these sums), and each
-stream's own samples get their own statistics.
 """
 
 from __future__ import annotations
@@ -213,7 +200,21 @@ def parse_sample(test_type: str, index: int, exit_code: int, pairs: Mapping[str,
 
 def parse(message: str, test_type: str, samples: int, parallel: int = 1) -> Result:
     """The result of ``samples`` runs of ``test_type`` (each of ``parallel`` streams), or
-    ``ParseError``."""
+    ``ParseError``.
+
+    netperf drops unknown selectors in a comma list silently, so every key asked for must be
+    present; a throughput of 0 or less is netperf's silent failure mode (colliding data ports)
+    and is rejected; any other line (warnings) is ignored. For UDP_STREAM netperf's omni
+    ``THROUGHPUT`` is the receiver's rate (what arrived), not what was sent. The request/response
+    types (TCP_RR, TCP_CRR, UDP_RR) report transactions per second and latency percentiles; a
+    TCP_CRR transaction opens and closes a connection, so its rate is connections per second. Latencies are
+    reported by netperf in microseconds and returned in seconds; throughput in bits/s.
+
+    With ``parallel`` > 1 (STREAM tests) each sample is that many netperf processes started together,
+    each block carrying a ``STREAM=`` line after ``SAMPLE=``: a sample's throughput is the sum of its
+    streams' (the statistics, and so the confidence interval, are over these sums), and each
+    stream's own samples get their own statistics.
+    """
     if test_type not in KEYS:
         raise ValueError(f"unknown test type {test_type!r}")
     blocks = split_samples(message)

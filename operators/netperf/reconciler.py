@@ -4,33 +4,6 @@ Every Netperf gets one reconcile loop (``shared.controller.workqueue.Controller`
 ``shared.controller.builder.Operator``), woken by changes of the Netperf and of its pods
 and Services (server-side label selector, indexed by owner) and by time: a running test's pass
 returns the delay to its deadline, so a timeout fires when it is due.
-
-The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
-deterministic pod names, so a restarted operator continues the same run: it finds the pods in
-its cache or gets AlreadyExists when creating them. Each pass moves a run at most one step:
-
-    no run for this generation -> claim it (Initial, startedAt) and clean up older pods
-    Initial/Server -> server pod created; once Running with an IP -> client pod (Test), which
-                      retries its first connection until netserver listens (see ``.desired``)
-    Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
-    deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
-    Done/Error -> pods deleted; then nothing at all happens until the spec changes
-
-The path (``spec.path``, ``.desired``): ``service`` creates the run's Service before its
-server pod and points the client at its ClusterIP; ``host`` first reads the namespace's Pod
-Security label and ends the run (``HostNetworkForbidden``) where hostNetwork is forbidden. With
-``spec.compare`` a run steps through each path in turn (``NetperfReconciler.path_done``),
-each path with its own pods (``<run>-<path>``) and deadline; the first path's result is the
-run's.
-
-A Netperf with ``spec.schedule`` runs the same steps once per due time instead
-(``NetperfReconciler.scheduled``; the rules are ``.schedule``'s): its runs are numbered
-(``status.run``), their pods named by that number and made from ``status.runSpec``, and each
-result goes into ``status.history`` and is judged for a regression (``NetperfReconciler.record``).
-The pass wakes at the next due time.
-
-The final status is written before the pods are deleted: results are never lost, and pods a
-crash left behind are deleted by the next pass (from the cache, without API reads).
 """
 
 from __future__ import annotations
@@ -261,7 +234,35 @@ class Pass:
 
 
 class NetperfReconciler:
-    """See the module docstring; its dependencies come in ``ctx``."""
+    """See the module docstring; its dependencies come in ``ctx``.
+
+    The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
+    deterministic pod names, so a restarted operator continues the same run: it finds the pods in
+    its cache or gets AlreadyExists when creating them. Each pass moves a run at most one step:
+
+        no run for this generation -> claim it (Initial, startedAt) and clean up older pods
+        Initial/Server -> server pod created; once Running with an IP -> client pod (Test), which
+                          retries its first connection until netserver listens (see ``.desired``)
+        Test -> client pod terminated -> results parsed -> Done, or Error with the raw output
+        deadline passed -> Error (Unschedulable / ServerNotReady / ClientTimeout ...)
+        Done/Error -> pods deleted; then nothing at all happens until the spec changes
+
+    The path (``spec.path``, ``.desired``): ``service`` creates the run's Service before its
+    server pod and points the client at its ClusterIP; ``host`` first reads the namespace's Pod
+    Security label and ends the run (``HostNetworkForbidden``) where hostNetwork is forbidden. With
+    ``spec.compare`` a run steps through each path in turn (``NetperfReconciler.path_done``),
+    each path with its own pods (``<run>-<path>``) and deadline; the first path's result is the
+    run's.
+
+    A Netperf with ``spec.schedule`` runs the same steps once per due time instead
+    (``NetperfReconciler.scheduled``; the rules are ``.schedule``'s): its runs are numbered
+    (``status.run``), their pods named by that number and made from ``status.runSpec``, and each
+    result goes into ``status.history`` and is judged for a regression (``NetperfReconciler.record``).
+    The pass wakes at the next due time.
+
+    The final status is written before the pods are deleted: results are never lost, and pods a
+    crash left behind are deleted by the next pass (from the cache, without API reads).
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

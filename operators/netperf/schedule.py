@@ -1,33 +1,4 @@
-"""When a scheduled Netperf runs, and what its history and regression verdict say (pure).
-
-A Netperf with ``spec.schedule`` (``.cron``, on the wall clock of ``spec.timeZone``) runs
-again at each due time. The rules (also in docs/operators/netperf.md):
-
-- **No overlap.** A due time that comes while a run is in progress is skipped, and counted in
-  ``status.skippedRuns.overlapping``.
-- **Catch-up: one run, not many.** Due times are consumed in order from
-  ``status.lastScheduleTime`` (at first, the object's creation). If several passed unseen (the
-  operator was down across them), only the latest one runs, at once; the earlier ones are
-  counted in ``skippedRuns.missed``. With ``startingDeadlineSeconds`` (as in CronJob) even the
-  latest is skipped (``missed``) when it is older than that.
-- **Quiet window.** With ``spec.window`` (``startHour``/``endHour``, TDSet's grammar: the wall
-  clock of ``timeZone``, end exclusive, ``end < start`` crosses midnight), a due time outside
-  the window starts no run (``skippedRuns.outsideWindow``); it is not deferred.
-- **Suspend.** While ``spec.suspend`` is true no run starts; due times pass and are counted
-  (``skippedRuns.suspended``), and resuming does not catch up on them. A run in progress when
-  suspended finishes.
-- **A run is its spec as claimed.** The run's test fields are copied into ``status.runSpec``
-  when it starts and its pods are made from that copy: an edit mid-run (a new schedule, another
-  test type) applies from the next run and never mixes two specs in one result.
-
-Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
-its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
-transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
-the error's reason, and the key of what it measured (``.measurement``). Each result is
-judged with the earlier results of the same measurement by the change-point detector
-(``judge``, ``.detector``); the verdict in the status, and when it stops applying, are
-``.verdicts``'.
-"""
+"""When a scheduled Netperf runs, and what its history and regression verdict say (pure)."""
 
 from __future__ import annotations
 
@@ -71,6 +42,35 @@ REGRESSED = "Regressed"
 
 @dataclass(frozen=True)
 class Schedule:
+    """A Netperf with ``spec.schedule`` (``.cron``, on the wall clock of ``spec.timeZone``) runs
+    again at each due time. The rules (also in docs/operators/netperf.md):
+
+    - **No overlap.** A due time that comes while a run is in progress is skipped, and counted in
+      ``status.skippedRuns.overlapping``.
+    - **Catch-up: one run, not many.** Due times are consumed in order from
+      ``status.lastScheduleTime`` (at first, the object's creation). If several passed unseen (the
+      operator was down across them), only the latest one runs, at once; the earlier ones are
+      counted in ``skippedRuns.missed``. With ``startingDeadlineSeconds`` (as in CronJob) even the
+      latest is skipped (``missed``) when it is older than that.
+    - **Quiet window.** With ``spec.window`` (``startHour``/``endHour``, TDSet's grammar: the wall
+      clock of ``timeZone``, end exclusive, ``end < start`` crosses midnight), a due time outside
+      the window starts no run (``skippedRuns.outsideWindow``); it is not deferred.
+    - **Suspend.** While ``spec.suspend`` is true no run starts; due times pass and are counted
+      (``skippedRuns.suspended``), and resuming does not catch up on them. A run in progress when
+      suspended finishes.
+    - **A run is its spec as claimed.** The run's test fields are copied into ``status.runSpec``
+      when it starts and its pods are made from that copy: an edit mid-run (a new schedule, another
+      test type) applies from the next run and never mixes two specs in one result.
+
+    Each finished run adds an entry to ``status.history`` (newest last, at most ``historyLimit``):
+    its number, times, the headline figure's mean, CI and samples (bits/s for STREAM tests,
+    transactions/s for the RR types, connections/s for TCP_CRR), p99 latency for the RR types, or
+    the error's reason, and the key of what it measured (``.measurement``). Each result is
+    judged with the earlier results of the same measurement by the change-point detector
+    (``judge``, ``.detector``); the verdict in the status, and when it stops applying, are
+    ``.verdicts``'.
+    """
+
     cron: cron.Cron
     zone: zoneinfo.ZoneInfo
     window: tuple[int, int] | None = None  # start, end hour (end exclusive)

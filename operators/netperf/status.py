@@ -1,28 +1,4 @@
-"""Netperf status for each phase, written whole (pure).
-
-Phases in ``status.status``: ``Initial`` (a run is claimed: ``startedAt`` and the pod names
-are recorded before any pod exists) → ``Server`` → ``Test`` → ``Done``, or ``Error`` with a
-CamelCase ``reason`` and a ``message``. A new run (new generation) clears the previous
-results. Conditions:
-
-- ``Progressing``: True while a run is under way (reason = phase), False when it ended
-  (``Completed`` or the error's reason);
-- ``Complete``: True once results are recorded;
-- ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
-  the field paths for a spec the schema rejects), False otherwise;
-- ``Regressed`` (scheduled Netperfs, ``.schedule``): the latest result judged against its
-  baseline, set by the reconciler's ``record`` when a run ends, cleared when it no longer
-  applies (``.verdicts``);
-- a scheduled Netperf whose spec the operator refuses: ``Degraded``/``Stalled`` with
-  ``InvalidSpec`` over the last run's status (``spec_invalid``), no run of its own.
-
-``series`` derives every per-object series from spec and status, so what is exported never
-depends on what this process saw happen.
-- ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
-  Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
-  ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
-  only a changed spec starts another).
-"""
+"""Netperf status for each phase, written whole (pure)."""
 
 from __future__ import annotations
 
@@ -243,6 +219,29 @@ class FinishedRuns:
     client-side but had succeeded (the retry wrote, and counted, again). Counting what the
     watch shows finishing cannot: the server's object says it once per generation. A listing
     (event type None: start-up, relists) only records, so a restart does not count again.
+
+    Phases in ``status.status``: ``Initial`` (a run is claimed: ``startedAt`` and the pod names
+    are recorded before any pod exists) → ``Server`` → ``Test`` → ``Done``, or ``Error`` with a
+    CamelCase ``reason`` and a ``message``. A new run (new generation) clears the previous
+    results. Conditions:
+
+    - ``Progressing``: True while a run is under way (reason = phase), False when it ended
+      (``Completed`` or the error's reason);
+    - ``Complete``: True once results are recorded;
+    - ``Degraded``: True with the reason when the run ended in ``Error`` (``InvalidSpec`` with
+      the field paths for a spec the schema rejects), False otherwise;
+    - ``Regressed`` (scheduled Netperfs, ``.schedule``): the latest result judged against its
+      baseline, set by the reconciler's ``record`` when a run ends, cleared when it no longer
+      applies (``.verdicts``);
+    - a scheduled Netperf whose spec the operator refuses: ``Degraded``/``Stalled`` with
+      ``InvalidSpec`` over the last run's status (``spec_invalid``), no run of its own.
+
+    ``series`` derives every per-object series from spec and status, so what is exported never
+    depends on what this process saw happen.
+    - ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
+      Argo CD judge): a one-off benchmark is done when its run is: ``Reconciling`` while it runs,
+      ``Ready`` once ``Done``, ``Stalled`` after an ``Error`` (the run is over for this generation;
+      only a changed spec starts another).
     """
 
     def __init__(self) -> None:

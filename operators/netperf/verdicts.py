@@ -3,16 +3,6 @@
 The verdict lives in the status only (``status.regression`` and the ``Regressed`` condition);
 the ``netperf_regressed`` series is derived from it on every pass (``.status.series``), so a
 restarted operator, a new leader or an upgraded one exports what the object says.
-
-- ``recorded``: a finished run judged (``.schedule.verdict``): ``status.regression``
-  with the run, its test type and measurement, the detector's figures (finite numbers only) or
-  why it was not judged, and ``regressedSince``: the first run of a regression that goes on
-  (the detector's ``changeRun`` when it was found; the alert's ``run`` label, stable while the
-  regression lasts). The ``Regressed`` condition always agrees with it: a result that is not
-  judged sets it False with the reason.
-- ``settled``: the verdict no longer applies (the schedule was removed, or the measurement
-  of the spec is not the one judged): ``status.regression`` is removed and ``Regressed`` is
-  False with the reason (``NotScheduled``, ``MeasurementChanged``) and what the verdict was.
 """
 
 from __future__ import annotations
@@ -44,7 +34,18 @@ def recorded(
     now: datetime.datetime,
 ) -> dict[str, Any]:
     """``st`` with the verdict on the finished run ``item`` (of measurement ``measured``, as
-    ``.measurement.with_key`` gives it) and the ``Regressed`` condition."""
+    ``.measurement.with_key`` gives it) and the ``Regressed`` condition.
+
+    - ``recorded``: a finished run judged (``.schedule.verdict``): ``status.regression``
+      with the run, its test type and measurement, the detector's figures (finite numbers only) or
+      why it was not judged, and ``regressedSince``: the first run of a regression that goes on
+      (the detector's ``changeRun`` when it was found; the alert's ``run`` label, stable while the
+      regression lasts). The ``Regressed`` condition always agrees with it: a result that is not
+      judged sets it False with the reason.
+    - ``settled``: the verdict no longer applies (the schedule was removed, or the measurement
+      of the spec is not the one judged): ``status.regression`` is removed and ``Regressed`` is
+      False with the reason (``NotScheduled``, ``MeasurementChanged``) and what the verdict was.
+    """
     run, test_type = int(item["run"]), str(item["testType"])
     previous = st.get("measurement") or {}
     changed = measurement.change(previous, measured) if previous.get("key") != measured["key"] else ""

@@ -8,21 +8,6 @@ container, replica changes set ``spec.replicas``. The pods mount no ServiceAccou
 unless ``container.automountServiceAccountToken`` asks for it; the value is part of
 the template, so the release that made this the default rolls every TDSet's Deployment once
 (docs/operations/upgrades.md).
-
-The container's port is named ``http`` and the Service targets that name once every pod has
-it (``service_target_port``), so a port change never sends traffic to a port the old pods
-do not listen on. A template write records the hash of what was asked for in an annotation
-(``APPLIED``): a mutating admission policy that rewrites the image (digest pinning) or the
-security context then does not make every pass write the template again
-(``deployment_patch``).
-
-When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
-the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
-(``autoscaler_floor``), so the schedule sets a floor and the HPA still scales above it.
-The entry that decides may set the floor and a cap itself (``minReplicas``/``maxReplicas``,
-``.schedule.Bounds``, ``autoscaler_bounds``); the HPA's own values are remembered in
-annotations on it and given back (``restore_patch``): its maxReplicas when no cap is in
-force any more, both when the TDSet is gone or scales something else.
 """
 
 from __future__ import annotations
@@ -97,6 +82,21 @@ def template_hash(spec: Mapping[str, Any]) -> str:
 
 
 def deployment_manifest(owner: Mapping[str, Any], spec: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    """The container's port is named ``http`` and the Service targets that name once every pod has
+    it (``service_target_port``), so a port change never sends traffic to a port the old pods
+    do not listen on. A template write records the hash of what was asked for in an annotation
+    (``APPLIED``): a mutating admission policy that rewrites the image (digest pinning) or the
+    security context then does not make every pass write the template again
+    (``deployment_patch``).
+
+    When a HorizontalPodAutoscaler targets the Deployment, the TDSet leaves ``spec.replicas`` to
+    the autoscaler and moves the HPA's ``minReplicas`` to the scheduled value instead
+    (``autoscaler_floor``), so the schedule sets a floor and the HPA still scales above it.
+    The entry that decides may set the floor and a cap itself (``minReplicas``/``maxReplicas``,
+    ``.schedule.Bounds``, ``autoscaler_bounds``); the HPA's own values are remembered in
+    annotations on it and given back (``restore_patch``): its maxReplicas when no cap is in
+    force any more, both when the TDSet is gone or scales something else.
+    """
     name = owner["metadata"]["name"]
     labels = ownership.standard_labels(APP, name, "workload")
     body = {

@@ -4,20 +4,6 @@ A TDSet scales either a Deployment of its own (``spec.container``) or a workload
 (``spec.scaleTargetRef``: written through ``/scale`` and read through it, or for the apps kinds
 from the object whose fields their ``/scale`` serves; claimed but never owned, given
 back by ``TargetSweeps``; ``.target``).
-
-Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
-``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and
-Service it controls (server-side label selectors, indexed by owner), of any
-HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
-indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
-watched as metadata only and read by reference, ``HolidayMaps``) and by time: each pass
-returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
-so a boundary is acted on when it is reached, not at the next poll.
-
-Each pass is level-based: desired replicas come from ``.schedule.decide`` with the
-operator's clock (``shared.api.clock.Clock``) and the TDSet's override annotation (the
-layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
-caches; the status is written whole and only when it changed.
 """
 
 from __future__ import annotations
@@ -424,7 +410,22 @@ class Converged:
 
 
 class TDSetReconciler:
-    """See the module docstring; its dependencies come in ``ctx``."""
+    """See the module docstring; its dependencies come in ``ctx``.
+
+    Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
+    ``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and
+    Service it controls (server-side label selectors, indexed by owner), of any
+    HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
+    indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
+    watched as metadata only and read by reference, ``HolidayMaps``) and by time: each pass
+    returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
+    so a boundary is acted on when it is reached, not at the next poll.
+
+    Each pass is level-based: desired replicas come from ``.schedule.decide`` with the
+    operator's clock (``shared.api.clock.Clock``) and the TDSet's override annotation (the
+    layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
+    caches; the status is written whole and only when it changed.
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

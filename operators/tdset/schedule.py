@@ -1,58 +1,5 @@
 """The TDSet calendar as a pure function of (spec, annotations, now): replicas, the layer and
 entry that decided them, the next transitions.
-
-Layers, highest first (also in docs/operators/tdset-calendar.md):
-
-1. **override**: the override annotation (``OVERRIDE_ANNOTATION``, ``replicas=10,until=…``,
-   for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``
-   and expires at its end. Times are RFC 3339 (``2026-11-27T00:00:00Z``, ``…+01:00``) or a date
-   and time without offset (``2026-11-27T00:00``), read on the wall clock of ``spec.timeZone``.
-2. **holiday**: on a date of ``spec.holidays.dates`` or of the ConfigMap that
-   ``spec.holidays.configMapRef`` names (``parse_holiday_data``; the reconciler reads it),
-   a whole day, 00:00 to 24:00 on the wall clock of ``spec.timeZone``: ``spec.holidays.replicas``.
-3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
-4. **default**: ``defaultReplica``.
-
-**Autoscaler bounds**: with an HPA on the target, the entry that decides may
-also set the HPA's ``minReplicas`` (floor) and ``maxReplicas`` (cap); each one it leaves unset
-falls back to ``spec.minReplicas``/``spec.maxReplicas``, then to the scheduled replicas (the
-floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (``Bounds``,
-``Decided.bounds``). Holidays and the default have no bounds of their own.
-
-On top of them, **pre-warm**: a window with a ``leadTime`` (its own, else ``spec.leadTime``)
-raises the replicas that long before it opens (layer ``leadTime``), never lowers them: the
-replicas are the larger of what the layers say now and what they will say when the window
-opens.
-
-Weekly windows:
-
-- A window is ``[start, end)`` on the wall clock of ``spec.timeZone`` (IANA name, default
-  UTC), at minute precision (``startTime``/``startMinute``, ``endTime``/``endMinute``).
-- ``end <= start`` crosses midnight: ``19 -> 0`` is 19:00-24:00, ``22 -> 6`` is 22:00-06:00.
-  ``start == end`` is rejected (at admission by CEL, and again here).
-- ``days`` (default: every day) names the days on which a window *starts*; the part of a
-  midnight-crossing window after 00:00 belongs to the day before. A Friday ``22 -> 6`` window
-  covers Friday 22:00 to Saturday 06:00.
-- The first window that contains the current wall-clock time wins (list order); overlaps are
-  allowed and reported (``overlaps``, bounded). Outside every window: ``defaultReplica``.
-
-Daylight-saving time follows what a wall clock shows, because that is what the person who
-wrote "9 to 17" reads:
-
-- spring forward (e.g. 02:00 -> 03:00): the skipped times never occur, so a window lying
-  entirely inside the skipped hour does not apply that day, and a window (or an override given
-  in local time) that starts inside it (02:30 -> 04:00) starts when the clock jumps to 03:00;
-- fall back (e.g. 03:00 -> 02:00): the repeated hour happens twice and a window covering it is
-  active both times (a 02:00 -> 03:00 window lasts two real hours that night).
-
-``next_transition`` finds the first instant after ``now`` at which the weekly result
-changes, so the controller can wake exactly then. Between UTC-offset changes the wall clock
-runs linearly, so only window edges (and midnight, where the weekday and the date change: the
-holidays' edges too) can change the result; offset changes are located by sampling every 6
-hours and bisecting to the second (no zone changes its offset twice within 6 hours). The
-layered calendar adds its absolute instants (override starts and ends, holiday midnights) to
-that walk, and pre-warm adds each opening minus its lead time (``upcoming``), so every
-layer's boundary is acted on when it is reached.
 """
 
 from __future__ import annotations
@@ -234,7 +181,61 @@ class Override:
 
 @dataclass(frozen=True)
 class Calendar:
-    """Every layer of one TDSet, parsed: ``at`` is the replicas before pre-warm."""
+    """Every layer of one TDSet, parsed: ``at`` is the replicas before pre-warm.
+
+    Layers, highest first (also in docs/operators/tdset-calendar.md):
+
+    1. **override**: the override annotation (``OVERRIDE_ANNOTATION``, ``replicas=10,until=…``,
+       for on-call use), then ``spec.overrides[]`` in list order; each applies on ``[start, end)``
+       and expires at its end. Times are RFC 3339 (``2026-11-27T00:00:00Z``, ``…+01:00``) or a date
+       and time without offset (``2026-11-27T00:00``), read on the wall clock of ``spec.timeZone``.
+    2. **holiday**: on a date of ``spec.holidays.dates`` or of the ConfigMap that
+       ``spec.holidays.configMapRef`` names (``parse_holiday_data``; the reconciler reads it),
+       a whole day, 00:00 to 24:00 on the wall clock of ``spec.timeZone``: ``spec.holidays.replicas``.
+    3. **window**: the weekly ``schedulingConfig`` windows, rules below, unchanged.
+    4. **default**: ``defaultReplica``.
+
+    **Autoscaler bounds**: with an HPA on the target, the entry that decides may
+    also set the HPA's ``minReplicas`` (floor) and ``maxReplicas`` (cap); each one it leaves unset
+    falls back to ``spec.minReplicas``/``spec.maxReplicas``, then to the scheduled replicas (the
+    floor, as before) and to the HPA's own ``maxReplicas`` (the cap) (``Bounds``,
+    ``Decided.bounds``). Holidays and the default have no bounds of their own.
+
+    On top of them, **pre-warm**: a window with a ``leadTime`` (its own, else ``spec.leadTime``)
+    raises the replicas that long before it opens (layer ``leadTime``), never lowers them: the
+    replicas are the larger of what the layers say now and what they will say when the window
+    opens.
+
+    Weekly windows:
+
+    - A window is ``[start, end)`` on the wall clock of ``spec.timeZone`` (IANA name, default
+      UTC), at minute precision (``startTime``/``startMinute``, ``endTime``/``endMinute``).
+    - ``end <= start`` crosses midnight: ``19 -> 0`` is 19:00-24:00, ``22 -> 6`` is 22:00-06:00.
+      ``start == end`` is rejected (at admission by CEL, and again here).
+    - ``days`` (default: every day) names the days on which a window *starts*; the part of a
+      midnight-crossing window after 00:00 belongs to the day before. A Friday ``22 -> 6`` window
+      covers Friday 22:00 to Saturday 06:00.
+    - The first window that contains the current wall-clock time wins (list order); overlaps are
+      allowed and reported (``overlaps``, bounded). Outside every window: ``defaultReplica``.
+
+    Daylight-saving time follows what a wall clock shows, because that is what the person who
+    wrote "9 to 17" reads:
+
+    - spring forward (e.g. 02:00 -> 03:00): the skipped times never occur, so a window lying
+      entirely inside the skipped hour does not apply that day, and a window (or an override given
+      in local time) that starts inside it (02:30 -> 04:00) starts when the clock jumps to 03:00;
+    - fall back (e.g. 03:00 -> 02:00): the repeated hour happens twice and a window covering it is
+      active both times (a 02:00 -> 03:00 window lasts two real hours that night).
+
+    ``next_transition`` finds the first instant after ``now`` at which the weekly result
+    changes, so the controller can wake exactly then. Between UTC-offset changes the wall clock
+    runs linearly, so only window edges (and midnight, where the weekday and the date change: the
+    holidays' edges too) can change the result; offset changes are located by sampling every 6
+    hours and bisecting to the second (no zone changes its offset twice within 6 hours). The
+    layered calendar adds its absolute instants (override starts and ends, holiday midnights) to
+    that walk, and pre-warm adds each opening minus its lead time (``upcoming``), so every
+    layer's boundary is acted on when it is reached.
+    """
 
     schedule: Schedule
     overrides: tuple[Override, ...] = ()  # the annotation's first

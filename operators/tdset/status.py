@@ -5,30 +5,6 @@ With ``spec.scaleTargetRef`` the same conditions describe the target, read throu
 ``TargetNotScalable``, ``TargetNotFound``, ``TargetForbidden`` (Degraded, retried) and
 ``TargetConflict`` (another TDSet holds it, or another controller: an owner reference with
 ``controller: true``; Stalled, as a name conflict, until the holder goes; one Event per change).
-
-Conditions:
-
-- ``Available``: the Deployment reports ``Available`` (its minimum availability is met);
-  False with ``DeploymentMissing`` before it exists.
-- ``Progressing``: True while the Deployment is being scaled, rolled out or waited for
-  (``Scaling``, ``RollingOut``, ``WaitingForReady``); False with ``DeploymentReady`` once it has
-  the replica count it should have, all updated and ready; False with ``Suspended`` while
-  ``spec.suspend`` is set.
-- ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
-  schema or the checks the schema cannot express (time zone, empty window, dates); True with the
-  failure's reason when a child could not be written; True with ``InvalidOverrideAnnotation``
-  when the override annotation cannot be read (the calendar runs without it), with
-  ``HolidaysUnavailable`` when the holidays' ConfigMap is missing or holds what is not a date
-  (the calendar runs with the dates it could read, so one bad date in a ConfigMap that many
-  TDSets share leaves its other dates applying in each), with ``CalendarError`` when the
-  calendar raised on a spec that passed the checks (replicas left as they are, retried);
-  False otherwise.
-- ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
-  Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
-  ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
-  not have the replicas it should have (the schedule's, the autoscaler's, or its own while
-  suspended) rolled out, updated and ready, or a write failed (retried);
-  ``Ready`` otherwise.
 """
 
 from __future__ import annotations
@@ -62,7 +38,32 @@ class Observed:
 def compute(
     *, observed: Observed, generation: int, current: Mapping[str, Any] | None, now: datetime.datetime
 ) -> dict[str, Any]:
-    """The complete status to write for one pass (compared with the current one before writing)."""
+    """The complete status to write for one pass (compared with the current one before writing).
+
+    Conditions:
+
+    - ``Available``: the Deployment reports ``Available`` (its minimum availability is met);
+      False with ``DeploymentMissing`` before it exists.
+    - ``Progressing``: True while the Deployment is being scaled, rolled out or waited for
+      (``Scaling``, ``RollingOut``, ``WaitingForReady``); False with ``DeploymentReady`` once it has
+      the replica count it should have, all updated and ready; False with ``Suspended`` while
+      ``spec.suspend`` is set.
+    - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not pass the
+      schema or the checks the schema cannot express (time zone, empty window, dates); True with the
+      failure's reason when a child could not be written; True with ``InvalidOverrideAnnotation``
+      when the override annotation cannot be read (the calendar runs without it), with
+      ``HolidaysUnavailable`` when the holidays' ConfigMap is missing or holds what is not a date
+      (the calendar runs with the dates it could read, so one bad date in a ConfigMap that many
+      TDSets share leaves its other dates applying in each), with ``CalendarError`` when the
+      calendar raised on a spec that passed the checks (replicas left as they are, retried);
+      False otherwise.
+    - ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
+      Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``DeploymentConflict``,
+      ``ServiceConflict``: only a human can resolve it); ``Reconciling`` while the Deployment does
+      not have the replicas it should have (the schedule's, the autoscaler's, or its own while
+      suspended) rolled out, updated and ready, or a write failed (retried);
+      ``Ready`` otherwise.
+    """
     dep, decision = observed.deployment, observed.decision
 
     def cond(type_: str, status: bool, reason: str, message: str) -> conditions.Condition:

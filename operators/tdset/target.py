@@ -1,30 +1,5 @@
 """A TDSet's scale target (``spec.scaleTargetRef``): which object it names, the claim a TDSet
 puts on it and the patches that make and undo it (pure: no I/O).
-
-A TDSet scales a workload it did not create through its ``/scale`` subresource and never owns
-it (no owner reference: deleting the TDSet must not delete the user's workload). What it changed
-is remembered on the target itself, as py-kube-downscaler remembers ``downscaler/original-replicas``:
-
-- the label ``HOLDER`` carries the UID of the TDSet holding the target: one holder at a
-  time, so a second TDSet naming the same object sees it is taken and reports a conflict
-  instead of scaling against the first (the claim is written with the target's
-  ``resourceVersion`` as a precondition: two first claims cannot both succeed). A label, not an
-  annotation, so the operator finds every claim with one server-side selector when it starts
-  (claims of TDSets deleted while it was down: ``operators.tdset.reconciler.TargetSweeps``);
-- the annotation ``ORIGINAL`` the replicas the target had when first claimed (kept when a
-  claim passes from a TDSet that is gone to another), and ``HOLDER_NAME`` the holder's name
-  for people reading the object.
-
-The give-back (``give_back_replicas``, ``release_patch``) sets ``/scale`` to the
-original replicas, then drops the label and annotations, each write with the UID and the
-resourceVersion it read as preconditions: a TDSet re-created under the same name that claims
-the target meanwhile keeps the claim and the user's original replicas it carries (the
-give-back reads the target again and finds a new holder), instead of having them dropped and
-recording its own scaled replicas as the original.
-
-Which kinds can be targets is decided by discovery, as the HPA and KEDA decide it
-(``scale_resource``): the kind's resource in its group-version must list a ``<plural>/scale``
-subresource.
 """
 
 from __future__ import annotations
@@ -42,7 +17,33 @@ ORIGINAL = "schedule.rs/original-replicas"  # annotation: the replicas before th
 
 @dataclass(frozen=True)
 class Ref:
-    """``spec.scaleTargetRef``."""
+    """``spec.scaleTargetRef``.
+
+    A TDSet scales a workload it did not create through its ``/scale`` subresource and never owns
+    it (no owner reference: deleting the TDSet must not delete the user's workload). What it changed
+    is remembered on the target itself, as py-kube-downscaler remembers ``downscaler/original-replicas``:
+
+    - the label ``HOLDER`` carries the UID of the TDSet holding the target: one holder at a
+      time, so a second TDSet naming the same object sees it is taken and reports a conflict
+      instead of scaling against the first (the claim is written with the target's
+      ``resourceVersion`` as a precondition: two first claims cannot both succeed). A label, not an
+      annotation, so the operator finds every claim with one server-side selector when it starts
+      (claims of TDSets deleted while it was down: ``operators.tdset.reconciler.TargetSweeps``);
+    - the annotation ``ORIGINAL`` the replicas the target had when first claimed (kept when a
+      claim passes from a TDSet that is gone to another), and ``HOLDER_NAME`` the holder's name
+      for people reading the object.
+
+    The give-back (``give_back_replicas``, ``release_patch``) sets ``/scale`` to the
+    original replicas, then drops the label and annotations, each write with the UID and the
+    resourceVersion it read as preconditions: a TDSet re-created under the same name that claims
+    the target meanwhile keeps the claim and the user's original replicas it carries (the
+    give-back reads the target again and finds a new holder), instead of having them dropped and
+    recording its own scaled replicas as the original.
+
+    Which kinds can be targets is decided by discovery, as the HPA and KEDA decide it
+    (``scale_resource``): the kind's resource in its group-version must list a ``<plural>/scale``
+    subresource.
+    """
 
     api_version: str
     kind: str

@@ -10,49 +10,6 @@ names are computed again and the API server answers ``AlreadyExists``: a pod can
 created twice. Deletes are the other direction: a stale view still shows a pod we deleted, so
 the controller remembers its own deletes (expectations, see ``.api``) and this module treats
 those pods as already gone.
-
-**Rollouts.** Changing ``image``, ``port``, ``resources``, ``runAsUser`` or
-``automountServiceAccountToken`` changes the template hash, and the old pods are replaced the
-way a Deployment's RollingUpdate replaces them: never more than ``replicas + maxSurge`` active
-pods, and a ready old pod is deleted only if at least ``replicas - maxUnavailable`` pods are
-still ready after the delete. A not-ready old pod serves
-nothing, so it always goes. Both bounds come from ``spec.rollout`` and default to the
-Deployment's 25% (maxUnavailable rounded down, maxSurge rounded up), which for 1 to 3 replicas
-means surge one pod and delete an old one only once a new one is ready, so a single-replica
-WebServer never drops to no ready pod. Both 0 would never replace a pod, so the schema rejects
-that. Where they still
-come out 0 (an explicit 0 next to an unset field whose default rounds to 0, or a schema
-bypassed), the unset one becomes 1, or maxUnavailable when both were set (the Deployment
-controller's fallback): a rollout can always move.
-
-**No API credentials unless asked.** A web server needs no token of the namespace's
-ServiceAccount, so pods set ``automountServiceAccountToken: false`` unless the spec asks for
-it. The value is always part of the template, so the release that made this the
-default rolls the pods of every existing WebServer once: a pod's token mount cannot change
-while it runs, and leaving it in running pods until some later change would leave pods of one
-template hash with and without a token (docs/operations/upgrades.md).
-
-**Configuration** (``env``, ``envFrom``, ``volumes``, ``command``, ``args``, ``podMetadata``,
-``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
-only when set, so WebServers that use none of them keep their hash across the upgrade that
-introduced them. The readiness probe runs once a second, so a pod is Ready within a second of
-listening (outside the template: see ``READINESS_PERIOD_SECONDS``). The content of the
-ConfigMaps the spec references is in the template too, as one digest (``config_hash``,
-computed by the reconciler from the labelled ConfigMaps it watches): editing such a ConfigMap
-rolls the pods. Secrets are not read (the operator has no access to them); ``restartedAt``
-rolls the pods when one changed.
-
-**Revisions, rollback, pause** are ``.rollout``'s: ``plan`` runs the template hash it
-is given (an automatic rollback's, kept in the status) and moves nothing while paused with old
-pods. **Spread and budget**: a soft topology spread is in every pod unless switched off (only
-"off" enters the template, so its arrival rolled no pod), and ``budget_manifest`` is the
-PodDisruptionBudget kept while replicas >= 2.
-
-**minReadySeconds.** A ready pod counts as available only once it has been ready that long
-(the Ready condition's ``lastTransitionTime``), for ``status.availableReplicas`` and for the
-rollout: an old ready pod is deleted only if enough *available* pods remain, as a Deployment's
-maxUnavailable counts them. A pod whose Ready condition has no transition time is not available
-while minReadySeconds is above 0 (the Deployment controller's rule). The clock is an argument.
 """
 
 from __future__ import annotations
@@ -287,16 +244,16 @@ def _volumes(tpl: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     return volumes, mounts
 
 
-# Ready within a second of the port opening. The kubelet probes a new container's readiness at
-# once when it starts (a started container with no readiness result triggers its probe on each
-# status update, kubelet 1.34 pkg/kubelet/prober), and when that first probe comes before the
-# server listens, the next comes a period later: at 5 s that wait was most of a WebServer's
-# 0 -> N time. A readiness probe every second bounds it, and 15 failures in a row keep the
-# 15 s a failing pod gets by Kubernetes' defaults (3 x 5 s) before it leaves the Service's endpoints. A startup
-# probe every second did the same for the first probe but, ticking on its own clock, made every
-# pod wait half a second on average even when it listened at once: the last of 20 pods about a
-# second. The period is not part of the template hash: running pods are not rolled for it,
-# pods created after the upgrade carry it.
+# Ready within a second of the port opening. The kubelet probes a new container's readiness at once
+# when it starts (a started container with no readiness result triggers its probe on each status
+# update, kubelet 1.34 pkg/kubelet/prober), and when that first probe comes before the server
+# listens, the next comes a period later: at 5 s that wait was most of a WebServer's 0 -> N time. A
+# readiness probe every second bounds it, and 15 failures in a row keep the 15 s a failing pod gets
+# by Kubernetes' defaults (3 x 5 s) before it leaves the Service's endpoints. A startup probe every
+# second did the same for the first probe but, ticking on its own clock, made every pod wait half a
+# second on average even when it listened at once: the last of 20 pods about a second. The period is
+# not part of the template hash: running pods are not rolled for it, pods created after the upgrade
+# carry it.
 READINESS_PERIOD_SECONDS = 1
 READINESS_FAILURE_THRESHOLD = 15
 
@@ -494,7 +451,51 @@ def plan(
     """What to create and delete now, from the pods the WebServer controls (``now``: for
     minReadySeconds; without it a ready pod counts as available; ``thash``: the template to
     run, the spec's by default; ``paused``: while pods of another template run, nothing moves,
-    as for a paused Deployment)."""
+    as for a paused Deployment).
+
+    **Rollouts.** Changing ``image``, ``port``, ``resources``, ``runAsUser`` or
+    ``automountServiceAccountToken`` changes the template hash, and the old pods are replaced the
+    way a Deployment's RollingUpdate replaces them: never more than ``replicas + maxSurge`` active
+    pods, and a ready old pod is deleted only if at least ``replicas - maxUnavailable`` pods are
+    still ready after the delete. A not-ready old pod serves
+    nothing, so it always goes. Both bounds come from ``spec.rollout`` and default to the
+    Deployment's 25% (maxUnavailable rounded down, maxSurge rounded up), which for 1 to 3 replicas
+    means surge one pod and delete an old one only once a new one is ready, so a single-replica
+    WebServer never drops to no ready pod. Both 0 would never replace a pod, so the schema rejects
+    that. Where they still
+    come out 0 (an explicit 0 next to an unset field whose default rounds to 0, or a schema
+    bypassed), the unset one becomes 1, or maxUnavailable when both were set (the Deployment
+    controller's fallback): a rollout can always move.
+
+    **No API credentials unless asked.** A web server needs no token of the namespace's
+    ServiceAccount, so pods set ``automountServiceAccountToken: false`` unless the spec asks for
+    it. The value is always part of the template, so the release that made this the
+    default rolls the pods of every existing WebServer once: a pod's token mount cannot change
+    while it runs, and leaving it in running pods until some later change would leave pods of one
+    template hash with and without a token (docs/operations/upgrades.md).
+
+    **Configuration** (``env``, ``envFrom``, ``volumes``, ``command``, ``args``, ``podMetadata``,
+    ``restartedAt``) and **HTTP health** (``readinessPath``, ``liveness``) are part of the template
+    only when set, so WebServers that use none of them keep their hash across the upgrade that
+    introduced them. The readiness probe runs once a second, so a pod is Ready within a second of
+    listening (outside the template: see ``READINESS_PERIOD_SECONDS``). The content of the
+    ConfigMaps the spec references is in the template too, as one digest (``config_hash``,
+    computed by the reconciler from the labelled ConfigMaps it watches): editing such a ConfigMap
+    rolls the pods. Secrets are not read (the operator has no access to them); ``restartedAt``
+    rolls the pods when one changed.
+
+    **Revisions, rollback, pause** are ``.rollout``'s: ``plan`` runs the template hash it
+    is given (an automatic rollback's, kept in the status) and moves nothing while paused with old
+    pods. **Spread and budget**: a soft topology spread is in every pod unless switched off (only
+    "off" enters the template, so its arrival rolled no pod), and ``budget_manifest`` is the
+    PodDisruptionBudget kept while replicas >= 2.
+
+    **minReadySeconds.** A ready pod counts as available only once it has been ready that long
+    (the Ready condition's ``lastTransitionTime``), for ``status.availableReplicas`` and for the
+    rollout: an old ready pod is deleted only if enough *available* pods remain, as a Deployment's
+    maxUnavailable counts them. A pod whose Ready condition has no transition time is not available
+    while minReadySeconds is above 0 (the Deployment controller's rule). The clock is an argument.
+    """
     replicas = int(spec.get("replicas", 0))
     if thash is None:
         thash = template_hash(spec, config_hash)

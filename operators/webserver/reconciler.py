@@ -11,14 +11,6 @@ it announces once, after the status recording it is written, with a Warning Even
 ``webserver_rollbacks_total``), plans with
 ``.desired``, acts through ``.api`` and writes the status from ``.status`` only when
 it differs from what is there.
-
-A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
-only, and the referenced ones read when a pass needs them (``shared.controller.configmaps``);
-the operator keeps a digest of each and which of the keys asked for it has, never the data, and
-a change wakes exactly the WebServers that read it (``ConfigMaps``). A referenced
-ConfigMap that is not there stops the pass from touching the pods and says so in
-``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
-CreateContainerConfigError (an env reference) for as long as it is missing.
 """
 
 from __future__ import annotations
@@ -127,7 +119,16 @@ class ConfigMaps:
 
 
 class WebServerReconciler:
-    """See the module docstring; its dependencies come in ``ctx``."""
+    """See the module docstring; its dependencies come in ``ctx``.
+
+    A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
+    only, and the referenced ones read when a pass needs them (``shared.controller.configmaps``);
+    the operator keeps a digest of each and which of the keys asked for it has, never the data, and
+    a change wakes exactly the WebServers that read it (``ConfigMaps``). A referenced
+    ConfigMap that is not there stops the pass from touching the pods and says so in
+    ``ReplicaFailure``: a pod created without it would wait in ContainerCreating (a volume) or
+    CreateContainerConfigError (an env reference) for as long as it is missing.
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

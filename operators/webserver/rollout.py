@@ -11,28 +11,6 @@ hand copies back into the spec) when its compact JSON is at most ``MAX_TEMPLATE_
 So the history is bounded: at most 10 x (4 KiB + about 250 bytes); a typical entry is 300-500
 bytes. A template above the limit (long env values) is not kept: that revision cannot be a
 rollback target (the condition says so).
-
-Outcomes: ``Progressing`` (the current rollout), ``Available`` (every desired pod ran it and
-was available; kept afterwards), ``ProgressDeadlineExceeded``, ``RolledBack`` (it missed the
-deadline and the operator went back), ``Superseded`` (the spec changed before it finished).
-
-**Progress deadline**, as a Deployment's: a rollout of a new template (or the first creation)
-that makes no progress -- one more available pod of the new template or one fewer old pod --
-for ``spec.progressDeadlineSeconds`` (unset: 600 plus minReadySeconds) is marked ``ProgressDeadlineExceeded``
-(``Progressing=False``); progress after that makes it ``Progressing`` again. Scaling a
-revision that is already ``Available`` is not under the deadline. The time of the last progress
-is ``status.progress.at``; while ``spec.rollout.paused`` it is not counted, and resuming starts
-it again (as ``kubectl rollout resume`` does).
-
-**Automatic rollback** (``spec.rollout.autoRollback``): when the spec's revision exceeds its
-deadline, the pods go back to the last revision whose outcome is ``Available``, exactly its
-stored template (same hash: its surviving pods are kept as they are). ``status.rollback`` records
-that the spec's template (``fromHash``) was given up for ``toRevision``; it ends as soon as the
-spec's template changes (a fix, or the user reverting by hand to that same template: then
-nothing moves). Rules that keep it from looping: only a revision the spec asked for is ever
-rolled back, never a rollback itself (a rollback target that misses the deadline too stays
-``ProgressDeadlineExceeded`` for a human), and there is no target when the only difference is
-ConfigMap content (the operator does not keep old ConfigMap data: restore the ConfigMap).
 """
 
 from __future__ import annotations
@@ -89,7 +67,31 @@ def progress_deadline(spec: Mapping[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class Rollout:
-    """Where the WebServer's rollout stands after this pass (status fields and what to run)."""
+    """Where the WebServer's rollout stands after this pass (status fields and what to run).
+
+    Outcomes: ``Progressing`` (the current rollout), ``Available`` (every desired pod ran it and
+    was available; kept afterwards), ``ProgressDeadlineExceeded``, ``RolledBack`` (it missed the
+    deadline and the operator went back), ``Superseded`` (the spec changed before it finished).
+
+    **Progress deadline**, as a Deployment's: a rollout of a new template (or the first creation)
+    that makes no progress -- one more available pod of the new template or one fewer old pod --
+    for ``spec.progressDeadlineSeconds`` (unset: 600 plus minReadySeconds) is marked
+    ``ProgressDeadlineExceeded`` (``Progressing=False``); progress after that makes it
+    ``Progressing`` again. Scaling a
+    revision that is already ``Available`` is not under the deadline. The time of the last progress
+    is ``status.progress.at``; while ``spec.rollout.paused`` it is not counted, and resuming starts
+    it again (as ``kubectl rollout resume`` does).
+
+    **Automatic rollback** (``spec.rollout.autoRollback``): when the spec's revision exceeds its
+    deadline, the pods go back to the last revision whose outcome is ``Available``, exactly its
+    stored template (same hash: its surviving pods are kept as they are). ``status.rollback`` records
+    that the spec's template (``fromHash``) was given up for ``toRevision``; it ends as soon as the
+    spec's template changes (a fix, or the user reverting by hand to that same template: then
+    nothing moves). Rules that keep it from looping: only a revision the spec asked for is ever
+    rolled back, never a rollback itself (a rollback target that misses the deadline too stays
+    ``ProgressDeadlineExceeded`` for a human), and there is no target when the only difference is
+    ConfigMap content (the operator does not keep old ConfigMap data: restore the ConfigMap).
+    """
 
     template: dict[str, Any]  # the template the pods are moved to now
     hash: str

@@ -1,32 +1,4 @@
-"""WebServer status and conditions, computed from observed pods (pure).
-
-Conditions:
-
-- ``Available``: enough pods are available to serve: at least ``replicas - maxUnavailable`` (the
-  rollout guarantee, ``.desired.rollout_limits``), as for a Deployment. A pod is available
-  once it has been ready for ``minReadySeconds`` (``status.availableReplicas``).
-- ``Progressing``: True while pods are being created, deleted, replaced or waited for
-  (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
-  ``ReplicasReady`` once every desired pod runs the current template and is available. From
-  ``.rollout``: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
-  True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
-  rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
-- ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
-  the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
-  also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
-  else (left untouched, see ``shared.client.services``); ``ConfigMapNotFound`` when a
-  referenced ConfigMap (any of the namespace) or one of its keys is
-  missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
-  with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
-  ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
-- ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
-  CRD schema (``shared.api.validation``); then nothing else is touched.
-- ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
-  Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
-  a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
-  failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
-  current template and is ready, with no failure.
-"""
+"""WebServer status and conditions, computed from observed pods (pure)."""
 
 from __future__ import annotations
 
@@ -70,7 +42,35 @@ def compute(
 ) -> dict[str, Any]:
     """The complete status to write for one pass (compare with the current one before writing).
 
-    ``rollout``: the revisions and deadline (``.rollout``); its template is the current one."""
+    ``rollout``: the revisions and deadline (``.rollout``); its template is the current one.
+
+    Conditions:
+
+    - ``Available``: enough pods are available to serve: at least ``replicas - maxUnavailable`` (the
+      rollout guarantee, ``.desired.rollout_limits``), as for a Deployment. A pod is available
+      once it has been ready for ``minReadySeconds`` (``status.availableReplicas``).
+    - ``Progressing``: True while pods are being created, deleted, replaced or waited for
+      (reasons ``ScalingUp``, ``ScalingDown``, ``RollingUpdate``, ``WaitingForReady``); False with
+      ``ReplicasReady`` once every desired pod runs the current template and is available. From
+      ``.rollout``: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
+      True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
+      rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
+    - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
+      the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
+      also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
+      else (left untouched, see ``shared.client.services``); ``ConfigMapNotFound`` when a
+      referenced ConfigMap (any of the namespace) or one of its keys is
+      missing (no pod of the template is created until it exists); ``CreateContainerConfigError``
+      with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
+      ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
+    - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
+      CRD schema (``shared.api.validation``); then nothing else is touched.
+    - ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
+      Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
+      a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
+      failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
+      current template and is ready, with no failure.
+    """
     replicas = int(spec.get("replicas", 0))
     thash = rollout.hash if rollout is not None else template_hash(spec, config_hash)
     active = [p for p in pods if p.active]

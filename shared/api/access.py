@@ -9,20 +9,6 @@ its description, which spec fields make it act on what; here they become one
 ValidatingAdmissionPolicy each (``admissionregistration.k8s.io/v1``, Kubernetes >= 1.30) and its
 binding, refusing a create, or an update that changes ``spec``, by a user who lacks the right
 the field stands for. The refusal names the verb, the resource and the object.
-
-Why one check per CEL expression: the API server prices an authorizer ``check`` so that one
-expression holds at most two, and one policy evaluation about 28; a list of names (every Secret a
-WebServer mounts) is reduced to its distinct names and each is checked by an expression of its
-own, up to ``MAX_DISTINCT`` per policy (more are refused with that reason). A refusal names
-one missing right, the first failed check: the API server reports one failed validation, and
-evaluates message expressions without the authorizer, so a message cannot list the others.
-
-An update that leaves ``spec`` alone (labels, annotations, finalizers; ``/status`` and ``/scale``
-are other resources and never matched) is not checked: whoever changes ``spec`` answers for all
-of it, since the operator acts on the whole spec anew (a tenant changing the image of a
-WebServer an admin made to mount a Secret would otherwise read it).
-
-Pure: data in, manifests out (``tools/generate/bundle.py`` renders them).
 """
 
 from __future__ import annotations
@@ -189,7 +175,22 @@ class AccessPolicy:
     """One ValidatingAdmissionPolicy of a kind: ``rights`` (or every name of ``references``)
     the requesting user must hold. ``suffix`` names it (``<project>-<operator>-<suffix>``);
     ``variables`` are extra CEL variables its rights read (``spec`` known to exist);
-    ``summary`` is the rule in words (docs)."""
+    ``summary`` is the rule in words (docs).
+
+    Why one check per CEL expression: the API server prices an authorizer ``check`` so that one
+    expression holds at most two, and one policy evaluation about 28; a list of names (every Secret a
+    WebServer mounts) is reduced to its distinct names and each is checked by an expression of its
+    own, up to ``MAX_DISTINCT`` per policy (more are refused with that reason). A refusal names
+    one missing right, the first failed check: the API server reports one failed validation, and
+    evaluates message expressions without the authorizer, so a message cannot list the others.
+
+    An update that leaves ``spec`` alone (labels, annotations, finalizers; ``/status`` and ``/scale``
+    are other resources and never matched) is not checked: whoever changes ``spec`` answers for all
+    of it, since the operator acts on the whole spec anew (a tenant changing the image of a
+    WebServer an admin made to mount a Secret would otherwise read it).
+
+    Pure: data in, manifests out (``tools/generate/bundle.py`` renders them).
+    """
 
     suffix: str
     summary: str

@@ -10,13 +10,6 @@ Rules enforced:
 - ``reason`` is CamelCase (``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$``, 1-1024 chars);
 - ``lastTransitionTime`` changes only when ``status`` changes (not on reason/message changes);
 - ``observedGeneration`` records the generation the condition was computed from.
-
-Besides each kind's own conditions (``Available``, ``Progressing``, ``Degraded``...), every
-object carries the three that GitOps tools read, from ``readiness``: ``Reconciling`` and
-``Stalled`` (the "abnormal-true" conditions of kstatus, sigs.k8s.io/cli-utils: what Flux health
-checks, Helm 4 ``--wait``, kpt and Config Sync decide readiness with) and a ``Ready`` summary
-(what Argo CD scripts and ``kubectl wait --for=condition=Ready`` look at). See
-docs/health-checks.md.
 """
 
 from __future__ import annotations
@@ -40,6 +33,14 @@ _MAX_MESSAGE = 32768
 
 
 class Condition(TypedDict):
+    """Besides each kind's own conditions (``Available``, ``Progressing``, ``Degraded``...), every
+    object carries the three that GitOps tools read, from ``readiness``: ``Reconciling`` and
+    ``Stalled`` (the "abnormal-true" conditions of kstatus, sigs.k8s.io/cli-utils: what Flux health
+    checks, Helm 4 ``--wait``, kpt and Config Sync decide readiness with) and a ``Ready`` summary
+    (what Argo CD scripts and ``kubectl wait --for=condition=Ready`` look at). See
+    docs/health-checks.md.
+    """
+
     type: str
     status: Status
     observedGeneration: int

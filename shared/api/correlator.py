@@ -1,31 +1,6 @@
 """Which Events to post, which to fold into one already posted, which to drop: client-go's
 event correlator (``tools/record``'s ``EventCorrelator``) as pure logic, and the fair queue the
 recorder posts from.
-
-An object whose pass keeps failing reports the same Warning on every retry, and an object can
-fail in many slightly different ways. Posted one by one, such Events crowd out the useful ones
-and cost the API server a write each. Like client-go, the recorder therefore runs every Event
-through three steps (``Correlator``):
-
-- **Aggregation.** Events that differ only by their message (same source, object, type and
-  reason) are *similar*. Once a group has seen ``max_events`` different messages, each no more
-  than ``window`` seconds after the previous one, the rest are combined into one Event
-  ``(combined from similar events): <latest message>``: a group never has more than
-  ``max_events`` Events on the server at once.
-- **A spam filter.** A token bucket per source and object (``burst``, refilled one per
-  ``refill`` seconds): what an object reports beyond it is dropped, counted.
-- **Dedup.** An Event identical to one already posted (the same message too, or the same
-  aggregate) is a ``Series``: its next occurrence becomes a PATCH of the posted Event's
-  ``count``, ``lastTimestamp`` and ``message`` instead of a new Event.
-
-Posts wait in a ``FairQueue``: one queue per namespace, served round-robin, each bounded,
-and bounded in total by dropping from the namespace that holds the most; one tenant's flood of
-failures never pushes out another tenant's Events. A series waits there once, however often it
-recurs meanwhile: its pending occurrences are folded into one write.
-
-Every cache is an ``LRU`` of ``size`` entries, so memory is bounded whatever the objects.
-Nothing here does I/O or reads a clock: ``now`` is given, so the rules are tested with any
-sequence of instants.
 """
 
 from __future__ import annotations
@@ -226,7 +201,33 @@ class Write:
 
 
 class Correlator:
-    """Aggregation, the spam filter and dedup in client-go's order (see the module docstring)."""
+    """Aggregation, the spam filter and dedup in client-go's order (see the module docstring).
+
+    An object whose pass keeps failing reports the same Warning on every retry, and an object can
+    fail in many slightly different ways. Posted one by one, such Events crowd out the useful ones
+    and cost the API server a write each. Like client-go, the recorder therefore runs every Event
+    through three steps (``Correlator``):
+
+    - **Aggregation.** Events that differ only by their message (same source, object, type and
+      reason) are *similar*. Once a group has seen ``max_events`` different messages, each no more
+      than ``window`` seconds after the previous one, the rest are combined into one Event
+      ``(combined from similar events): <latest message>``: a group never has more than
+      ``max_events`` Events on the server at once.
+    - **A spam filter.** A token bucket per source and object (``burst``, refilled one per
+      ``refill`` seconds): what an object reports beyond it is dropped, counted.
+    - **Dedup.** An Event identical to one already posted (the same message too, or the same
+      aggregate) is a ``Series``: its next occurrence becomes a PATCH of the posted Event's
+      ``count``, ``lastTimestamp`` and ``message`` instead of a new Event.
+
+    Posts wait in a ``FairQueue``: one queue per namespace, served round-robin, each bounded,
+    and bounded in total by dropping from the namespace that holds the most; one tenant's flood of
+    failures never pushes out another tenant's Events. A series waits there once, however often it
+    recurs meanwhile: its pending occurrences are folded into one write.
+
+    Every cache is an ``LRU`` of ``size`` entries, so memory is bounded whatever the objects.
+    Nothing here does I/O or reads a clock: ``now`` is given, so the rules are tested with any
+    sequence of instants.
+    """
 
     def __init__(
         self,

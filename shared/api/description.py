@@ -5,25 +5,6 @@ kubebuilder's ``PROJECT`` file: a few lines that name an operator's primary reso
 children it owns, its reconcile function and everything generated around it. Here that is one
 ``OperatorDescription`` per operator package (``operators/<name>/description.py``), listed
 once in ``operators.PACKAGES``, and read by
-
-- the builder (``shared.controller.builder.Operator``): the operator's runtime (app label,
-  controller, metrics registry with exactly the declared metrics), its watches, and its
-  reconciler named by ``reconcile`` (``python -m operators.<name>``);
-- ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
-  permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service,
-  ServiceMonitor, Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts,
-  dashboard panels), ``tools/generate/docs.py`` (API reference pages, the metrics table) and
-  ``localcluster/images.py`` (operator and operand images).
-
-Before, each of those listed the three operators by hand, so adding one meant editing every
-tool and keeping their copies of its text in step. Logic stays where it was: a description
-points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules are derived from
-what it declares it watches and calls (``OperatorDescription.rules``).
-
-This module is imported by tools that must not pay for kopf or prometheus_client (images,
-manifests): it is in the pure layer (``shared.api``) and depends on ``shared.api.crd``,
-``shared.api.access`` and ``shared.api.metricsauth`` only; the controller layer reads it,
-never the other way round.
 """
 
 from __future__ import annotations
@@ -120,7 +101,27 @@ class Image:
 
 @dataclass(frozen=True)
 class OperatorDescription:
-    """Everything about one operator that is not its reconcile logic."""
+    """Everything about one operator that is not its reconcile logic.
+
+    - the builder (``shared.controller.builder.Operator``): the operator's runtime (app label,
+      controller, metrics registry with exactly the declared metrics), its watches, and its
+      reconciler named by ``reconcile`` (``python -m operators.<name>``);
+    - ``tools/generate/manifests.py`` (the CRD), ``tools/generate/bundle.py`` (CSV: owned CRD text, resources,
+      permissions and cluster permissions, Deployment, relatedImages, alm-examples; metrics Service,
+      ServiceMonitor, Dockerfile, ``deploy/install.yaml``), ``tools/generate/monitoring.py`` (alerts,
+      dashboard panels), ``tools/generate/docs.py`` (API reference pages, the metrics table) and
+      ``localcluster/images.py`` (operator and operand images).
+
+    Before, each of those listed the three operators by hand, so adding one meant editing every
+    tool and keeping their copies of its text in step. Logic stays where it was: a description
+    points at the operator's ``schema.CRD``, it does not restate it; its RBAC rules are derived from
+    what it declares it watches and calls (``OperatorDescription.rules``).
+
+    This module is imported by tools that must not pay for kopf or prometheus_client (images,
+    manifests): it is in the pure layer (``shared.api``) and depends on ``shared.api.crd``,
+    ``shared.api.access`` and ``shared.api.metricsauth`` only; the controller layer reads it,
+    never the other way round.
+    """
 
     name: str  # package operators/<name>, image <name>-operator, controller and job names
     app: str  # app.kubernetes.io/name of every child

@@ -10,28 +10,6 @@ serve metrics over HTTPS and answer only a caller the API server vouches for:
    method, lower-cased); not allowed → **403**;
 3. a review that cannot be made (the API server unreachable, the operator's own RBAC missing)
    → **500**, never an answer in the caller's favour.
-
-Both answers are cached as the API server's delegating authenticator and authorizer cache
-them: a TokenReview's result (authenticated or not) for 1 min, a SubjectAccessReview's
-"allowed" for 5 min and "denied" for 30 s; errors are never cached. Unlike those caches, ours
-are bounded (``TTLCache``, least recently used out first), keyed by a keyed hash of the
-token, never the token itself (a heap dump holds no token), and **partitioned by outcome**
-(``Tokens``, ``Reviews``): a token enters the cache of known tokens only once a
-request with it was allowed, and a decision the cache of allowed decisions only when allowed.
-Whatever a caller without the right to read the metrics sends (random tokens, valid tokens of
-accounts of its own) lands in the other partition, so it can push out only its own kind and
-never the scraper's entries: Prometheus' scrapes keep being answered from the cache.
-
-A new token costs a review of the API server, made with the operator's own credentials (its
-API priority-and-fairness budget, its client's connections); so reviews of tokens never seen
-allowed are limited: a token bucket (``RateLimit``, ``NEW_TOKEN_QPS``) and a bound
-on such reviews in flight (``NEW_REVIEWS_IN_FLIGHT``). A request beyond either is answered
-**429** without a review. A known token's renewal (its review is due again after
-``TOKEN_TTL``) is not limited: only callers once allowed can have one.
-
-This module holds only the pure parts (bodies, decisions, caches, RBAC rules), so they are
-tested without HTTP; ``shared.client.metricsauth`` sends the reviews through the operator's
-own client, and ``shared.controller.serving`` applies the decision to each request.
 """
 
 from __future__ import annotations
@@ -297,7 +275,30 @@ def subject_access_review(user: User, path: str, verb: str) -> dict[str, Any]:
 
 def access_decision(review: Mapping[str, Any], user: User) -> Decision:
     """A created SubjectAccessReview as the answer to the request (controller-runtime's texts;
-    the authorizer's reason is not passed on: it is about the cluster's policy, not the caller's)."""
+    the authorizer's reason is not passed on: it is about the cluster's policy, not the caller's).
+
+    Both answers are cached as the API server's delegating authenticator and authorizer cache
+    them: a TokenReview's result (authenticated or not) for 1 min, a SubjectAccessReview's
+    "allowed" for 5 min and "denied" for 30 s; errors are never cached. Unlike those caches, ours
+    are bounded (``TTLCache``, least recently used out first), keyed by a keyed hash of the
+    token, never the token itself (a heap dump holds no token), and **partitioned by outcome**
+    (``Tokens``, ``Reviews``): a token enters the cache of known tokens only once a
+    request with it was allowed, and a decision the cache of allowed decisions only when allowed.
+    Whatever a caller without the right to read the metrics sends (random tokens, valid tokens of
+    accounts of its own) lands in the other partition, so it can push out only its own kind and
+    never the scraper's entries: Prometheus' scrapes keep being answered from the cache.
+
+    A new token costs a review of the API server, made with the operator's own credentials (its
+    API priority-and-fairness budget, its client's connections); so reviews of tokens never seen
+    allowed are limited: a token bucket (``RateLimit``, ``NEW_TOKEN_QPS``) and a bound
+    on such reviews in flight (``NEW_REVIEWS_IN_FLIGHT``). A request beyond either is answered
+    **429** without a review. A known token's renewal (its review is due again after
+    ``TOKEN_TTL``) is not limited: only callers once allowed can have one.
+
+    This module holds only the pure parts (bodies, decisions, caches, RBAC rules), so they are
+    tested without HTTP; ``shared.client.metricsauth`` sends the reviews through the operator's
+    own client, and ``shared.controller.serving`` applies the decision to each request.
+    """
     status = review.get("status") or {}
     if status.get("allowed") and not status.get("denied"):
         return ALLOWED

@@ -11,21 +11,6 @@ recurs (a pass failing the same way on every retry) is posted once and then patc
 ``count`` growing; similar ones with ever different messages are combined after a few; and what
 one object reports beyond a burst is dropped. So a failing object costs one Event, not one per
 retry.
-
-Recording never blocks a reconcile pass and never fails it: ``EventRecorder.record`` files
-the Event and a background task writes it, a few at once (``MAX_IN_FLIGHT``). Writes wait in
-one queue per namespace, taken round-robin (``FairQueue``), so
-one tenant's flood of Events delays another's by at most one write per turn and, when the
-bound is reached, drops its own oldest, never another namespace's. An Event the API server
-refuses (a quota on Events, a namespace being deleted, an outage) is logged and dropped, as
-client-go drops it after its retries.
-
-Events share the client's rate limit (``--kube-api-qps``, none by default) and connections with
-every other write, as they do in client-go. So a burst (3000 new WebServers: 3000 pod creates,
-6000 status writes, 3000 Events, at a limit of 50 QPS) can leave Events waiting for minutes:
-the bound is set for such a burst, not for client-go's 1000 (which dropped 1358 of the 3000 in
-the scale benchmark), at about 1 KiB each. One namespace may fill all of it while the others
-are quiet: the total is kept by dropping from the namespace holding the most.
 """
 
 from __future__ import annotations
@@ -96,6 +81,21 @@ class EventRecorder:
 
     ``dropped`` counts the occurrences dropped from a full queue, ``filtered`` those the spam
     filter dropped.
+
+    Recording never blocks a reconcile pass and never fails it: ``EventRecorder.record`` files
+    the Event and a background task writes it, a few at once (``MAX_IN_FLIGHT``). Writes wait in
+    one queue per namespace, taken round-robin (``FairQueue``), so
+    one tenant's flood of Events delays another's by at most one write per turn and, when the
+    bound is reached, drops its own oldest, never another namespace's. An Event the API server
+    refuses (a quota on Events, a namespace being deleted, an outage) is logged and dropped, as
+    client-go drops it after its retries.
+
+    Events share the client's rate limit (``--kube-api-qps``, none by default) and connections with
+    every other write, as they do in client-go. So a burst (3000 new WebServers: 3000 pod creates,
+    6000 status writes, 3000 Events, at a limit of 50 QPS) can leave Events waiting for minutes:
+    the bound is set for such a burst, not for client-go's 1000 (which dropped 1358 of the 3000 in
+    the scale benchmark), at about 1 KiB each. One namespace may fill all of it while the others
+    are quiet: the total is kept by dropping from the namespace holding the most.
     """
 
     def __init__(

@@ -1,22 +1,4 @@
-"""Taking turns by namespace: who is served next when something the operator shares frees up.
-
-One operator serves every namespace, and a namespace is a tenant that can create as many
-objects as its quota allows. Wherever the operator's work queues up, one first-come line lets
-a namespace that floods it hold back every other: 3000 new WebServers in one namespace made a
-change in another wait 126 s for its status (``tools/bench/noisy_neighbour.py``). Two such
-lines exist, and both take turns through ``RoundRobin``:
-
-- the reconcile slots (``shared.controller.workqueue.FairSlots``): which waiting pass runs
-  next;
-- the client's token bucket (``shared.client.kube.TokenBucket``): which waiting request
-  goes out next. A pass holds its slot while its requests wait for tokens, and one pass can
-  ask for many at once (a WebServer creating 64 pods in one slow-start batch), so a change in
-  a quiet namespace that got a slot still waited behind every token a busy one had asked for.
-
-Neither the API server's priority and fairness nor controller-runtime helps here: the former
-shares by user, and every request of the operator is one user's; the latter has one FIFO queue
-per controller.
-"""
+"""Taking turns by namespace: who is served next when something the operator shares frees up."""
 
 from __future__ import annotations
 
@@ -47,6 +29,23 @@ class RoundRobin:
     task waiting for it): ``wake`` hands it back to the caller instead of waking anyone, in
     its turn like any waiter. It costs a reference in a deque where a waiting task costs its
     coroutine's frames, a future and their bookkeeping (about 4 KB).
+
+    One operator serves every namespace, and a namespace is a tenant that can create as many
+    objects as its quota allows. Wherever the operator's work queues up, one first-come line lets
+    a namespace that floods it hold back every other: 3000 new WebServers in one namespace made a
+    change in another wait 126 s for its status (``tools/bench/noisy_neighbour.py``). Two such
+    lines exist, and both take turns through ``RoundRobin``:
+
+    - the reconcile slots (``shared.controller.workqueue.FairSlots``): which waiting pass runs
+      next;
+    - the client's token bucket (``shared.client.kube.TokenBucket``): which waiting request
+      goes out next. A pass holds its slot while its requests wait for tokens, and one pass can
+      ask for many at once (a WebServer creating 64 pods in one slow-start batch), so a change in
+      a quiet namespace that got a slot still waited behind every token a busy one had asked for.
+
+    Neither the API server's priority and fairness nor controller-runtime helps here: the former
+    shares by user, and every request of the operator is one user's; the latter has one FIFO queue
+    per controller.
     """
 
     def __init__(self) -> None:

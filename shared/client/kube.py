@@ -6,41 +6,6 @@ create on a 2-core machine and blocks a thread for it, which made 100 pods take 
 this client sends and receives plain dicts over one aiohttp session on kopf's event loop.
 Credentials come from the official package's loaders (in-cluster service account when running
 in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``), including token refresh.
-
-Throttling, as controller-runtime's client does it (fairness by namespace added):
-
-- no client-side rate limit by default, as controller-runtime since
-  kubernetes-sigs/controller-runtime#3119 (2025): the API server's priority and fairness is what
-  protects it, and it does so better than a fixed rate in each client, which holds back an
-  operator with work to do on an idle server (1000 TDSets flipping at one boundary took at least
-  18 s at the 50 QPS this client had by default, docs/benchmarks.md). ``--kube-api-qps`` sets
-  one: a token bucket (``TokenBucket``, client-go's) in front of every request, ``burst``
-  requests at once, then ``qps`` per second, the requests that wait taking turns by namespace;
-- what bounds the requests in flight is the connection pool (``connections``, aiohttp's 100),
-  and the requests waiting for a connection take turns by namespace too
-  (``FairConnections``): a WebServer creating 1000 pods does not hold back another
-  namespace's request behind all of them (fairness across namespaces, ``shared.client.fair``:
-  the API server's fairness shares by user, and every request of the operator is one user's);
-- a 429 (the API server's priority-and-fairness or max-in-flight rejection) or a 503 with
-  ``Retry-After`` (a server or aggregated API that cannot serve now) was not processed, so it
-  is retried, writes included, after the ``Retry-After`` seconds it names (1 s when a 429 names
-  none), up to ``max_retries`` times (client-go's 10) before ``ApiError`` is raised. A
-  wait longer than ``MAX_RETRY_AFTER`` is not sat out inside the request: it is raised,
-  and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
-  Every attempt goes through the rate limiter and is reported to ``observer``.
-
-Fencing: with leader election (``shared.client.leader``), ``fence`` is asked before every attempt
-of a write (POST, PUT, PATCH, DELETE) and refuses it by raising: a leader whose lease may have
-passed to another process must not send anything, also not a retry it had already begun. It is
-asked twice: after the rate limiter's wait, so a refused write never queues for a connection,
-and again once the attempt holds its connection (``FencedConnector``), when nothing is
-left to wait for before its bytes go out. The second ask is the one that counts: a write can
-wait a long time for a free connection of the pool (all taken by slow requests), and a process
-frozen (SIGSTOP) past its lease while the write waited must not send it on resuming. aiohttp's
-own resend of an idempotent request on a dropped keep-alive connection is asked too. Reads are
-never fenced (a standby keeps its caches warm), and neither are reviews (TokenReview,
-SubjectAccessReview, ...: a POST that persists nothing), with which a standby checks who may
-read its ``/metrics`` (``shared.client.metricsauth``).
 """
 
 from __future__ import annotations
@@ -354,6 +319,41 @@ class KubeClient:
     ``connections`` bounds the connections open at once (more requests wait for one).
     ``clock`` and ``sleep`` are what the rate limiter and the Retry-After waits use (tests
     inject virtual time).
+
+    Throttling, as controller-runtime's client does it (fairness by namespace added):
+
+    - no client-side rate limit by default, as controller-runtime since
+      kubernetes-sigs/controller-runtime#3119 (2025): the API server's priority and fairness is what
+      protects it, and it does so better than a fixed rate in each client, which holds back an
+      operator with work to do on an idle server (1000 TDSets flipping at one boundary took at least
+      18 s at the 50 QPS this client had by default, docs/benchmarks.md). ``--kube-api-qps`` sets
+      one: a token bucket (``TokenBucket``, client-go's) in front of every request, ``burst``
+      requests at once, then ``qps`` per second, the requests that wait taking turns by namespace;
+    - what bounds the requests in flight is the connection pool (``connections``, aiohttp's 100),
+      and the requests waiting for a connection take turns by namespace too
+      (``FairConnections``): a WebServer creating 1000 pods does not hold back another
+      namespace's request behind all of them (fairness across namespaces, ``shared.client.fair``:
+      the API server's fairness shares by user, and every request of the operator is one user's);
+    - a 429 (the API server's priority-and-fairness or max-in-flight rejection) or a 503 with
+      ``Retry-After`` (a server or aggregated API that cannot serve now) was not processed, so it
+      is retried, writes included, after the ``Retry-After`` seconds it names (1 s when a 429 names
+      none), up to ``max_retries`` times (client-go's 10) before ``ApiError`` is raised. A
+      wait longer than ``MAX_RETRY_AFTER`` is not sat out inside the request: it is raised,
+      and the reconcile loop's backoff (which gives back the pass's concurrency slot) takes over.
+      Every attempt goes through the rate limiter and is reported to ``observer``.
+
+    Fencing: with leader election (``shared.client.leader``), ``fence`` is asked before every attempt
+    of a write (POST, PUT, PATCH, DELETE) and refuses it by raising: a leader whose lease may have
+    passed to another process must not send anything, also not a retry it had already begun. It is
+    asked twice: after the rate limiter's wait, so a refused write never queues for a connection,
+    and again once the attempt holds its connection (``FencedConnector``), when nothing is
+    left to wait for before its bytes go out. The second ask is the one that counts: a write can
+    wait a long time for a free connection of the pool (all taken by slow requests), and a process
+    frozen (SIGSTOP) past its lease while the write waited must not send it on resuming. aiohttp's
+    own resend of an idempotent request on a dropped keep-alive connection is asked too. Reads are
+    never fenced (a standby keeps its caches warm), and neither are reviews (TokenReview,
+    SubjectAccessReview, ...: a POST that persists nothing), with which a standby checks who may
+    read its ``/metrics`` (``shared.client.metricsauth``).
     """
 
     def __init__(

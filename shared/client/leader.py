@@ -1,45 +1,4 @@
-"""Leader election on a ``coordination.k8s.io`` Lease, as controller-runtime does it.
-
-Several replicas of an operator can then run at once: one, the leader, reconciles and writes;
-the others (standbys) keep their watch caches warm, answer ``/readyz``, write nothing and take
-over when the leader goes. The semantics are client-go's ``leaderelection`` package with
-controller-runtime's defaults:
-
-- **lease duration** (15 s): a standby takes the Lease over only once the record has not
-  changed for the record's own ``leaseDurationSeconds``, counted from when *this* process saw
-  it change;
-- **renew deadline** (10 s): the leader acts only until this long after its last successful
-  renewal;
-- **retry period** (2 s): how often the leader renews, and standbys try (with up to 120 %
-  jitter, as ``wait.JitterUntil``);
-- the holder identity is unique per process: the pod name (``POD_NAME``, else the host name),
-  ``_``, a UUID, so a restarted container never mistakes its predecessor's lease for its own;
-- **release on shutdown** (client-go's ``ReleaseOnCancel``): a leader that stops cleanly empties
-  ``holderIdentity`` and sets ``leaseDurationSeconds`` to 1, so a standby takes over at its next
-  try instead of 15 s later (a rollout hands over at once). The update is conditional on the
-  resourceVersion this process saw last, so it never releases someone else's lease.
-
-Every decision is taken on this process's monotonic clock, never by comparing another
-machine's wall clock: ``acquireTime`` and ``renewTime`` (MicroTime) are written for people and
-tools only.
-
-**Fencing.** A Lease is a promise between well-behaved processes: the API server does not stop
-a deposed leader from writing. So every write this process makes checks, just before it is
-sent, that its last successful renewal is less than the renew deadline old
-(``LeaderElector.fence``, installed in ``shared.client.kube.KubeClient``, which makes
-every write of the operator, its Events included; kopf only watches). A standby can take the
-Lease only a full lease duration after it saw the last renewal, and it saw it after the leader
-sent it, so a leader that keeps the rule stops writing at least ``lease - renew`` (5 s) before
-anyone else may start (for clocks that run at the same rate, client-go's assumption too). A
-leader past its deadline (the API server unreachable for 10 s, or the process frozen by
-SIGSTOP, a paused VM or a stalled node and then resumed) refuses the write and exits with
-status 1, like controller-runtime's "leader election lost"; restarted, it is a standby with
-fresh caches. On a process that does not lead (a standby, or a leader that released on
-shutdown) a write is refused with ``NotLeaderError`` and nothing else happens.
-
-Not covered, as in controller-runtime: a request already on the wire when the process froze
-can still reach the API server late; the 5 s margin covers ordinary request latency only.
-"""
+"""Leader election on a ``coordination.k8s.io`` Lease, as controller-runtime does it."""
 
 from __future__ import annotations
 
@@ -151,6 +110,46 @@ class LeaderElector:
     renewal behind a burst of the operator's writes, and its writes are not fenced.
     ``on_lost`` is called (with why) when leadership lapses; it must not return in production
     (``exit_process``). ``clock`` is monotonic; ``wall`` only fills in the record's times.
+
+    Several replicas of an operator can then run at once: one, the leader, reconciles and writes;
+    the others (standbys) keep their watch caches warm, answer ``/readyz``, write nothing and take
+    over when the leader goes. The semantics are client-go's ``leaderelection`` package with
+    controller-runtime's defaults:
+
+    - **lease duration** (15 s): a standby takes the Lease over only once the record has not
+      changed for the record's own ``leaseDurationSeconds``, counted from when *this* process saw
+      it change;
+    - **renew deadline** (10 s): the leader acts only until this long after its last successful
+      renewal;
+    - **retry period** (2 s): how often the leader renews, and standbys try (with up to 120 %
+      jitter, as ``wait.JitterUntil``);
+    - the holder identity is unique per process: the pod name (``POD_NAME``, else the host name),
+      ``_``, a UUID, so a restarted container never mistakes its predecessor's lease for its own;
+    - **release on shutdown** (client-go's ``ReleaseOnCancel``): a leader that stops cleanly empties
+      ``holderIdentity`` and sets ``leaseDurationSeconds`` to 1, so a standby takes over at its next
+      try instead of 15 s later (a rollout hands over at once). The update is conditional on the
+      resourceVersion this process saw last, so it never releases someone else's lease.
+
+    Every decision is taken on this process's monotonic clock, never by comparing another
+    machine's wall clock: ``acquireTime`` and ``renewTime`` (MicroTime) are written for people and
+    tools only.
+
+    **Fencing.** A Lease is a promise between well-behaved processes: the API server does not stop
+    a deposed leader from writing. So every write this process makes checks, just before it is
+    sent, that its last successful renewal is less than the renew deadline old
+    (``LeaderElector.fence``, installed in ``shared.client.kube.KubeClient``, which makes
+    every write of the operator, its Events included; kopf only watches). A standby can take the
+    Lease only a full lease duration after it saw the last renewal, and it saw it after the leader
+    sent it, so a leader that keeps the rule stops writing at least ``lease - renew`` (5 s) before
+    anyone else may start (for clocks that run at the same rate, client-go's assumption too). A
+    leader past its deadline (the API server unreachable for 10 s, or the process frozen by
+    SIGSTOP, a paused VM or a stalled node and then resumed) refuses the write and exits with
+    status 1, like controller-runtime's "leader election lost"; restarted, it is a standby with
+    fresh caches. On a process that does not lead (a standby, or a leader that released on
+    shutdown) a write is refused with ``NotLeaderError`` and nothing else happens.
+
+    Not covered, as in controller-runtime: a request already on the wire when the process froze
+    can still reach the API server late; the 5 s margin covers ordinary request latency only.
     """
 
     def __init__(

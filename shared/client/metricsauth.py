@@ -9,13 +9,6 @@ counted in ``rest_client_requests_total`` and wait in the same client-side rate 
 other calls; they are not fenced (a review persists nothing, and a standby serves metrics too:
 ``shared.client.kube.is_write``). Concurrent requests with one token (or one user and path)
 share one review in flight, so a scrape storm with one token makes one call, not one per scrape.
-
-Reviews for a token no request was allowed with yet (a new token, or one refused before) are
-limited (``shared.api.metricsauth``): at most ``new_token_qps`` TokenReviews a second (a
-burst of ``new_token_burst``) and ``new_reviews_in_flight`` reviews at once; a request beyond
-either is answered 429 at once, without a review, so neither a flood's calls nor its waiting
-requests pile up in the operator's client, whose connections and API budget its reconciles
-need. A known token's renewal and its user's review are made whatever the flood.
 """
 
 from __future__ import annotations
@@ -54,6 +47,13 @@ class MetricsAuth:
     every review made: ``("tokenreview", "authenticated" | "unauthenticated" | "error")``,
     ``("subjectaccessreview", "allowed" | "denied" | "error")``, and of every review not made
     because a limit was reached: ``("limited", "rate" | "in_flight")``.
+
+    Reviews for a token no request was allowed with yet (a new token, or one refused before) are
+    limited (``shared.api.metricsauth``): at most ``new_token_qps`` TokenReviews a second (a
+    burst of ``new_token_burst``) and ``new_reviews_in_flight`` reviews at once; a request beyond
+    either is answered 429 at once, without a review, so neither a flood's calls nor its waiting
+    requests pile up in the operator's client, whose connections and API budget its reconciles
+    need. A known token's renewal and its user's review are made whatever the flood.
     """
 
     def __init__(

@@ -2,20 +2,6 @@
 
 The Service itself (manifest, the managed fields, their comparison) is pure data in
 ``shared.api.services``; this module writes it.
-
-**Never someone else's Service.** A Service is ours only when its controller reference has the
-owner's UID. When the name is taken by another object (a user's Service, or one that belongs to
-a WebServer and a TDSet sharing a name) ``converge`` raises ``ServiceConflictError``
-and touches nothing; the caller reports it (condition + Warning Event) and retries. The one
-exception is an orphan of ours — no controller, and the labels this operator gives the owner of
-that name (left by ``kubectl delete --cascade=orphan``): it is adopted, as the ReplicaSet
-controller adopts, with a UID-preconditioned patch. Updates and deletes carry the Service's UID
-as a precondition, so a Service re-created by someone else under the same name after ours went
-is never written by a stale cache.
-
-**Exactly the desired fields.** An update sets type, selector and ports whole (a JSON patch:
-a merge patch cannot remove a selector key someone added, so it was sent again on every pass
-and never repaired anything).
 """
 
 from __future__ import annotations
@@ -41,6 +27,20 @@ async def converge(
     ``observed`` are the owner's Services from the cache (controlled by ``owner``); raises
     ``ServiceConflictError`` when the wanted name belongs to someone else; adopts an
     orphan of ours holding it.
+
+    **Never someone else's Service.** A Service is ours only when its controller reference has the
+    owner's UID. When the name is taken by another object (a user's Service, or one that belongs to
+    a WebServer and a TDSet sharing a name) ``converge`` raises ``ServiceConflictError``
+    and touches nothing; the caller reports it (condition + Warning Event) and retries. The one
+    exception is an orphan of ours — no controller, and the labels this operator gives the owner of
+    that name (left by ``kubectl delete --cascade=orphan``): it is adopted, as the ReplicaSet
+    controller adopts, with a UID-preconditioned patch. Updates and deletes carry the Service's UID
+    as a precondition, so a Service re-created by someone else under the same name after ours went
+    is never written by a stale cache.
+
+    **Exactly the desired fields.** An update sets type, selector and ports whole (a JSON patch:
+    a merge patch cannot remove a selector key someone added, so it was sent again on every pass
+    and never repaired anything).
     """
     done: list[tuple[str, str]] = []
     if wanted is None:

@@ -9,16 +9,6 @@ answered with) and the body's (at its resourceVersion). Comparing with the body 
 both ways: it writes the same status twice, and — worse — it skips a needed write when the
 new status equals the body's *older* one (status A on the body, our write B not seen yet, the
 pass wants A again: without this, B stays on the server, and the echo of B wakes no pass).
-
-**Only onto the object the pass read.** A pass can outlive its object: ``kubectl replace
---force`` deletes and re-creates under the same name while a pass is in flight. Every write
-carries the UID of the body as a precondition (a JSON patch opening with a ``test`` of
-``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
-superseded pass never puts its result on the new object: it ends with
-``shared.client.kube.SupersededError`` and the loop runs again for whatever holds the name.
-The status is sent whole: the newest known status with each key of ``new`` in place of its value
-(None deletes a key; nulls inside a value are dropped). A key's value is replaced, never merged
-into: a nested object written with fewer keys than before keeps none of the old ones.
 """
 
 from __future__ import annotations
@@ -32,7 +22,18 @@ from shared.client.kube import ApiError, KubeClient, SupersededError, is_uid_mis
 
 
 class StatusWriter:
-    """The status subresource of one custom resource kind."""
+    """The status subresource of one custom resource kind.
+
+    **Only onto the object the pass read.** A pass can outlive its object: ``kubectl replace
+    --force`` deletes and re-creates under the same name while a pass is in flight. Every write
+    carries the UID of the body as a precondition (a JSON patch opening with a ``test`` of
+    ``/metadata/uid``; a merge patch's ``metadata.uid`` is ignored by a status subresource), so a
+    superseded pass never puts its result on the new object: it ends with
+    ``shared.client.kube.SupersededError`` and the loop runs again for whatever holds the name.
+    The status is sent whole: the newest known status with each key of ``new`` in place of its value
+    (None deletes a key; nulls inside a value are dropped). A key's value is replaced, never merged
+    into: a nested object written with fewer keys than before keeps none of the old ones.
+    """
 
     def __init__(self, kube: KubeClient, group: str, version: str, plural: str) -> None:
         self.kube = kube

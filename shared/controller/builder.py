@@ -9,21 +9,6 @@ Owns(&Child{}).Complete(r)``): an operator package supplies
   dependency it has (the API client, the Event recorder, the clock, the metrics, the leader
   gate, its work queue), so a unit test constructs it with a fake client and a fixed clock and
   asserts the actions one pass takes;
-
-and ``Operator`` does the rest, the same for every operator: one work queue
-(``Controller``) of the primary resource with the leader and
-sync gate, a watch of the primary feeding it, the reconciler's watches (children, through
-``Context.owns``), forgetting per-object state and series when an object goes, and the
-process (``Runtime``). An operator's ``reconciler.py`` holds its
-logic only; ``python -m operators.<name>`` (``operators.main``) builds and runs it.
-
-A pass reports its own failures (a condition and an Event, then
-``ReconcileError``). Whatever else it raises, a bug or an
-input nobody foresaw, is reported here, the same for every operator
-(``report_unexpected``): ``Degraded`` (and ``Reconciling``) with reason
-``UNEXPECTED`` and the exception, written through the reconciler's ``statuses`` writer, and
-a Warning Event when that condition changes; the pass is then retried with backoff like any
-failure. No exception of a pass ends in a log line alone.
 """
 
 from __future__ import annotations
@@ -110,7 +95,23 @@ class Reconciler(Protocol):
 
 
 class Operator:
-    """The process of one operator: its runtime, client, work queue and reconciler."""
+    """The process of one operator: its runtime, client, work queue and reconciler.
+
+    and ``Operator`` does the rest, the same for every operator: one work queue
+    (``Controller``) of the primary resource with the leader and
+    sync gate, a watch of the primary feeding it, the reconciler's watches (children, through
+    ``Context.owns``), forgetting per-object state and series when an object goes, and the
+    process (``Runtime``). An operator's ``reconciler.py`` holds its
+    logic only; ``python -m operators.<name>`` (``operators.main``) builds and runs it.
+
+    A pass reports its own failures (a condition and an Event, then
+    ``ReconcileError``). Whatever else it raises, a bug or an
+    input nobody foresaw, is reported here, the same for every operator
+    (``report_unexpected``): ``Degraded`` (and ``Reconciling``) with reason
+    ``UNEXPECTED`` and the exception, written through the reconciler's ``statuses`` writer, and
+    a Warning Event when that condition changes; the pass is then retried with backoff like any
+    failure. No exception of a pass ends in a log line alone.
+    """
 
     def __init__(
         self,

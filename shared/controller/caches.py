@@ -9,19 +9,6 @@ child, fed by the child kind's watch events, so a reconcile finds its children w
 call. (kopf's own ``@kopf.index`` would do the same, but it holds back every handler until each
 new object is indexed, which stalled event processing for tens of seconds under a burst of
 pod events on a 2-core machine.)
-
-Children that lost their controller (the owner was deleted with ``--cascade=orphan``, or an
-Argo CD Replace) keep their labels; the cache keeps them apart, by namespace and
-``app.kubernetes.io/instance``, so the owner of that name can adopt them as the ReplicaSet
-controller adopts orphans that match its selector (``OwnerCache.orphans``).
-
-Handlers also write the objects their requests answered with into the cache ("write-through"),
-so the next pass sees its own work before the watch brings it. Such an answer can be older
-than events the watch has delivered since (the GET answered before a delete, the event came
-first), so the cache keeps each name's UID and resourceVersion beside its summary and ignores
-a state older than the one it holds, and remembers the UIDs whose DELETED it processed (the
-last ``DELETED_UIDS``; UIDs are never reused): without that a deleted child, put back by a
-late write-through, would stay in the cache for good, as no event would ever remove it again.
 """
 
 from __future__ import annotations
@@ -92,7 +79,21 @@ class Version(NamedTuple):
 
 
 class OwnerCache(Generic[S]):
-    """Children of each owner, kept up to date from watch events; summaries, not full bodies."""
+    """Children of each owner, kept up to date from watch events; summaries, not full bodies.
+
+    Children that lost their controller (the owner was deleted with ``--cascade=orphan``, or an
+    Argo CD Replace) keep their labels; the cache keeps them apart, by namespace and
+    ``app.kubernetes.io/instance``, so the owner of that name can adopt them as the ReplicaSet
+    controller adopts orphans that match its selector (``OwnerCache.orphans``).
+
+    Handlers also write the objects their requests answered with into the cache ("write-through"),
+    so the next pass sees its own work before the watch brings it. Such an answer can be older
+    than events the watch has delivered since (the GET answered before a delete, the event came
+    first), so the cache keeps each name's UID and resourceVersion beside its summary and ignores
+    a state older than the one it holds, and remembers the UIDs whose DELETED it processed (the
+    last ``DELETED_UIDS``; UIDs are never reused): without that a deleted child, put back by a
+    late write-through, would stay in the cache for good, as no event would ever remove it again.
+    """
 
     def __init__(self, summarize: Callable[[Mapping[str, Any]], S]) -> None:
         self._summarize = summarize

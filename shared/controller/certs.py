@@ -7,18 +7,6 @@ in memory, for ``localhost``, ``127.0.0.1`` and the host's name (controller-runt
 kube-controller-manager, does the same): scrapers then skip verification
 (``insecureSkipVerify``) and rely on the bearer token for who they are, and on the network for
 where they connect.
-
-The directory is watched as controller-runtime's ``certwatcher`` watches it (it polls every
-10 s besides fsnotify): a renewed certificate (cert-manager rotating the Secret, the kubelet
-swapping the mounted files), or one that appears in a directory that was empty at start (an
-optional Secret created later), is served from the next TLS connection on, without a restart.
-Here the check is made when a connection starts, at most every ``RECHECK_INTERVAL``
-seconds (a ``stat`` of two files): ``ServingContext`` is the server's ``SSLContext``,
-whose ``wrap_bio`` asyncio calls for each new connection. A pair that fails to load (a
-certificate without its new key) is logged and the previous one kept.
-
-Only HTTP/1.1 is offered (ALPN), TLS 1.2 at least: the scaffold turns HTTP/2 off since the
-Rapid Reset advisories, and aiohttp serves HTTP/1.1 only anyway.
 """
 
 from __future__ import annotations
@@ -101,7 +89,20 @@ def server_context(
     cert_dir: str | os.PathLike[str] | None = None, *, clock: Callable[[], float] = time.monotonic
 ) -> ServingContext:
     """A TLS server context with the mounted certificate, or a self-signed one until one is
-    mounted (module docstring)."""
+    mounted (module docstring).
+
+    The directory is watched as controller-runtime's ``certwatcher`` watches it (it polls every
+    10 s besides fsnotify): a renewed certificate (cert-manager rotating the Secret, the kubelet
+    swapping the mounted files), or one that appears in a directory that was empty at start (an
+    optional Secret created later), is served from the next TLS connection on, without a restart.
+    Here the check is made when a connection starts, at most every ``RECHECK_INTERVAL``
+    seconds (a ``stat`` of two files): ``ServingContext`` is the server's ``SSLContext``,
+    whose ``wrap_bio`` asyncio calls for each new connection. A pair that fails to load (a
+    certificate without its new key) is logged and the previous one kept.
+
+    Only HTTP/1.1 is offered (ALPN), TLS 1.2 at least: the scaffold turns HTTP/2 off since the
+    Rapid Reset advisories, and aiohttp serves HTTP/1.1 only anyway.
+    """
     ctx = ServingContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])

@@ -1,22 +1,5 @@
 """ConfigMaps that specs reference by name, read when a pass needs them: a ConfigMap no object
 references costs (almost) nothing, however large, labelled or not.
-
-A Deployment may mount any ConfigMap of its namespace, and so may the operators' kinds. Watching
-every ConfigMap with its data would hold, and parse on the event loop, whatever any tenant
-stores in any ConfigMap; watching only labelled ones puts a friction on users that no peer
-imposes. So, as controller-runtime's metadata-only watches:
-
-- ConfigMaps are watched as metadata only (``metadata_only``):
-  an event carries a name and a resourceVersion (which changes with every write), and the event
-  of a ConfigMap that no object references is dropped at once: nothing is kept of it;
-- a pass asks for the ConfigMaps its object references (``ReferencedConfigMaps.read``). Each
-  is read with a GET the first time and again after the watch reported a write of it; the body
-  is parsed and summarised in a thread (``asyncio.to_thread``), and only the summary is kept (a
-  digest and the keys asked for, parsed dates: the ``summarize`` function's result), never the
-  data. At most ``READS_AT_ONCE`` bodies are read and parsed at a time, which bounds the
-  transient memory of reads to that many ConfigMaps (1 MiB of data each, at most);
-- which object reads which is kept (``ReferencedConfigMaps.refer``), so a write wakes exactly
-  its readers, and what no object reads any more is dropped.
 """
 
 from __future__ import annotations
@@ -49,7 +32,25 @@ class Held(Generic[T]):
 
 class ReferencedConfigMaps(Generic[T]):
     """See the module docstring. ``summarize(body, want)`` makes the summary kept of a ConfigMap
-    body (``want``: the keys its readers asked about); it runs in a thread."""
+    body (``want``: the keys its readers asked about); it runs in a thread.
+
+    A Deployment may mount any ConfigMap of its namespace, and so may the operators' kinds. Watching
+    every ConfigMap with its data would hold, and parse on the event loop, whatever any tenant
+    stores in any ConfigMap; watching only labelled ones puts a friction on users that no peer
+    imposes. So, as controller-runtime's metadata-only watches:
+
+    - ConfigMaps are watched as metadata only (``metadata_only``):
+      an event carries a name and a resourceVersion (which changes with every write), and the event
+      of a ConfigMap that no object references is dropped at once: nothing is kept of it;
+    - a pass asks for the ConfigMaps its object references (``ReferencedConfigMaps.read``). Each
+      is read with a GET the first time and again after the watch reported a write of it; the body
+      is parsed and summarised in a thread (``asyncio.to_thread``), and only the summary is kept (a
+      digest and the keys asked for, parsed dates: the ``summarize`` function's result), never the
+      data. At most ``READS_AT_ONCE`` bodies are read and parsed at a time, which bounds the
+      transient memory of reads to that many ConfigMaps (1 MiB of data each, at most);
+    - which object reads which is kept (``ReferencedConfigMaps.refer``), so a write wakes exactly
+      its readers, and what no object reads any more is dropped.
+    """
 
     def __init__(
         self,

@@ -8,19 +8,6 @@ reconcile loops of ``shared.controller.workqueue.Controller``) then keeps them f
 in the gap stays counted and is never replaced, a custom resource deleted in the gap keeps a
 zombie loop. client-go answers a relist with ``Replace``: whatever the store held that the new
 list lacks is deleted.
-
-``converging`` does the same on kopf's stream, per watch (resource and namespace): it keeps
-the identity of every object last seen (``Store``: a ``Tombstone``, not the body),
-and when a listing ends it yields a ``DELETED`` event for every object the listing did not
-contain, before kopf's ``LISTED`` marker, so every consumer sees the deletion it missed.
-
-It is also the one place where events enter the process, so it strips what nobody reads
-(``strip``: managedFields, kubectl's last-applied annotation) before any cache holds them.
-
-It also ends the stream after ``resync_after`` seconds, so kopf lists again: a periodic
-resync as the safety net for anything a watch could still lose (controller-runtime's
-SyncPeriod); relists are cheap with server-side label selectors, and a converged object's pass
-makes no writes.
 """
 
 from __future__ import annotations
@@ -141,7 +128,21 @@ class Store:
 
     A listing updates the tombstones of the objects held in place and notes which UIDs it
     named; only objects new to the store wait aside until the listing ends (one that broke off
-    adds nothing), so a relist never holds a second full set of tombstones beside the first."""
+    adds nothing), so a relist never holds a second full set of tombstones beside the first.
+
+    ``converging`` does the same on kopf's stream, per watch (resource and namespace): it keeps
+    the identity of every object last seen (``Store``: a ``Tombstone``, not the body),
+    and when a listing ends it yields a ``DELETED`` event for every object the listing did not
+    contain, before kopf's ``LISTED`` marker, so every consumer sees the deletion it missed.
+
+    It is also the one place where events enter the process, so it strips what nobody reads
+    (``strip``: managedFields, kubectl's last-applied annotation) before any cache holds them.
+
+    It also ends the stream after ``resync_after`` seconds, so kopf lists again: a periodic
+    resync as the safety net for anything a watch could still lose (controller-runtime's
+    SyncPeriod); relists are cheap with server-side label selectors, and a converged object's pass
+    makes no writes.
+    """
 
     def __init__(self, *, identity_only: bool = False) -> None:
         self._identity_only = identity_only  # Tombstone.of's

@@ -7,20 +7,6 @@ every write (``shared.client.kube``, fenced by the leader election and metered),
 (``shared.client.events``), metrics and probes. So kopf here only reads: its own Event
 posting is switched off, no handler of ours asks it to patch an object (only ``on.event``
 handlers are registered; no finalizers, no progress annotations), and peering is off.
-
-Public kopf API is used wherever it can do the job: ``kopf.on.event``/``startup``/``cleanup``/
-``login`` with an explicit registry, ``kopf.OperatorSettings``, ``kopf.login_via_client``/
-``login_with_kubeconfig``, ``kopf.configure``, ``kopf.run``. Two things have no public
-equivalent in kopf 1.45 and are done here through its internals, pinned to the kopf version in
-``constraints.txt`` and checked by ``tests/unit/test_kopf_adapter.py`` (it fails on a kopf whose
-internals changed shape): the end of a watch's initial listing together with the handling of
-every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
-and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
-The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
-processing (most of the operator's CPU, all of it machinery for handlers we do not have),
-and its request function is wrapped so that a metadata-only watch (``Watch.metadata_only``)
-lists and watches ``PartialObjectMetadata``, which kopf's settings cannot ask for.
-Why, and what the exit is: ``docs/design/kopf-adapter.md``.
 """
 
 from __future__ import annotations
@@ -66,8 +52,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
     compared field by field) before it looks at which handlers it has. Only its change
     handlers (``on.create``/``update``/``resume``, daemons, timers) read that diff, and we
     register none (``register``: ``on.event`` only), so it is pure cost: more CPU per event than
-    the rest of kopf's processing of it (``tools/bench/scale.py --cost``, ``docs/benchmarks.md``). Nothing is stored either (kopf's default keeps it in an annotation,
-    which only its change handlers write).
+    the rest of kopf's processing of it (``tools/bench/scale.py --cost``, ``docs/benchmarks.md``). Nothing is
+    stored either (kopf's default keeps it in an annotation, which only its change handlers
+    write).
     """
 
     def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
@@ -192,7 +179,22 @@ def run(
     log_format: str = "plain",
 ) -> None:
     """Run the process until SIGINT/SIGTERM: the watches, one per resource and namespace (one
-    cluster-wide when ``namespaces`` is empty), reported to ``readiness``."""
+    cluster-wide when ``namespaces`` is empty), reported to ``readiness``.
+
+    Public kopf API is used wherever it can do the job: ``kopf.on.event``/``startup``/``cleanup``/
+    ``login`` with an explicit registry, ``kopf.OperatorSettings``, ``kopf.login_via_client``/
+    ``login_with_kubeconfig``, ``kopf.configure``, ``kopf.run``. Two things have no public
+    equivalent in kopf 1.45 and are done here through its internals, pinned to the kopf version in
+    ``constraints.txt`` and checked by ``tests/unit/test_kopf_adapter.py`` (it fails on a kopf whose
+    internals changed shape): the end of a watch's initial listing together with the handling of
+    every listed object (client-go's ``HasSynced``, which readiness and the controllers' gate need),
+    and a relist that reports deletions missed while a watch was down (client-go's ``Replace``).
+    The same wrapping hands each event straight to the watches' handlers, without kopf's per-event
+    processing (most of the operator's CPU, all of it machinery for handlers we do not have),
+    and its request function is wrapped so that a metadata-only watch (``Watch.metadata_only``)
+    lists and watches ``PartialObjectMetadata``, which kopf's settings cannot ask for.
+    Why, and what the exit is: ``docs/design/kopf-adapter.md``.
+    """
     watches = list(watches)
     kopf.configure(verbose=verbose, log_format=LOG_FORMATS[log_format])
     readiness.expect(len(watches) * max(1, len(namespaces)))

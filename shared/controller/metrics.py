@@ -1,46 +1,4 @@
-"""Prometheus metrics compatible with controller-runtime, on a private registry.
-
-Names, labels and buckets mirror controller-runtime so existing dashboards and alerts for Go
-operators work unchanged:
-
-- ``controller_runtime_reconcile_total{controller,result}``, result in success | error |
-  requeue | requeue_after, all four initialised to 0 for every controller at start;
-- ``controller_runtime_reconcile_errors_total{controller}``;
-- ``controller_runtime_terminal_reconcile_errors_total{controller}``;
-- ``controller_runtime_reconcile_panics_total{controller}``;
-- ``controller_runtime_reconcile_time_seconds{controller}`` (histogram, controller-runtime's
-  buckets);
-- ``controller_runtime_max_concurrent_reconciles{controller}`` and
-  ``controller_runtime_active_workers{controller}`` (gauges);
-- ``workqueue_depth{name,controller}`` (gauge) and ``workqueue_queue_duration_seconds{name,controller}``
-  (histogram, controller-runtime's buckets), both labels the controller's name as
-  controller-runtime sets them: the passes that are due but wait for a slot, and how long each
-  waited (``shared.controller.workqueue`` has no queue of keys: a pass waiting for a slot
-  is what an item in controller-runtime's queue is).
-
-plus client-go's ``leader_election_master_status{name}`` (1 while this process holds the
-Lease ``name``, 0 while it stands by; no series without leader election),
-``rest_client_requests_total{code,method,host}`` and
-``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
-(``shared.client.kube.KubeClient``) makes, ``metrics_auth_reviews_total{review,result}`` and
-``metrics_auth_limited_total{limit}`` for the ``/metrics`` filter's reviews and the requests it
-refused without one (``shared.client.metricsauth``, ``shared.controller.serving.TLSGate``),
-the process collector's ``process_*`` series, and each operator's domain metrics. Every metric
-is declared once (name, type, help, labels): the shared ones in ``TABLE``, an operator's own
-in its description
-(``shared.api.description.OperatorDescription.metrics``); the registry and the documentation's
-metrics table (``tools/generate/docs.py``) are both made from them.
-
-Per-object metrics (labels starting with ``namespace``, ``name``; ``NAMESPACED``) are
-``ObjectGauge`` / ``ObjectCounter`` families, not prometheus_client's: one plain value
-per label set in a dict, yielded at scrape time, where prometheus_client keeps a child object with
-its own lock per label set (about 0.6 KiB a series, 1.9 KiB for a WebServer's three). What is
-scraped is the same, byte for byte.
-
-How kopf outcomes map onto ``result`` is decided in ``shared.controller.workqueue``. Each process uses
-its own ``Metrics`` (a private ``CollectorRegistry``), never the global default registry,
-and ``_created`` series are disabled to match Go's output.
-"""
+"""Prometheus metrics compatible with controller-runtime, on a private registry."""
 
 from __future__ import annotations
 
@@ -341,6 +299,47 @@ class Metrics:
 
     ``domain``: the operator's own metrics (its description's); they are registered at once,
     and no metric that is neither in ``TABLE`` nor in ``domain`` can be made.
+
+    Names, labels and buckets mirror controller-runtime so existing dashboards and alerts for Go
+    operators work unchanged:
+
+    - ``controller_runtime_reconcile_total{controller,result}``, result in success | error |
+      requeue | requeue_after, all four initialised to 0 for every controller at start;
+    - ``controller_runtime_reconcile_errors_total{controller}``;
+    - ``controller_runtime_terminal_reconcile_errors_total{controller}``;
+    - ``controller_runtime_reconcile_panics_total{controller}``;
+    - ``controller_runtime_reconcile_time_seconds{controller}`` (histogram, controller-runtime's
+      buckets);
+    - ``controller_runtime_max_concurrent_reconciles{controller}`` and
+      ``controller_runtime_active_workers{controller}`` (gauges);
+    - ``workqueue_depth{name,controller}`` (gauge) and ``workqueue_queue_duration_seconds{name,controller}``
+      (histogram, controller-runtime's buckets), both labels the controller's name as
+      controller-runtime sets them: the passes that are due but wait for a slot, and how long each
+      waited (``shared.controller.workqueue`` has no queue of keys: a pass waiting for a slot
+      is what an item in controller-runtime's queue is).
+
+    plus client-go's ``leader_election_master_status{name}`` (1 while this process holds the
+    Lease ``name``, 0 while it stands by; no series without leader election),
+    ``rest_client_requests_total{code,method,host}`` and
+    ``rest_client_request_duration_seconds{verb,host}`` for the requests the operator's own client
+    (``shared.client.kube.KubeClient``) makes, ``metrics_auth_reviews_total{review,result}`` and
+    ``metrics_auth_limited_total{limit}`` for the ``/metrics`` filter's reviews and the requests it
+    refused without one (``shared.client.metricsauth``, ``shared.controller.serving.TLSGate``),
+    the process collector's ``process_*`` series, and each operator's domain metrics. Every metric
+    is declared once (name, type, help, labels): the shared ones in ``TABLE``, an operator's own
+    in its description
+    (``shared.api.description.OperatorDescription.metrics``); the registry and the documentation's
+    metrics table (``tools/generate/docs.py``) are both made from them.
+
+    Per-object metrics (labels starting with ``namespace``, ``name``; ``NAMESPACED``) are
+    ``ObjectGauge`` / ``ObjectCounter`` families, not prometheus_client's: one plain value
+    per label set in a dict, yielded at scrape time, where prometheus_client keeps a child object with
+    its own lock per label set (about 0.6 KiB a series, 1.9 KiB for a WebServer's three). What is
+    scraped is the same, byte for byte.
+
+    How kopf outcomes map onto ``result`` is decided in ``shared.controller.workqueue``. Each process uses
+    its own ``Metrics`` (a private ``CollectorRegistry``), never the global default registry,
+    and ``_created`` series are disabled to match Go's output.
     """
 
     def __init__(

@@ -1,40 +1,4 @@
-"""The operator process shared by every operator: options, start-up and shut-down, endpoints.
-
-A ``Runtime`` holds what one process shares (metrics, readiness, options, the leader
-election) and runs the watches it is given (``shared.controller.builder`` makes both from an
-operator's description and reconciler); kopf is reached through ``shared.controller.kopf_adapter``.
-Everything below is the same for all operators:
-
-- options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
-  ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``, ``KUBE_API_QPS``,
-  ``KUBE_API_BURST``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means all
-  namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
-- throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
-  (``shared.controller.workqueue``), reported as ``controller_runtime_max_concurrent_reconciles``, and
-  the client's rate limit (``shared.client.kube``; QPS 0 = none), both applied at start-up to every
-  managed controller and client;
-- leader election (``shared.client.leader``), off by default as in kubebuilder's scaffold and
-  on in the bundle: ``--leader-elect`` (``LEADER_ELECT``), the Lease's namespace
-  (``--leader-election-namespace``, ``LEADER_ELECTION_NAMESPACE``; default the pod's
-  ``POD_NAMESPACE``, else the first watched namespace) and name (``--leader-election-id``,
-  ``LEADER_ELECTION_ID``; default ``<app>-leader``), and controller-runtime's durations
-  (``--leader-election-lease-duration``/``-renew-deadline``/``-retry-period``, env
-  ``LEADER_ELECTION_LEASE_DURATION`` etc., seconds: 15, 10, 2). Every process watches and
-  reports ready; only the leader's controllers run (``Runtime.active``), and its writes,
-  Events included, are fenced;
-- kopf only watches (``shared.controller.kopf_adapter``); Events are posted through the
-  operator's own client (``shared.client.events``);
-- server-side label selectors on child watches (``shared.controller.caches``);
-- ``/metrics`` over HTTPS for callers allowed ``get`` on it (``--metrics-secure``, ``METRICS_SECURE``,
-  default true; the certificate from ``--metrics-cert-dir``/``METRICS_CERT_DIR`` when it holds
-  ``tls.crt`` and ``tls.key``, else self-signed: ``shared.controller.certs``; the reviews
-  through the operator's own client: ``shared.client.metricsauth``), on ``METRICS_PORT``
-  (default 8443; 8080 with ``--metrics-secure=false``, plain HTTP for development);
-- ``/metrics``, ``/healthz``, ``/readyz`` (``shared.controller.serving``); ``WATCH_FAILURE_TIMEOUT``
-  (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
-- watches that reconnect fast after an API outage and notice dead connections (see
-  ``shared.controller.kopf_adapter.configure_settings``).
-"""
+"""The operator process shared by every operator: options, start-up and shut-down, endpoints."""
 
 from __future__ import annotations
 
@@ -308,7 +272,43 @@ def add_leader_election_options(parser: argparse.ArgumentParser, env: Mapping[st
 
 @dataclass
 class Runtime:
-    """What an operator's handlers share within one process."""
+    """What an operator's handlers share within one process.
+
+    A ``Runtime`` holds what one process shares (metrics, readiness, options, the leader
+    election) and runs the watches it is given (``shared.controller.builder`` makes both from an
+    operator's description and reconciler); kopf is reached through ``shared.controller.kopf_adapter``.
+    Everything below is the same for all operators:
+
+    - options from the command line, then the environment (``WATCH_NAMESPACE``, ``METRICS_PORT``,
+      ``HEALTH_PORT``, ``LOG_FORMAT``, ``MAX_CONCURRENT_RECONCILES``, ``KUBE_API_QPS``,
+      ``KUBE_API_BURST``); ``WATCH_NAMESPACE`` is a comma-separated list, empty means all
+      namespaces (OLM's ``olm.targetNamespaces`` annotation maps onto it in the bundle);
+    - throttling: at most ``MAX_CONCURRENT_RECONCILES`` passes per controller at once
+      (``shared.controller.workqueue``), reported as ``controller_runtime_max_concurrent_reconciles``, and
+      the client's rate limit (``shared.client.kube``; QPS 0 = none), both applied at start-up to every
+      managed controller and client;
+    - leader election (``shared.client.leader``), off by default as in kubebuilder's scaffold and
+      on in the bundle: ``--leader-elect`` (``LEADER_ELECT``), the Lease's namespace
+      (``--leader-election-namespace``, ``LEADER_ELECTION_NAMESPACE``; default the pod's
+      ``POD_NAMESPACE``, else the first watched namespace) and name (``--leader-election-id``,
+      ``LEADER_ELECTION_ID``; default ``<app>-leader``), and controller-runtime's durations
+      (``--leader-election-lease-duration``/``-renew-deadline``/``-retry-period``, env
+      ``LEADER_ELECTION_LEASE_DURATION`` etc., seconds: 15, 10, 2). Every process watches and
+      reports ready; only the leader's controllers run (``Runtime.active``), and its writes,
+      Events included, are fenced;
+    - kopf only watches (``shared.controller.kopf_adapter``); Events are posted through the
+      operator's own client (``shared.client.events``);
+    - server-side label selectors on child watches (``shared.controller.caches``);
+    - ``/metrics`` over HTTPS for callers allowed ``get`` on it (``--metrics-secure``, ``METRICS_SECURE``,
+      default true; the certificate from ``--metrics-cert-dir``/``METRICS_CERT_DIR`` when it holds
+      ``tls.crt`` and ``tls.key``, else self-signed: ``shared.controller.certs``; the reviews
+      through the operator's own client: ``shared.client.metricsauth``), on ``METRICS_PORT``
+      (default 8443; 8080 with ``--metrics-secure=false``, plain HTTP for development);
+    - ``/metrics``, ``/healthz``, ``/readyz`` (``shared.controller.serving``); ``WATCH_FAILURE_TIMEOUT``
+      (seconds, default 120) is how long a watch may fail before ``/healthz`` does;
+    - watches that reconnect fast after an API outage and notice dead connections (see
+      ``shared.controller.kopf_adapter.configure_settings``).
+    """
 
     app: str
     controllers: tuple[str, ...]

@@ -8,20 +8,6 @@ when ``Endpoints`` is given a TLS context and a ``MetricsAuth``,
 as the runtime does by default (``--metrics-secure``); its connections pass a ``TLSGate``
 (a bound on connections open and on new handshakes a second) before their TLS handshake. The
 probes stay plain HTTP on their own port, for the kubelet.
-
-``/healthz`` answers as long as the event loop does and no watch has been failing for longer
-than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
-``/readyz`` answers 200 only once every watch kopf started has *synced*: its initial LIST is
-over and every listed object has been through kopf's handlers, so the caches they fill
-(``shared.controller.caches.OwnerCache``, a controller's store, an operator's own dicts) hold the
-current state, and the operator will react to changes from here on. That is client-go's
-``HasSynced``, true only once the initial list's items were delivered to the handlers; the
-controllers' gate (``shared.controller.runtime.Runtime.active``) opens on it too.
-
-The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
-and goes on, so when the listing ends the last listed objects may not have reached a handler
-yet. ``Listing`` counts both; the kopf adapter
-(``shared.controller.kopf_adapter.track_watches``) feeds it from kopf's watch streams.
 """
 
 from __future__ import annotations
@@ -266,7 +252,22 @@ class _GatedConnection(asyncio.Protocol):
 
 
 class Endpoints:
-    """The metrics and probe HTTP servers of one operator process."""
+    """The metrics and probe HTTP servers of one operator process.
+
+    ``/healthz`` answers as long as the event loop does and no watch has been failing for longer
+    than ``blind_after`` (then the kubelet restarts the pod rather than let it run blind).
+    ``/readyz`` answers 200 only once every watch kopf started has *synced*: its initial LIST is
+    over and every listed object has been through kopf's handlers, so the caches they fill
+    (``shared.controller.caches.OwnerCache``, a controller's store, an operator's own dicts) hold the
+    current state, and the operator will react to changes from here on. That is client-go's
+    ``HasSynced``, true only once the initial list's items were delivered to the handlers; the
+    controllers' gate (``shared.controller.runtime.Runtime.active``) opens on it too.
+
+    The end of the LIST alone is not enough: kopf hands each event to a worker task of its object
+    and goes on, so when the listing ends the last listed objects may not have reached a handler
+    yet. ``Listing`` counts both; the kopf adapter
+    (``shared.controller.kopf_adapter.track_watches``) feeds it from kopf's watch streams.
+    """
 
     def __init__(
         self,

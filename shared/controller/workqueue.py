@@ -1,82 +1,14 @@
 """Reconcile loops keyed by namespace/name: level-based, coalescing, with exact wake-ups.
 
 kopf calls handlers on changes of the object itself; a controller also has to react to its
-children (a pod deleted by someone else), to time (a schedule boundary) and to its own
-failures (backoff). controller-runtime solves this with a work queue of *requests* (a queue, a
-dirty set, the set being processed) served by a fixed number of workers. Here a request that is
-due (woken by a kick, or its delay is up) takes a free slot, or waits for one as a key in a
-fair queue (``FairSlots``: one entry per request however often it is kicked meanwhile,
-no task); it gets a task running ``reconcile_loop`` (see ``Controller``) when it gets
-a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
-until a kick or until the delay its pass asked for (the next kick or its timer queues it
-again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
-exist only for the passes running and for loops backing off after a failure: not for every
-idle object, nor for every object at once when all are woken together (a relist, a restart,
-a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
-
-A request is a namespace and a name (``Request``, controller-runtime's
-``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
-reading the latest body stored for that name, which is what the watch last said (relists
-included, see ``shared.controller.informer``). Why the name and not the UID:
-
-- a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
-  request whose next pass simply sees the new object, instead of two loops (the old object's,
-  perhaps still in a pass, and the new one's) racing over the same child names and, since
-  writes go by name, the same status. A pass still working for an object that was deleted or
-  replaced under its name is cut short (``SupersededError``), so it never acts for an object
-  that is gone;
-- a pass never works from a captured body, so it cannot act on a state older than the one the
-  watch has delivered.
-
-The UID still tells objects apart where it must: children are indexed by their controller's
-UID (``OwnerCache``), so a predecessor's children are never counted as the
-new object's; a child's event wakes the request of its controller's name; and state an
-operator keeps per UID is dropped (``Controller.on_forget``) when the UID leaves its name,
-deleted or replaced. A DELETED event of the object under the name ends its loop (after the
-pass in flight, if any, is cut short); a late event of a replaced object changes nothing.
-
-Within a loop:
-
-- ``Triggers.kick`` (from a child's watch event, or the object's own) wakes the loop;
-  kicks that arrive while a reconcile runs coalesce into exactly one more pass, and kicks of
-  a request waiting in the queue into the pass it waits for;
-- the reconcile function returns when to look again (``None`` = only on a kick), so a
-  schedule boundary is hit exactly instead of at a polling interval;
-- a failing pass is retried after the shared ``Backoff`` for the number of
-  consecutive failures; a success resets it. A pass that failed in part but has a deadline of
-  its own (a schedule boundary) raises ``RetryError`` with ``not_after``: it is retried
-  no later than that, however long the backoff has grown, so an optional part that keeps
-  failing never delays what must happen on time.
-
-With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
-it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
-``requeue`` when it was cut short (``SupersededError``) and runs again at once. A pass that
-is due (kicked, its delay or backoff over) but waits for a slot is an item in
-controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
-is how long each waited.
-
-Only one pass per request runs at a time (a request has one loop, the only caller, or one
-place in the queue), so a reconcile never races itself. Across requests, ``Controller``
-runs at most ``max_concurrent_reconciles`` passes at once (controller-runtime's option of that
-name): after a restart or an outage every object wants a pass at the same moment, and without
-a bound they would all hit the API server (and this process's memory) together. The bound is
-a slot taken per pass, not per object, so an idle object (parked until a kick or a deadline)
-holds no slot, and ``controller_runtime_active_workers`` counts the passes that hold one, not
-those waiting.
-
-The slots are shared fairly across namespaces (``FairSlots``): one that comes free goes
-round-robin over the namespaces that have passes waiting, first come first served within
-each, and no namespace holds the last one. One operator serves every namespace, and a
-namespace is a tenant that can create as many objects as its quota allows: with one
-first-come-first-served line, the passes of 3000 new WebServers in one namespace stood in
-front of a change in any other, which waited up to 126 s for its status
-(``tools/bench/noisy_neighbour.py``, ``shared.client.fair``). Now a change in a quiet
-namespace finds the last slot free, or waits for one slot to come free, however long the line
-of a busy one; its requests then take turns with the busy one's at the client's rate limit
-(``shared.client.kube.TokenBucket``). A single busy namespace runs
-``max_concurrent_reconciles - 1`` passes at once. controller-runtime's queue has no such
-fairness (one FIFO per controller); the API server's priority and fairness shares by user,
-and every request of the operator is one user's.
+children, to time (a schedule boundary) and to its own failures (backoff). ``Controller`` keeps
+one loop per ``Request`` (namespace and name, no body: each pass reads the latest stored body):
+kicks coalesce into one more pass, a pass returns when to look again, a failing pass backs off
+(``shared.controller.retry``), and a pass for an object deleted or replaced under its name is
+cut short (``SupersededError``). At most ``max_concurrent_reconciles`` passes run at once, the
+slots shared round-robin across namespaces (``FairSlots``) so one busy tenant cannot starve
+the others. Tasks exist only for running passes and backing-off loops, not per idle object.
+The details, and why the key is the name and not the UID, are ``Controller``'s docstring.
 """
 
 from __future__ import annotations
@@ -497,6 +429,83 @@ class Controller:
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
     event that changes only that status wakes no pass (``only_status_changed``).
+
+    kopf calls handlers on changes of the object itself; a controller also has to react to its
+    children (a pod deleted by someone else), to time (a schedule boundary) and to its own
+    failures (backoff). controller-runtime solves this with a work queue of *requests* (a queue, a
+    dirty set, the set being processed) served by a fixed number of workers. Here a request that is
+    due (woken by a kick, or its delay is up) takes a free slot, or waits for one as a key in a
+    fair queue (``FairSlots``: one entry per request however often it is kicked meanwhile,
+    no task); it gets a task running ``reconcile_loop`` (see ``Controller``) when it gets
+    a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
+    until a kick or until the delay its pass asked for (the next kick or its timer queues it
+    again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
+    exist only for the passes running and for loops backing off after a failure: not for every
+    idle object, nor for every object at once when all are woken together (a relist, a restart,
+    a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
+
+    A request is a namespace and a name (``Request``, controller-runtime's
+    ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
+    reading the latest body stored for that name, which is what the watch last said (relists
+    included, see ``shared.controller.informer``). Why the name and not the UID:
+
+    - a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
+      request whose next pass simply sees the new object, instead of two loops (the old object's,
+      perhaps still in a pass, and the new one's) racing over the same child names and, since
+      writes go by name, the same status. A pass still working for an object that was deleted or
+      replaced under its name is cut short (``SupersededError``), so it never acts for an object
+      that is gone;
+    - a pass never works from a captured body, so it cannot act on a state older than the one the
+      watch has delivered.
+
+    The UID still tells objects apart where it must: children are indexed by their controller's
+    UID (``OwnerCache``), so a predecessor's children are never counted as the
+    new object's; a child's event wakes the request of its controller's name; and state an
+    operator keeps per UID is dropped (``Controller.on_forget``) when the UID leaves its name,
+    deleted or replaced. A DELETED event of the object under the name ends its loop (after the
+    pass in flight, if any, is cut short); a late event of a replaced object changes nothing.
+
+    Within a loop:
+
+    - ``Triggers.kick`` (from a child's watch event, or the object's own) wakes the loop;
+      kicks that arrive while a reconcile runs coalesce into exactly one more pass, and kicks of
+      a request waiting in the queue into the pass it waits for;
+    - the reconcile function returns when to look again (``None`` = only on a kick), so a
+      schedule boundary is hit exactly instead of at a polling interval;
+    - a failing pass is retried after the shared ``Backoff`` for the number of
+      consecutive failures; a success resets it. A pass that failed in part but has a deadline of
+      its own (a schedule boundary) raises ``RetryError`` with ``not_after``: it is retried
+      no later than that, however long the backoff has grown, so an optional part that keeps
+      failing never delays what must happen on time.
+
+    With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
+    it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
+    ``requeue`` when it was cut short (``SupersededError``) and runs again at once. A pass that
+    is due (kicked, its delay or backoff over) but waits for a slot is an item in
+    controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
+    is how long each waited.
+
+    Only one pass per request runs at a time (a request has one loop, the only caller, or one
+    place in the queue), so a reconcile never races itself. Across requests, ``Controller``
+    runs at most ``max_concurrent_reconciles`` passes at once (controller-runtime's option of that
+    name): after a restart or an outage every object wants a pass at the same moment, and without
+    a bound they would all hit the API server (and this process's memory) together. The bound is
+    a slot taken per pass, not per object, so an idle object (parked until a kick or a deadline)
+    holds no slot, and ``controller_runtime_active_workers`` counts the passes that hold one, not
+    those waiting.
+
+    The slots are shared fairly across namespaces (``FairSlots``): one that comes free goes
+    round-robin over the namespaces that have passes waiting, first come first served within each,
+    and no namespace holds the last one. One operator serves every namespace, and a namespace is a
+    tenant that can create as many objects as its quota allows: with one first-come-first-served
+    line, the passes of thousands of new WebServers in one namespace would stand in front of a
+    change in any other (``tools/bench/noisy_neighbour.py``, ``shared.client.fair``). A change in a
+    quiet namespace finds the last slot free, or waits for one slot to come free, however long the
+    line of a busy one; its requests then take turns with the busy one's at the client's rate limit
+    (``shared.client.kube.TokenBucket``). A single busy namespace runs ``max_concurrent_reconciles -
+    1`` passes at once. controller-runtime's queue has no such fairness (one FIFO per controller);
+    the API server's priority and fairness shares by user, and every request of the operator is one
+    user's.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """What the operators really sent: the local API server's audit log.
 
 The local control plane records every request a ServiceAccount of
-``localcluster.AUDITED_NAMESPACE`` makes (the operators under test run as such accounts). Unlike
+``localcluster.cluster.AUDITED_NAMESPACE`` makes (the operators under test run as such accounts). Unlike
 Events, which an operator posts from a queue and loses when it is SIGKILLed, the audit log
 records every write the API server received, so "created exactly two pods" can be asserted on
 it across kills.

@@ -7,64 +7,6 @@ namespace, name, subresource) and the objects that result. ``FakeKube`` override
 ``request`` (every helper of the real client — ``create``, ``get``, ``get_if_exists``,
 ``replace``, ``merge_patch``, ``json_patch``, ``delete`` — goes through it), ``load`` and
 ``close``; paths are the ones the real client builds (``shared.client.kube.namespaced``).
-
-**What is modelled**, as kube-apiserver 1.34 does it (``tests/integration/test_fakekube_contract.py``
-sends the same requests to a real API server and to the fake and requires the same answers):
-
-- create: ``uid``, an increasing ``resourceVersion`` (one counter for the whole store, like
-  etcd's revision), ``creationTimestamp``, ``generation`` 1 on the kinds that count it (not
-  ConfigMaps, Services, Leases...), ``generateName``, the defaults of a custom resource's schema;
-  the status of a kind with a status subresource is dropped; 409 ``AlreadyExists``; 400 when the
-  body's namespace is not the path's;
-- get, list (``labelSelector``: ``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``;
-  ``fieldSelector``: ``=``/``!=`` on any dotted path such as ``metadata.name``), 404 ``NotFound``;
-- update (PUT): 409 ``Conflict`` on a stale ``metadata.resourceVersion`` or another
-  ``metadata.uid``; custom resources refuse an update without a resourceVersion (422);
-- merge patch (RFC 7386) and JSON patch (RFC 6902, ``test`` included): a failed operation is the
-  API server's bare 422 ``Invalid`` that says nothing of which operation failed (here the
-  patch error is the ``ApiError``'s ``__cause__``); a changed ``metadata.uid`` is 422
-  "field is immutable"; ``metadata.resourceVersion`` in a merge patch is a precondition (409);
-- a write that changes nothing keeps the resourceVersion;
-- delete: ``preconditions.uid`` / ``preconditions.resourceVersion`` (409, the API server's
-  words); the answer is the object for the kinds that answer so (pods, services...), else a
-  ``Success`` Status; an object with finalizers, or a pod bound to a node (``spec.nodeName``)
-  deleted with a grace period, stays with a ``deletionTimestamp`` (a pod until
-  ``FakeKube.remove``, as its kubelet would confirm; others until their last finalizer is
-  removed);
-- ``generation``: bumped when anything but ``metadata`` and ``status`` changes (and when a
-  deletion starts), never by a status write;
-- the ``/status`` subresource writes only the status (the stored object with the new status, as
-  the CRD status strategy copies it: ``metadata`` in a status patch is ignored, so a merge patch
-  cannot carry a UID precondition there); the main resource of a kind with a status subresource
-  ignores status changes; a kind without one has no ``/status`` (404). Which kinds have one is
-  ``Resource.status`` (the CRDs say it for custom resources; ``FakeKube.register``
-  changes it);
-- ``/scale`` of kinds that have it (Deployments, ReplicaSets, StatefulSets; custom resources as
-  their CRD declares): an ``autoscaling/v1`` Scale, reads and writes of the replicas;
-- discovery of a group-version (``GET /api/v1``, ``GET /apis/<group>/<version>``): the
-  ``APIResourceList`` of the kinds served, with their ``/status`` and ``/scale`` entries
-  (recorded as a ``get`` action with an empty resource);
-- unknown resources and unserved versions: 404 "the server could not find the requested
-  resource", so a wrong path fails here as it does on a cluster.
-
-The custom resources are read from the bundle's CRDs (``bundle/manifests``), so a new operator's
-kind is known without an edit here; others are added with ``FakeKube.register``.
-
-**What is not modelled**: watches; garbage collection (owner references are stored, nothing is
-deleted with its owner) and every other controller (no ReplicaSets from Deployments, no
-Endpoints, no scheduling, pods stay as created); the defaulting of built-in kinds (no
-``clusterIP``, no pod ``status.phase``); validation against the schemas; admission (quotas, Pod
-Security, namespaces that do not exist or terminate); RBAC;
-server-side apply and strategic merge patch (415); dry-run; delete-collection; version
-conversion (an object is stored once and answered with the apiVersion asked for);
-``managedFields``. Those are for the integration tests; a failure they cause is injected with a
-reactor (``FakeKube.prepend_reactor``, ``fail``).
-
-**Actions and reactors**, like client-go's fake: every request that reaches the server is
-recorded as an ``Action`` in ``FakeKube.actions`` (a write refused by ``fence`` never
-reaches it and is not recorded, as with the real client); a reactor added with
-``FakeKube.prepend_reactor`` sees matching actions first and may answer, raise (an
-``ApiError`` built by ``status_error``) or pass (return None).
 """
 
 from __future__ import annotations
@@ -354,6 +296,64 @@ class FakeKube(KubeClient):
     A request never yields to the event loop (unless an async reaction does): the requests a
     pass runs concurrently (``asyncio.gather``) reach the fake, and ``actions``, in the
     order they were started, so expected action lists are deterministic.
+
+    **What is modelled**, as kube-apiserver 1.34 does it (``tests/integration/test_fakekube_contract.py``
+    sends the same requests to a real API server and to the fake and requires the same answers):
+
+    - create: ``uid``, an increasing ``resourceVersion`` (one counter for the whole store, like
+      etcd's revision), ``creationTimestamp``, ``generation`` 1 on the kinds that count it (not
+      ConfigMaps, Services, Leases...), ``generateName``, the defaults of a custom resource's schema;
+      the status of a kind with a status subresource is dropped; 409 ``AlreadyExists``; 400 when the
+      body's namespace is not the path's;
+    - get, list (``labelSelector``: ``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``;
+      ``fieldSelector``: ``=``/``!=`` on any dotted path such as ``metadata.name``), 404 ``NotFound``;
+    - update (PUT): 409 ``Conflict`` on a stale ``metadata.resourceVersion`` or another
+      ``metadata.uid``; custom resources refuse an update without a resourceVersion (422);
+    - merge patch (RFC 7386) and JSON patch (RFC 6902, ``test`` included): a failed operation is the
+      API server's bare 422 ``Invalid`` that says nothing of which operation failed (here the
+      patch error is the ``ApiError``'s ``__cause__``); a changed ``metadata.uid`` is 422
+      "field is immutable"; ``metadata.resourceVersion`` in a merge patch is a precondition (409);
+    - a write that changes nothing keeps the resourceVersion;
+    - delete: ``preconditions.uid`` / ``preconditions.resourceVersion`` (409, the API server's
+      words); the answer is the object for the kinds that answer so (pods, services...), else a
+      ``Success`` Status; an object with finalizers, or a pod bound to a node (``spec.nodeName``)
+      deleted with a grace period, stays with a ``deletionTimestamp`` (a pod until
+      ``FakeKube.remove``, as its kubelet would confirm; others until their last finalizer is
+      removed);
+    - ``generation``: bumped when anything but ``metadata`` and ``status`` changes (and when a
+      deletion starts), never by a status write;
+    - the ``/status`` subresource writes only the status (the stored object with the new status, as
+      the CRD status strategy copies it: ``metadata`` in a status patch is ignored, so a merge patch
+      cannot carry a UID precondition there); the main resource of a kind with a status subresource
+      ignores status changes; a kind without one has no ``/status`` (404). Which kinds have one is
+      ``Resource.status`` (the CRDs say it for custom resources; ``FakeKube.register``
+      changes it);
+    - ``/scale`` of kinds that have it (Deployments, ReplicaSets, StatefulSets; custom resources as
+      their CRD declares): an ``autoscaling/v1`` Scale, reads and writes of the replicas;
+    - discovery of a group-version (``GET /api/v1``, ``GET /apis/<group>/<version>``): the
+      ``APIResourceList`` of the kinds served, with their ``/status`` and ``/scale`` entries
+      (recorded as a ``get`` action with an empty resource);
+    - unknown resources and unserved versions: 404 "the server could not find the requested
+      resource", so a wrong path fails here as it does on a cluster.
+
+    The custom resources are read from the bundle's CRDs (``bundle/manifests``), so a new operator's
+    kind is known without an edit here; others are added with ``FakeKube.register``.
+
+    **What is not modelled**: watches; garbage collection (owner references are stored, nothing is
+    deleted with its owner) and every other controller (no ReplicaSets from Deployments, no
+    Endpoints, no scheduling, pods stay as created); the defaulting of built-in kinds (no
+    ``clusterIP``, no pod ``status.phase``); validation against the schemas; admission (quotas, Pod
+    Security, namespaces that do not exist or terminate); RBAC;
+    server-side apply and strategic merge patch (415); dry-run; delete-collection; version
+    conversion (an object is stored once and answered with the apiVersion asked for);
+    ``managedFields``. Those are for the integration tests; a failure they cause is injected with a
+    reactor (``FakeKube.prepend_reactor``, ``fail``).
+
+    **Actions and reactors**, like client-go's fake: every request that reaches the server is
+    recorded as an ``Action`` in ``FakeKube.actions`` (a write refused by ``fence`` never
+    reaches it and is not recorded, as with the real client); a reactor added with
+    ``FakeKube.prepend_reactor`` sees matching actions first and may answer, raise (an
+    ``ApiError`` built by ``status_error``) or pass (return None).
     """
 
     def __init__(

@@ -6,18 +6,6 @@ rules, so the API server's audit log (``localcluster.cluster.AUDIT_POLICY``) tel
 requests apart, kopf's own (Events, watches) included. ``POD_NAME`` makes each holder identity
 start with the instance's name. The durations are controller-runtime's defaults (15/10/2 s),
 as deployed.
-
-- both start at once: exactly one leads (Lease holder and ``leader_election_master_status``),
-  the other is ready and writes nothing (every operator);
-- the leader SIGKILLed in the middle of a scale-up: the standby takes over once the Lease
-  expires and converges with no pod created twice;
-- the leader frozen (SIGSTOP) past its lease: the standby takes over; the old leader, resumed,
-  sends no write after the new leader's first (audit log) and exits with status 1;
-- the leader stopped cleanly (SIGTERM): it releases the Lease (seen in the Lease's own history)
-  and the standby takes it without waiting for it to expire (every operator).
-
-Failover times are printed (``pytest -s``); ``tools/bench/failover.py`` measures them over many
-trials. Nothing here asserts how fast anything is.
 """
 
 from __future__ import annotations
@@ -52,6 +40,19 @@ WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 @dataclass
 class Instance:
+    """- both start at once: exactly one leads (Lease holder and ``leader_election_master_status``),
+      the other is ready and writes nothing (every operator);
+    - the leader SIGKILLed in the middle of a scale-up: the standby takes over once the Lease
+      expires and converges with no pod created twice;
+    - the leader frozen (SIGSTOP) past its lease: the standby takes over; the old leader, resumed,
+      sends no write after the new leader's first (audit log) and exits with status 1;
+    - the leader stopped cleanly (SIGTERM): it releases the Lease (seen in the Lease's own history)
+      and the standby takes it without waiting for it to expire (every operator).
+
+    Failover times are printed (``pytest -s``); ``tools/bench/failover.py`` measures them over many
+    trials. Nothing here asserts how fast anything is.
+    """
+
     name: str  # the start of its holder identity (POD_NAME)
     account: str  # its ServiceAccount
     process: OperatorProcess

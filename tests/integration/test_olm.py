@@ -10,14 +10,6 @@ starts two things (``olm`` fixture):
 - OLM v0 (``localcluster.olm.OLM``): its CRDs from the pinned module, olm-operator and
   catalog-operator as host processes (catalog-operator reaches registry pods by
   ``<name>.<namespace>.svc`` through a hosts-file stand-in for cluster DNS).
-
-Every install is "Install with OLM" (docs/operations/install.md): a CatalogSource whose ``spec.image`` is the
-catalog image (OLM runs it as a registry pod, probed with grpc_health_probe), an OperatorGroup
-and a Subscription. OLM resolves the package, unpacks the bundle image with its own Job (util
-image, bundle image, opm image) and creates what the CSV describes: Deployments, ServiceAccounts,
-Roles. The tests cover the three install modes, the examples end to end, uninstall, and an upgrade
-to a release (0.1.1, ``replaces`` 0.1.0) the test renders and builds itself (nothing committed).
-Timings are printed (``pytest -s``) and reported in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -55,7 +47,16 @@ CRDS = ("netperfs.app.example.com", "tdsets.schedule.rs", "webservers.demo.k8s.i
 
 @dataclass
 class Olm(Install):
-    """The real cluster with OLM and the registry (and test_e2e's view of an install)."""
+    """The real cluster with OLM and the registry (and test_e2e's view of an install).
+
+    Every install is "Install with OLM" (docs/operations/install.md): a CatalogSource whose ``spec.image`` is
+    the catalog image (OLM runs it as a registry pod, probed with grpc_health_probe), an OperatorGroup
+    and a Subscription. OLM resolves the package, unpacks the bundle image with its own Job (util
+    image, bundle image, opm image) and creates what the CSV describes: Deployments, ServiceAccounts,
+    Roles. The tests cover the three install modes, the examples end to end, uninstall, and an upgrade
+    to a release (0.1.1, ``replaces`` 0.1.0) the test renders and builds itself (nothing committed).
+    Timings are printed (``pytest -s``) and reported in docs/benchmarks.md.
+    """
 
     registry: ImageRegistry
 

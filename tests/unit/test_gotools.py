@@ -1,9 +1,9 @@
 """localcluster.gotools: a pinned Go tool is built once into the cache, even when asked at once.
 
 Parallel test workers (the unit tests that run opm and kstatus) ask for the same tool at the same
-moment on a new machine; none may build into a directory another is
-building into or delete it. The Go build itself is replaced here by a writer of the output file: what is under test
-is the cache's locking, not Go.
+moment on a new machine; none may build into a directory another is building into or delete
+it. The Go build itself is replaced here by a writer of the output file: what is under test is
+the cache's locking, not Go.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """What kstatus (Flux health checks, Helm 4 ``--wait``, kpt, Config Sync) makes of our statuses.
 
 Each state's status is computed by the operators' own pure status modules
-(``tests/unit/readiness_cases.py``) and judged by the real library (``tests/kstatus.py``):
-work pending is ``InProgress``, what only a human can fix is ``Failed``, and ``Current`` means
-done. Before the ``Reconciling``/``Stalled``/``Ready`` conditions, every state whose
-``observedGeneration`` was current came out ``Current``.
+(``tests/framework/readiness_cases.py``) and judged by the real library
+(``tests/framework/kstatus.py``): work pending is ``InProgress``, what only a human can fix is
+``Failed``, and ``Current`` means done; an up-to-date ``observedGeneration`` alone is not.
 """
 
 import pytest

@@ -8,11 +8,6 @@ imports the netperf image (``make images``), and runs exactly the pods the opera
 one server pod (``desired.server_pod``) and, per case, a client pod (``desired.client_pod``)
 aimed at the server, at an address where nothing listens, or at a name that does not resolve.
 What kubelet puts in each client's termination message is saved as the case's fixture.
-
-``--loopback`` (no root, no cluster): the same client command (``desired.client_pod``'s) runs
-here against a local ``netserver`` on 127.0.0.1 (the host's netperf, which must be the image's
-version: Debian's 2.7.0), writing to a file instead of the termination log. The keyval format is
-netperf's own either way; only the figures differ (loopback, not a pod link).
 """
 
 from __future__ import annotations
@@ -96,6 +91,11 @@ def loopback(out: Path, cases: dict[str, tuple[dict[str, Any], str | None]]) -> 
 
 
 def main() -> None:
+    """``--loopback`` (no root, no cluster): the same client command (``desired.client_pod``'s) runs
+    here against a local ``netserver`` on 127.0.0.1 (the host's netperf, which must be the image's
+    version: Debian's 2.7.0), writing to a file instead of the termination log. The keyval format is
+    netperf's own either way; only the figures differ (loopback, not a pod link).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "unit" / "netperf" / "fixtures")
     parser.add_argument("--only", nargs="*", choices=sorted(CASES), help="cases to capture (default: all)")

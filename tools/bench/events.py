@@ -1,20 +1,6 @@
 """Events under abuse: a failing object's retries, and one namespace flooding Events beside a quiet one.
 
-    python -m tools.bench.events [--retries 200] [--flood 10000]
-
-Starts the local control plane (``tools.bench.lib.control_plane``, one kwok node) and runs
-the operators' Event recorder (``shared.client.events.EventRecorder``, defaults as
-shipped) in this process, as a user with the WebServer operator's CSV rules:
-
-- **retries**: one object reports the same Warning ``--retries`` times, each after the previous
-  was written (a pass failing the same way on every retry). Reported: the Events on the API
-  server about it, their count, the writes (POST, PATCH) it cost, the occurrences the spam
-  filter dropped.
-- **flood**: the quiet namespace's Event is recorded, then ``--flood`` Events about distinct
-  objects of the noisy namespace, all before the recorder writes once (as a burst of failures
-  between two turns of the event loop). Reported: how long until the quiet Event was on the API
-  server and how many writes went out before it, how many of the flood were dropped and how
-  many posted, and how long the whole flood took to drain.
+python -m tools.bench.events [--retries 200] [--flood 10000]
 """
 
 from __future__ import annotations
@@ -96,6 +82,20 @@ async def flood(cfg: client.Configuration, core: client.CoreV1Api, quiet: str, n
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``, one kwok node) and runs
+    the operators' Event recorder (``shared.client.events.EventRecorder``, defaults as
+    shipped) in this process, as a user with the WebServer operator's CSV rules:
+
+    - **retries**: one object reports the same Warning ``--retries`` times, each after the previous
+      was written (a pass failing the same way on every retry). Reported: the Events on the API
+      server about it, their count, the writes (POST, PATCH) it cost, the occurrences the spam
+      filter dropped.
+    - **flood**: the quiet namespace's Event is recorded, then ``--flood`` Events about distinct
+      objects of the noisy namespace, all before the recorder writes once (as a burst of failures
+      between two turns of the event loop). Reported: how long until the quiet Event was on the API
+      server and how many writes went out before it, how many of the flood were dropped and how
+      many posted, and how long the whole flood took to drain.
+    """
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--retries", type=int, default=200, help="occurrences of the failing object's Warning")
     p.add_argument("--flood", type=int, default=10000, help="Events the noisy namespace records at once")

@@ -1,19 +1,6 @@
 """Failover time: the leading WebServer operator SIGKILLed mid-scale-up, until the standby acts.
 
-    python -m tools.bench.failover [--trials 10] [--replicas 30]
-
-Starts the local control plane, then per trial, in a fresh namespace: two instances of the
-WebServer operator with leader election at controller-runtime's default durations (15/10/2 s,
-as deployed), each as a ServiceAccount of its own so the API server's audit log tells their
-requests apart; ``a`` leads, ``b`` is ready. A WebServer of N replicas is created with a quota
-holding it at a third of N (so the kill lands mid-scale-up every time), ``a`` is SIGKILLed and
-the quota removed. Measured from the kill (host clock; the API server runs on the same host):
-
-- ``lease``: b's first successful Lease write (it took the Lease over);
-- ``first write``: b's first other write the API server accepted (a pod, the status);
-- ``converged``: N Ready pods and a status that says so (polled every 0.1 s).
-
-Each trial is printed, then min / median / max over the trials.
+python -m tools.bench.failover [--trials 10] [--replicas 30]
 """
 
 from __future__ import annotations
@@ -123,6 +110,19 @@ def trial(cl: Cluster, replicas: int, workdir: Path) -> dict[str, float]:
 
 
 def main() -> None:
+    """Starts the local control plane, then per trial, in a fresh namespace: two instances of the
+    WebServer operator with leader election at controller-runtime's default durations (15/10/2 s,
+    as deployed), each as a ServiceAccount of its own so the API server's audit log tells their
+    requests apart; ``a`` leads, ``b`` is ready. A WebServer of N replicas is created with a quota
+    holding it at a third of N (so the kill lands mid-scale-up every time), ``a`` is SIGKILLed and
+    the quota removed. Measured from the kill (host clock; the API server runs on the same host):
+
+    - ``lease``: b's first successful Lease write (it took the Lease over);
+    - ``first write``: b's first other write the API server accepted (a pod, the status);
+    - ``converged``: N Ready pods and a status that says so (polled every 0.1 s).
+
+    Each trial is printed, then min / median / max over the trials.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--replicas", type=int, default=30)

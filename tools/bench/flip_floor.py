@@ -1,24 +1,7 @@
 """The floor of a TDSet boundary: the same writes as the operator's flips, with no operator.
 
-    python -m tools.bench.flip_floor --kubeconfig K --namespace NS --targets T.json --replicas 2
-                                     [--at UNIX_TIME] [--connections 1000]
-
-What ``tools.bench.tdset_boundary`` ``--floor python`` runs at each boundary, in a process of
-its own (as the operator is): the client waits until ``--at``, then PATCHes ``/scale`` of every
-Deployment in ``--targets`` (a JSON object, name -> UID) all at once, the body the operator's
-flip sends (``{"metadata": {"uid": ...}, "spec": {"replicas": N}}``, a merge patch with the UID
-as the precondition), and prints one JSON line: how late it started, how long the writes took,
-their latencies and errors. The client is the operator's own
-(``shared.client.kube.KubeClient``, no client-side rate limit) with ``--connections``
-in its pool (default: the operator's 100), every one of them opened by a GET just before the
-instant, as a busy operator's are: a connection per write (``--connections 1000``) made the
-API server and the client do 1000 TLS handshakes at the boundary: 17.9 s for the 1000 writes on
-the loaded machine, against 12.6 s with 100 warm ones at the next boundary (docs/benchmarks.md).
-
-``--floor go`` runs the Go equivalent instead: ``tools/bench/go/flipfloor`` (client-go, HTTP/2,
-QPS -1, all writes at once unless its ``--concurrency`` bounds them), built by
-``go_binary`` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/`` (``$GOTOOLS_CACHE``
-overrides) from its pinned ``go.mod``/``go.sum``; never part of ``make test``.
+python -m tools.bench.flip_floor --kubeconfig K --namespace NS --targets T.json --replicas 2
+                                 [--at UNIX_TIME] [--connections 1000]
 """
 
 from __future__ import annotations
@@ -109,6 +92,23 @@ async def flip_all(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
+    """What ``tools.bench.tdset_boundary`` ``--floor python`` runs at each boundary, in a process of
+    its own (as the operator is): the client waits until ``--at``, then PATCHes ``/scale`` of every
+    Deployment in ``--targets`` (a JSON object, name -> UID) all at once, the body the operator's
+    flip sends (``{"metadata": {"uid": ...}, "spec": {"replicas": N}}``, a merge patch with the UID
+    as the precondition), and prints one JSON line: how late it started, how long the writes took,
+    their latencies and errors. The client is the operator's own
+    (``shared.client.kube.KubeClient``, no client-side rate limit) with ``--connections``
+    in its pool (default: the operator's 100), every one of them opened by a GET just before the
+    instant, as a busy operator's are: a connection per write (``--connections 1000``) made the
+    API server and the client do 1000 TLS handshakes at the boundary: 17.9 s for the 1000 writes on
+    the loaded machine, against 12.6 s with 100 warm ones at the next boundary (docs/benchmarks.md).
+
+    ``--floor go`` runs the Go equivalent instead: ``tools/bench/go/flipfloor`` (client-go, HTTP/2,
+    QPS -1, all writes at once unless its ``--concurrency`` bounds them), built by
+    ``go_binary`` into ``~/.cache/k8s-operators-py/tools/flipfloor-<hash>/`` (``$GOTOOLS_CACHE``
+    overrides) from its pinned ``go.mod``/``go.sum``; never part of ``make test``.
+    """
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", required=True)

@@ -11,9 +11,6 @@ and on ``SIGUSR2`` writes that file (JSON) with:
   structure that reaches it, and the number of entries each holds;
 - ``modules``: the live bytes tracemalloc attributes to each source file (the innermost frame of
   the allocation), the 25 largest, and the total traced.
-
-tracemalloc slows the process and costs memory of its own: the breakdown is for attribution;
-RSS figures come from runs without it.
 """
 
 from __future__ import annotations
@@ -124,7 +121,11 @@ def env(out: Path) -> dict[str, str]:
 
 
 def describe(data: dict[str, object]) -> str:
-    """The breakdown as lines of text."""
+    """The breakdown as lines of text.
+
+    tracemalloc slows the process and costs memory of its own: the breakdown is for attribution;
+    RSS figures come from runs without it.
+    """
     lines = ["structure                 | instances | entries | MiB (reachable, counted once)"]
     structures = data.get("structures") or {}
     assert isinstance(structures, dict)

@@ -10,11 +10,6 @@ connection, and the kubelet's stand-in GETs ``/healthz`` (plain HTTP, served on 
 loop), each every ``--every`` seconds: first for ``--seconds`` with nothing else, then for as
 long again while ``--clients`` processes each send requests with a new forged token on a new
 connection, one after the other, as fast as they are answered.
-
-Reported, quiet and flooded: the scrape's and the probe's latency (p50, p99, max) and every
-non-200 answer; the flood's requests by outcome (closed before the TLS handshake, 401 after a
-TokenReview, 429 without one); the TokenReviews the API server received from the operator (its
-audit log); the operator's CPU; the load average.
 """
 
 from __future__ import annotations
@@ -98,6 +93,11 @@ def watch(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Reported, quiet and flooded: the scrape's and the probe's latency (p50, p99, max) and every
+    non-200 answer; the flood's requests by outcome (closed before the TLS handshake, 401 after a
+    TokenReview, 429 without one); the TokenReviews the API server received from the operator (its
+    audit log); the operator's CPU; the load average.
+    """
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=30.0, help="length of the quiet and of the flooded phase")
     p.add_argument("--clients", type=int, default=8, help="flooding processes")

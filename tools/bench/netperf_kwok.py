@@ -1,18 +1,6 @@
 """Many Netperfs at once on kwok nodes: creation -> ``Done`` for each, and what it costs the operator.
 
-    python -m tools.bench.netperf_kwok [--netperfs 200]
-
-Starts the local control plane (``tools.bench.lib.control_plane``) and the Netperf operator
-as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
-``--netperfs`` Netperfs (TCP_STREAM, 3 samples) in one namespace at once, and acts as the
-kubelet for their client pods: as soon as kwok reports one Running, it is ended with exit code
-0 and the output of a real netperf run (``tests/unit/netperf/fixtures/tcp_stream.txt``, via
-kwok's ``pod-finish`` stage, as ``tests/integration/test_netperf.py`` does). Nothing runs, so
-creation -> ``Done`` is the operator's own overhead at that concurrency: claim the run, server
-pod, wait Ready, client pod, parse the result, write it, delete both pods. Reported: min,
-median, p99 and max of that time, when the last one finished and when the last pod was gone,
-the operator's API writes, CPU seconds and memory. There is no built-in controller to compare
-with.
+python -m tools.bench.netperf_kwok [--netperfs 200]
 """
 
 from __future__ import annotations
@@ -146,6 +134,18 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``) and the Netperf operator
+    as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
+    ``--netperfs`` Netperfs (TCP_STREAM, 3 samples) in one namespace at once, and acts as the
+    kubelet for their client pods: as soon as kwok reports one Running, it is ended with exit code
+    0 and the output of a real netperf run (``tests/unit/netperf/fixtures/tcp_stream.txt``, via
+    kwok's ``pod-finish`` stage, as ``tests/integration/test_netperf.py`` does). Nothing runs, so
+    creation -> ``Done`` is the operator's own overhead at that concurrency: claim the run, server
+    pod, wait Ready, client pod, parse the result, write it, delete both pods. Reported: min,
+    median, p99 and max of that time, when the last one finished and when the last pod was gone,
+    the operator's API writes, CPU seconds and memory. There is no built-in controller to compare
+    with.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--netperfs", type=int, default=200)
     args = parser.parse_args()

@@ -11,8 +11,6 @@ the Netperf operator from this tree), then one Netperf after the other, each to 
   network is not;
 - TCP_STREAM on the pod and host paths with ``parallel`` 1, 2, 4, 8 (``--parallel``): the sum
   and what each stream got (at most 24 // parallel samples: the CRD's bound on samples x parallel).
-
-Printed as Markdown rows for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ def row(label: str, st: dict[str, Any], scale: float, unit: str) -> str:
 
 
 def main() -> None:
+    """Printed as Markdown rows for docs/benchmarks.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--duration", type=int, default=3)

@@ -9,16 +9,6 @@ ends each client pod with a real netperf output as soon as kwok runs it). It cre
 defaults of everything else (history limit, ``regression``), all between two due times so they
 share them, and follows ``--runs`` due times on the wall clock. The operator's clock is the real
 one: a run of ``* * * * *`` takes a minute of wall clock.
-
-Each run is the interval from just before its due time to just before the next one. Reported
-per run: the operator's CPU seconds (also per Netperf-minute of schedule), its API requests by
-verb and resource (the API server's audit log: reads and watches too, not only writes), how
-many runs started and finished in it, and the lag from the due time to the run's start, twice:
-``status.startedAt - status.scheduledTime`` (the operator's own account, whole seconds) and the
-instant the harness's watch first saw the run's claim minus the due time (sub-second, includes
-the watch's delivery). At the end: RSS (before, peak, after; growth per Netperf), the skipped
-runs (``status.skippedRuns`` summed by reason), and the size of each object's status and its
-history after the last run (the object must stay small).
 """
 
 from __future__ import annotations
@@ -275,6 +265,16 @@ def report(
 
 
 def main() -> None:
+    """Each run is the interval from just before its due time to just before the next one. Reported
+    per run: the operator's CPU seconds (also per Netperf-minute of schedule), its API requests by
+    verb and resource (the API server's audit log: reads and watches too, not only writes), how
+    many runs started and finished in it, and the lag from the due time to the run's start, twice:
+    ``status.startedAt - status.scheduledTime`` (the operator's own account, whole seconds) and the
+    instant the harness's watch first saw the run's claim minus the due time (sub-second, includes
+    the watch's delivery). At the end: RSS (before, peak, after; growth per Netperf), the skipped
+    runs (``status.skippedRuns`` summed by reason), and the size of each object's status and its
+    history after the last run (the object must stay small).
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--netperfs", type=int, default=200)
     parser.add_argument("--schedule", default="* * * * *", help="spec.schedule (cron, UTC)")

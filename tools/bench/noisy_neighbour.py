@@ -1,23 +1,7 @@
 """Noisy neighbour: how long a change in a quiet namespace waits while another namespace floods the operator.
 
-    python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
-    python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
-
-Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
-as deployed (no debug log; its CSV's rules, as a user the API server audits), creates the
-WebServer ``probe`` of one replica in namespace B and waits until its status says it is ready.
-Then it creates ``--webservers`` WebServers of ``--replicas`` (1) in namespace A, 16 POSTs at
-once (as ``tools.bench.scale``), and from the first POST until every pod of A is Ready and
-every status of A says so, it scales ``probe`` between 1 and 2 replicas, one change at a time,
-``--pause`` seconds apart. Each probe is timed from just before its PATCH until B's watch shows
-a status whose ``observedGeneration`` is the patched generation (the first pass for it has
-written) and whose ``replicas`` is the new count (the pod it created or deleted is counted:
-the pass woken by the pod's event has written too). After the flood, ``--quiet-probes`` more
-probes give the figure with nothing else to do.
-
-Reported: count, p50, p99 and max of both times, for the probes that started during the
-flood and for the quiet ones; each flood probe with the flood's progress (Ready pods of A)
-when it started; how long A took; the operator's CPU and API writes; the load average.
+python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
+python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
 """
 
 from __future__ import annotations
@@ -190,6 +174,22 @@ async def bench(
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
+    as deployed (no debug log; its CSV's rules, as a user the API server audits), creates the
+    WebServer ``probe`` of one replica in namespace B and waits until its status says it is ready.
+    Then it creates ``--webservers`` WebServers of ``--replicas`` (1) in namespace A, 16 POSTs at
+    once (as ``tools.bench.scale``), and from the first POST until every pod of A is Ready and
+    every status of A says so, it scales ``probe`` between 1 and 2 replicas, one change at a time,
+    ``--pause`` seconds apart. Each probe is timed from just before its PATCH until B's watch shows
+    a status whose ``observedGeneration`` is the patched generation (the first pass for it has
+    written) and whose ``replicas`` is the new count (the pod it created or deleted is counted:
+    the pass woken by the pod's event has written too). After the flood, ``--quiet-probes`` more
+    probes give the figure with nothing else to do.
+
+    Reported: count, p50, p99 and max of both times, for the probes that started during the
+    flood and for the quiet ones; each flood probe with the flood's progress (Ready pods of A)
+    when it started; how long A took; the operator's CPU and API writes; the load average.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--webservers", type=int, default=3000, help="WebServers of the flood")
     parser.add_argument("--replicas", type=int, default=1, help="pods of each WebServer of the flood")

@@ -3,24 +3,6 @@ a bad rollout undone by ``autoRollback`` while a client keeps asking the Service
 
     sudo python -m tools.bench.real_node [--replicas 20] [--rounds 3] [--pods 10]
                                          [--rollbacks 3] [--deadline 20] [--max-unavailable 0,1]
-
-Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
-imports every image ``make images`` builds, installs the operators from ``deploy/install.yaml``
-as pods from their images (what a user runs), then measures in one run:
-
-- pod start latency: ``--pods`` single pods of the web image created one after the other,
-  creation -> Ready (kubelet, containerd, CNI, the readiness probe);
-- 0 -> N Ready pods for a WebServer and for two Deployments of the same image, one after the
-  other in fresh namespaces, ``--rounds`` times: one Deployment whose pods are exactly the
-  WebServer's (their container and pod security read back from a pod the operator made: the
-  controllers compared, nothing else), one as a user writes it (the image, its port, the TCP
-  readiness probe every 5 s that WebServer pods have); the ratios WebServer / Deployment;
-- a bad rollout, ``--rollbacks`` times for each ``--max-unavailable``: a WebServer of 2 Ready
-  pods behind its Service (``maxSurge: 1``, that ``maxUnavailable``, ``autoRollback``,
-  ``progressDeadlineSeconds: --deadline``) is pointed at an image that cannot be pulled; the
-  time from that PATCH to the status saying the rollback is done with both old pods Ready, and
-  the requests a client on the host sent to the Service's cluster IP meanwhile (one after
-  another, 0.1 s apart), answered and failed.
 """
 
 from __future__ import annotations
@@ -277,6 +259,24 @@ def summary(values: list[float], unit: str = "s") -> str:
 
 
 def main() -> None:
+    """Starts a local control plane with this machine as its real node (root; ``localcluster.node``),
+    imports every image ``make images`` builds, installs the operators from ``deploy/install.yaml``
+    as pods from their images (what a user runs), then measures in one run:
+
+    - pod start latency: ``--pods`` single pods of the web image created one after the other,
+      creation -> Ready (kubelet, containerd, CNI, the readiness probe);
+    - 0 -> N Ready pods for a WebServer and for two Deployments of the same image, one after the
+      other in fresh namespaces, ``--rounds`` times: one Deployment whose pods are exactly the
+      WebServer's (their container and pod security read back from a pod the operator made: the
+      controllers compared, nothing else), one as a user writes it (the image, its port, the TCP
+      readiness probe every 5 s that WebServer pods have); the ratios WebServer / Deployment;
+    - a bad rollout, ``--rollbacks`` times for each ``--max-unavailable``: a WebServer of 2 Ready
+      pods behind its Service (``maxSurge: 1``, that ``maxUnavailable``, ``autoRollback``,
+      ``progressDeadlineSeconds: --deadline``) is pointed at an image that cannot be pulled; the
+      time from that PATCH to the status saying the rollback is done with both old pods Ready, and
+      the requests a client on the host sent to the Service's cluster IP meanwhile (one after
+      another, 0.1 s apart), answered and failed.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)

@@ -1,19 +1,6 @@
 """The regression detector's error budget, on synthetic run histories (seeded, no cluster).
 
-    python -m tools.bench.regression_detector [--series 50] [--trials 400] [--seed 1]
-
-Each run is ``samples`` (the Netperf default, 3) normal samples around the link's level with a
-coefficient of variation (CV) between samples; the run's history entry and its judgement go
-through the operator's own path (``schedule.verdict`` with the default settings, the default
-history of 24 results). Prints, as Markdown tables:
-
-- **false alarms**: ``--series`` series of 720 hourly runs (30 days) with no change, per CV:
-  Regressed verdicts and Regressed episodes (a page: the condition turning True) per 720 runs;
-- **detection**: a level held for a full history, then a sustained drop; per drop and CV, the
-  share of ``--trials`` trials flagged within 1, 2 and 3 runs of the drop, and the median runs
-  to the first Regressed (within 24 runs);
-- the same with ``samples: 5``;
-- the CPU time of one verdict on a full history (this process, whatever else the machine runs).
+python -m tools.bench.regression_detector [--series 50] [--trials 400] [--seed 1]
 """
 
 from __future__ import annotations
@@ -117,6 +104,19 @@ def detection_table(seed: int, trials: int, samples: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Each run is ``samples`` (the Netperf default, 3) normal samples around the link's level with a
+    coefficient of variation (CV) between samples; the run's history entry and its judgement go
+    through the operator's own path (``schedule.verdict`` with the default settings, the default
+    history of 24 results). Prints, as Markdown tables:
+
+    - **false alarms**: ``--series`` series of 720 hourly runs (30 days) with no change, per CV:
+      Regressed verdicts and Regressed episodes (a page: the condition turning True) per 720 runs;
+    - **detection**: a level held for a full history, then a sustained drop; per drop and CV, the
+      share of ``--trials`` trials flagged within 1, 2 and 3 runs of the drop, and the median runs
+      to the first Regressed (within 24 runs);
+    - the same with ``samples: 5``;
+    - the CPU time of one verdict on a full history (this process, whatever else the machine runs).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=50, help="series of 720 runs per CV (false alarms)")
     parser.add_argument("--trials", type=int, default=300, help="trials per drop and CV (detection)")

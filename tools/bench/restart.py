@@ -1,19 +1,6 @@
 """Restart of the WebServer operator with N converged WebServers: time to ready, and API writes.
 
-    python -m tools.bench.restart [--webservers 3000] [--idle 60]
-
-Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer
-operator as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
-``--webservers`` WebServers of one replica in one namespace and waits until every pod is Ready
-and every status says so, and the operator is quiet. Then, from the audit log:
-
-1. steady state: the API writes the operator makes in ``--idle`` seconds (none expected);
-2. restart: SIGTERM, then a new process. Reported: the seconds from start to ``/readyz`` (every
-   watch has listed), to the first pass of every WebServer having run (the sum of
-   ``controller_runtime_reconcile_total``), and to quiet (under 5 % of a core for 5 s); the
-   writes of the new process from its start until ``--idle`` seconds after quiet, which must
-   be 0: everything is converged, so a restart must rewrite nothing; the resident memory
-   before and after.
+python -m tools.bench.restart [--webservers 3000] [--idle 60]
 """
 
 from __future__ import annotations
@@ -110,6 +97,19 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer
+    operator as deployed (no debug log; its CSV's rules, as a user the API server audits), creates
+    ``--webservers`` WebServers of one replica in one namespace and waits until every pod is Ready
+    and every status says so, and the operator is quiet. Then, from the audit log:
+
+    1. steady state: the API writes the operator makes in ``--idle`` seconds (none expected);
+    2. restart: SIGTERM, then a new process. Reported: the seconds from start to ``/readyz`` (every
+       watch has listed), to the first pass of every WebServer having run (the sum of
+       ``controller_runtime_reconcile_total``), and to quiet (under 5 % of a core for 5 s); the
+       writes of the new process from its start until ``--idle`` seconds after quiet, which must
+       be 0: everything is converged, so a restart must rewrite nothing; the resident memory
+       before and after.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--webservers", type=int, default=3000)
     parser.add_argument("--idle", type=float, default=60, help="seconds of steady state to count writes in")

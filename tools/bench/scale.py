@@ -1,59 +1,15 @@
 """WebServer operator at scale, against the ReplicaSet controller on the same control plane, same run.
 
-    python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
-    python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
-    python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
-    python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
-    python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
-    python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
-    python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
-    python -m tools.bench.scale --memory 2000,10000 --kind tdsets ...      # the TDSet operator
-    ... --kind tdsets --kcm-qps 200                                        # its Deployments sooner
-    ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
-
-Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
-thousands of pods) and the WebServer operator as deployed (no debug log; its CSV's rules, as a
-user whose requests the API server audits), then per round, each in a fresh namespace and
-timed from the first POST until every pod is Ready and every owner's status says so:
-
-- ``--replicas N``: one WebServer of N replicas, then one ReplicaSet of N; with ``--raw-posts``
-  also the physical limit: the same N pods POSTed by this process, 64 at once, with no
-  controller and no client-side rate limit (the API server's and the scheduler's pace);
-- ``--webservers N``: N WebServers of one replica, then N ReplicaSets of one replica.
-
-Each namespace is deleted, and gone, before the next step starts. ``--cost`` also reports,
-for each phase (from the first POST until every pod is Ready and every owner's status says so),
-the CPU seconds and resident-memory growth of both controllers side by side: the WebServer
-operator in the WebServer phase against kube-controller-manager (a local process of the control
-plane, all its controllers and its garbage collector included) in the ReplicaSet phase, and what
-each spent during the other's phase; each controller's CPU rate at rest is measured for 60 s
-first, and the phases are also given net of it (kube-controller-manager's QPS paces its phase
-to several times the operator's). The operator's process is waited on to go quiet before each
-phase, so work left over from the previous one is not charged to it. kube-controller-manager
-watches every pod, so the WebServer phase grows it too, and memory it took then is reused, not
-grown again, in a later ReplicaSet phase: ``--replicasets-first`` runs that phase first, from
-its idle state. ``--memory`` instead
-creates WebServers of one replica in steps up to each count, waits for them to be Ready and
-the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
-seconds each step cost, so MiB per 1000 objects can be read off; with ``--breakdown`` also
-what each cache holds and tracemalloc's live bytes per source file at every step
-(``tools.bench.memtrace``; tracemalloc's own cost inflates RSS in such a run). With
-``--standby`` the operator runs as deployed with two replicas (leader election on; the standby
-watches and holds the same caches) and both are measured. ``--relist S`` makes every watch
-relist every S seconds (``WATCH_RESYNC_PERIOD``; 600 as shipped) and, after the last step,
-samples both processes' RSS every 0.5 s for 1.2 S seconds: the peak while each watch relists
-its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process; the
-new process and the standby both campaign, and the bench reports which took the Lease and each
-one's peak (VmHWM) through the start-up listing and the takeover. Every figure comes with the
-load average; the operator's API writes are counted from the audit log. ``--kind tdsets``
-measures the TDSet operator the same way: TDSets that each run a container (so each owns a
-Deployment, whose ReplicaSet kube-controller-manager keeps at one pod) with one window and one
-replica in and out of it, Ready once each TDSet's status reports its pod ready; ``--kcm-qps``
-raises kube-controller-manager's client limits so that those pods do not wait on its QPS 20.
-
-The ratio depends on the client-side rate limits: the operator's (its defaults, no QPS limit
-and burst 100, unless ``--operator-qps``/``--operator-burst``) and
-kube-controller-manager's (its defaults, QPS 20, burst 30, per controller); both are printed.
+python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
+python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
+python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
+python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
+python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
+python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
+python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
+python -m tools.bench.scale --memory 2000,10000 --kind tdsets ...      # the TDSet operator
+... --kind tdsets --kcm-qps 200                                        # its Deployments sooner
+... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
 """
 
 from __future__ import annotations
@@ -472,6 +428,50 @@ async def scenarios(bench: Bench, args: argparse.Namespace, start: Any = None) -
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
+    thousands of pods) and the WebServer operator as deployed (no debug log; its CSV's rules, as a
+    user whose requests the API server audits), then per round, each in a fresh namespace and
+    timed from the first POST until every pod is Ready and every owner's status says so:
+
+    - ``--replicas N``: one WebServer of N replicas, then one ReplicaSet of N; with ``--raw-posts``
+      also the physical limit: the same N pods POSTed by this process, 64 at once, with no
+      controller and no client-side rate limit (the API server's and the scheduler's pace);
+    - ``--webservers N``: N WebServers of one replica, then N ReplicaSets of one replica.
+
+    Each namespace is deleted, and gone, before the next step starts. ``--cost`` also reports,
+    for each phase (from the first POST until every pod is Ready and every owner's status says so),
+    the CPU seconds and resident-memory growth of both controllers side by side: the WebServer
+    operator in the WebServer phase against kube-controller-manager (a local process of the control
+    plane, all its controllers and its garbage collector included) in the ReplicaSet phase, and what
+    each spent during the other's phase; each controller's CPU rate at rest is measured for 60 s
+    first, and the phases are also given net of it (kube-controller-manager's QPS paces its phase
+    to several times the operator's). The operator's process is waited on to go quiet before each
+    phase, so work left over from the previous one is not charged to it. kube-controller-manager
+    watches every pod, so the WebServer phase grows it too, and memory it took then is reused, not
+    grown again, in a later ReplicaSet phase: ``--replicasets-first`` runs that phase first, from
+    its idle state. ``--memory`` instead
+    creates WebServers of one replica in steps up to each count, waits for them to be Ready and
+    the operator to go quiet, and reports its resident memory (VmRSS), peak (VmHWM) and the CPU
+    seconds each step cost, so MiB per 1000 objects can be read off; with ``--breakdown`` also
+    what each cache holds and tracemalloc's live bytes per source file at every step
+    (``tools.bench.memtrace``; tracemalloc's own cost inflates RSS in such a run). With
+    ``--standby`` the operator runs as deployed with two replicas (leader election on; the standby
+    watches and holds the same caches) and both are measured. ``--relist S`` makes every watch
+    relist every S seconds (``WATCH_RESYNC_PERIOD``; 600 as shipped) and, after the last step,
+    samples both processes' RSS every 0.5 s for 1.2 S seconds: the peak while each watch relists
+    its whole listing. ``--restart`` then kills the leader (SIGKILL) and starts a new process; the
+    new process and the standby both campaign, and the bench reports which took the Lease and each
+    one's peak (VmHWM) through the start-up listing and the takeover. Every figure comes with the
+    load average; the operator's API writes are counted from the audit log. ``--kind tdsets``
+    measures the TDSet operator the same way: TDSets that each run a container (so each owns a
+    Deployment, whose ReplicaSet kube-controller-manager keeps at one pod) with one window and one
+    replica in and out of it, Ready once each TDSet's status reports its pod ready; ``--kcm-qps``
+    raises kube-controller-manager's client limits so that those pods do not wait on its QPS 20.
+
+    The ratio depends on the client-side rate limits: the operator's (its defaults, no QPS limit
+    and burst 100, unless ``--operator-qps``/``--operator-burst``) and
+    kube-controller-manager's (its defaults, QPS 20, burst 30, per controller); both are printed.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--replicas", type=int, default=100, help="pods of the one owner")
     parser.add_argument("--webservers", type=int, default=0, help="instead: this many owners x 1 pod")

@@ -1,47 +1,8 @@
 """Lag from a TDSet window boundary to the Deployment's new replica count, for many TDSets at once.
 
-    python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
-                                         [--targets] [--lead-time 30]
-                                         [--targets --floor python|go [--floor-concurrency N]]
-
-Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
-thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
-user the API server audits) whose clock is shifted (``OPERATOR_CLOCK_OFFSET``) to hh:mm:15.
-It creates ``--tdsets`` TDSets whose windows alternate between ``--high`` and ``--low``
-replicas every minute, so every TDSet flips at each of ``--boundaries`` whole minutes, all at
-the same instant; the first boundary is at least ``--lead`` seconds after they are created
-(default: 75 s, or a quarter second per TDSet), so that every Deployment exists by then. A
-watch on the Deployments records when each one's ``spec.replicas`` changes; the lag is that
-instant (on the operator's shifted clock) minus the boundary. It includes the watch's delivery
-time, i.e. it is what a client watching the Deployment sees. Reported per boundary and over
-all: min, median, p99 and max, the flips seen before the boundary (must be 0), and the
-operator's API writes, CPU and memory.
-
-``--targets``: the bench creates the Deployments itself first (``d<i>``, at ``--low``
-replicas), and each TDSet names one with ``spec.scaleTargetRef`` (read and written through
-``/scale``) instead of a ``container`` of its own.
-
-``--lead-time S``: the windows carry ``leadTime: Ss``, so a scale-up is due S seconds before
-its window opens (the flip's lag is measured from then; a scale-down stays at the boundary),
-and the same watch records when each Deployment reports ``readyReplicas`` at the window's
-replicas (kwok pods turn Ready once scheduled): reported as seconds relative to the window
-start (negative: ready before it opened, the goal; infinite: not within the window).
-
-Between the first and the last boundary the operator's own ``/metrics`` give its requests by
-method (``rest_client_requests_total``) and its passes (``controller_runtime_reconcile_total``),
-so the requests per flip are printed beside the audit log's writes.
-
-``--floor python|go`` (with ``--targets``): the floor, what bounds the flips on this machine
-with no operator at all. The same Deployments on the same control plane, but no operator and no
-TDSets: at each boundary a client process (``tools.bench.flip_floor``: ``python``, the
-operator's own client on a warm pool of ``--floor-concurrency`` connections, default 100;
-``go``, client-go over HTTP/2 with no rate limit, all at once unless ``--floor-concurrency``
-bounds the writes in flight) sends the boundary's 1000 PATCHes of ``/scale``, as the
-operator's identity, the body of the operator's flip, and the same watch measures the same
-lag. The first boundary is the first whole minute at least 20 s after every Deployment has its
-pods Ready (kube-controller-manager quiet, as it is by the operator arm's first boundary after
-its longer lead). Reported beside the lag: what the client measured (how long the writes took,
-their latency) and the control plane's CPU over the boundaries.
+python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
+                                     [--targets] [--lead-time 30]
+                                     [--targets --floor python|go [--floor-concurrency N]]
 """
 
 from __future__ import annotations
@@ -465,6 +426,45 @@ async def bench(cl: localcluster.LocalCluster, args: argparse.Namespace) -> None
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``: kwok nodes that take
+    thousands of pods) and one TDSet operator as deployed (no debug log; its CSV's rules, as a
+    user the API server audits) whose clock is shifted (``OPERATOR_CLOCK_OFFSET``) to hh:mm:15.
+    It creates ``--tdsets`` TDSets whose windows alternate between ``--high`` and ``--low``
+    replicas every minute, so every TDSet flips at each of ``--boundaries`` whole minutes, all at
+    the same instant; the first boundary is at least ``--lead`` seconds after they are created
+    (default: 75 s, or a quarter second per TDSet), so that every Deployment exists by then. A
+    watch on the Deployments records when each one's ``spec.replicas`` changes; the lag is that
+    instant (on the operator's shifted clock) minus the boundary. It includes the watch's delivery
+    time, i.e. it is what a client watching the Deployment sees. Reported per boundary and over
+    all: min, median, p99 and max, the flips seen before the boundary (must be 0), and the
+    operator's API writes, CPU and memory.
+
+    ``--targets``: the bench creates the Deployments itself first (``d<i>``, at ``--low``
+    replicas), and each TDSet names one with ``spec.scaleTargetRef`` (read and written through
+    ``/scale``) instead of a ``container`` of its own.
+
+    ``--lead-time S``: the windows carry ``leadTime: Ss``, so a scale-up is due S seconds before
+    its window opens (the flip's lag is measured from then; a scale-down stays at the boundary),
+    and the same watch records when each Deployment reports ``readyReplicas`` at the window's
+    replicas (kwok pods turn Ready once scheduled): reported as seconds relative to the window
+    start (negative: ready before it opened, the goal; infinite: not within the window).
+
+    Between the first and the last boundary the operator's own ``/metrics`` give its requests by
+    method (``rest_client_requests_total``) and its passes (``controller_runtime_reconcile_total``),
+    so the requests per flip are printed beside the audit log's writes.
+
+    ``--floor python|go`` (with ``--targets``): the floor, what bounds the flips on this machine
+    with no operator at all. The same Deployments on the same control plane, but no operator and no
+    TDSets: at each boundary a client process (``tools.bench.flip_floor``: ``python``, the
+    operator's own client on a warm pool of ``--floor-concurrency`` connections, default 100;
+    ``go``, client-go over HTTP/2 with no rate limit, all at once unless ``--floor-concurrency``
+    bounds the writes in flight) sends the boundary's 1000 PATCHes of ``/scale``, as the
+    operator's identity, the body of the operator's flip, and the same watch measures the same
+    lag. The first boundary is the first whole minute at least 20 s after every Deployment has its
+    pods Ready (kube-controller-manager quiet, as it is by the operator arm's first boundary after
+    its longer lead). Reported beside the lag: what the client measured (how long the writes took,
+    their latency) and the control plane's CPU over the boundaries.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--tdsets", type=int, default=10, help="TDSets flipping at the same instant")
     parser.add_argument("--boundaries", type=int, default=3, help="consecutive minute boundaries")

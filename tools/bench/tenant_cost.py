@@ -1,35 +1,7 @@
 """Tenant cost: one namespace's worst, within the recommended quota, against a running WebServer operator.
 
-    python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
-                                      [--webservers 200] [--pause 1] [--relist 60]
-
-Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
-as deployed (no debug log; its CSV's rules, as a user the API server audits; every watch
-relisting every ``--relist`` seconds, so relists fall inside the run), and the WebServer
-``probe`` of one replica in a quiet namespace. Then, in another namespace under the ResourceQuota
-that ``docs/operations/sizing.md`` recommends (``QUOTA``), it does the worst that page
-describes, one step after the other:
-
-1. ``--configmaps`` ConfigMaps of ``--keys`` keys each, values filling them to about 1 MB (the
-   most a ConfigMap holds; 100,000 keys make the API server's own create time out on a busy
-   2-core machine), every other one labelled with the labels the operators once watched, referenced by
-   nothing but the first ``--referenced``;
-2. ``--webservers`` WebServers at the schema's maxima
-   (``tests.framework.webservers.largest_spec``, ``replicas: 0``, so no pod quota binds),
-   their ``envFrom`` naming the referenced ConfigMaps (and ConfigMaps that do not exist: each
-   fails its pass and retries, posting Warnings);
-3. an edit of every ConfigMap (each referenced one rolls nothing, as replicas are 0, but is read
-   again);
-4. a wait of one relist period, so every watch lists again with all of the above.
-
-All along, the probe is scaled between 1 and 2 replicas ``--pause`` seconds apart, each timed
-from just before its PATCH until the quiet namespace's watch shows a status with the patched
-``observedGeneration`` and the new replica count (as ``tools.bench.noisy_neighbour``), and
-the operator's resident memory is sampled every 0.25 s. Before each probe, a GET of the probe
-times the API server alone: what of a probe's delay is not the operator's.
-
-Reported: the operator's RSS at rest, after each step, and its peak (VmHWM) against the 384 MiB
-limit; the probes' p50, p99 and max, in all and by step; the load average.
+python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
+                                  [--webservers 200] [--pause 1] [--relist 60]
 """
 
 from __future__ import annotations
@@ -213,6 +185,34 @@ def api_part(gets: list[float]) -> str:
 
 
 def main() -> None:
+    """Starts the local control plane (``tools.bench.lib.control_plane``) and the WebServer operator
+    as deployed (no debug log; its CSV's rules, as a user the API server audits; every watch
+    relisting every ``--relist`` seconds, so relists fall inside the run), and the WebServer
+    ``probe`` of one replica in a quiet namespace. Then, in another namespace under the ResourceQuota
+    that ``docs/operations/sizing.md`` recommends (``QUOTA``), it does the worst that page
+    describes, one step after the other:
+
+    1. ``--configmaps`` ConfigMaps of ``--keys`` keys each, values filling them to about 1 MB (the
+       most a ConfigMap holds; 100,000 keys make the API server's own create time out on a busy
+       2-core machine), every other one labelled with the labels the operators once watched, referenced by
+       nothing but the first ``--referenced``;
+    2. ``--webservers`` WebServers at the schema's maxima
+       (``tests.framework.webservers.largest_spec``, ``replicas: 0``, so no pod quota binds),
+       their ``envFrom`` naming the referenced ConfigMaps (and ConfigMaps that do not exist: each
+       fails its pass and retries, posting Warnings);
+    3. an edit of every ConfigMap (each referenced one rolls nothing, as replicas are 0, but is read
+       again);
+    4. a wait of one relist period, so every watch lists again with all of the above.
+
+    All along, the probe is scaled between 1 and 2 replicas ``--pause`` seconds apart, each timed
+    from just before its PATCH until the quiet namespace's watch shows a status with the patched
+    ``observedGeneration`` and the new replica count (as ``tools.bench.noisy_neighbour``), and
+    the operator's resident memory is sampled every 0.25 s. Before each probe, a GET of the probe
+    times the API server alone: what of a probe's delay is not the operator's.
+
+    Reported: the operator's RSS at rest, after each step, and its peak (VmHWM) against the 384 MiB
+    limit; the probes' p50, p99 and max, in all and by step; the load average.
+    """
     parser = lib.parser(__doc__)
     parser.add_argument("--configmaps", type=int, default=20, help="large ConfigMaps of the tenant")
     parser.add_argument("--keys", type=int, default=20_000, help="keys of each ConfigMap")

@@ -1,27 +1,7 @@
 """``make bundle``: render the OLM bundle (registry+v1) from the same sources as the operators.
 
-    python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
-        [--monitoring-namespace monitoring ...] [--check]
-
-Sources: each registered operator's description (``operators/<name>/description.py``: its
-CRD and descriptors from ``schema.py``, permissions derived from it, display text, resources,
-example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
-
-    bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
-                        PodDisruptionBudget per operator, the metrics-reader ClusterRole, an
-                        editor and a viewer ClusterRole per kind (aggregated to admin/edit/view)
-    bundle/metadata/annotations.yaml
-    bundle/tests/scorecard/config.yaml
-    bundle/bundle.Dockerfile
-    images/<operator>-operator/Dockerfile   (one image per operator)
-    deploy/install.yaml                     (installing without OLM)
-    deploy/network-policies.yaml            (the operators' NetworkPolicies alone, for OLM installs)
-    deploy/admission-policies.yaml          (the ValidatingAdmissionPolicies alone, for OLM installs)
-    docs/grafana-dashboard.json and the PrometheusRule (tools/generate/monitoring.py)
-
-The metrics table of the documentation is written by ``make docs`` (tools/generate/docs.py).
-
-``--check`` exits 1 naming the files that differ from what would be generated (CI runs it).
+python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
+    [--monitoring-namespace monitoring ...] [--check]
 """
 
 from __future__ import annotations
@@ -829,6 +809,26 @@ def render_into(root: Path, version: str, registry: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Sources: each registered operator's description (``operators/<name>/description.py``: its
+    CRD and descriptors from ``schema.py``, permissions derived from it, display text, resources,
+    example file in ``examples/``, images); ``shared.controller.serving`` (ports). Output:
+
+        bundle/manifests/   the CSV, the CRDs, a metrics Service, a ServiceMonitor and a
+                            PodDisruptionBudget per operator, the metrics-reader ClusterRole, an
+                            editor and a viewer ClusterRole per kind (aggregated to admin/edit/view)
+        bundle/metadata/annotations.yaml
+        bundle/tests/scorecard/config.yaml
+        bundle/bundle.Dockerfile
+        images/<operator>-operator/Dockerfile   (one image per operator)
+        deploy/install.yaml                     (installing without OLM)
+        deploy/network-policies.yaml            (the operators' NetworkPolicies alone, for OLM installs)
+        deploy/admission-policies.yaml          (the ValidatingAdmissionPolicies alone, for OLM installs)
+        docs/grafana-dashboard.json and the PrometheusRule (tools/generate/monitoring.py)
+
+    The metrics table of the documentation is written by ``make docs`` (tools/generate/docs.py).
+
+    ``--check`` exits 1 naming the files that differ from what would be generated (CI runs it).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default=shared.__version__)
     parser.add_argument("--registry", default=DEFAULT_REGISTRY)
