@@ -121,8 +121,10 @@ fmt: venv ## Format and auto-fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Python alone: no Go, no Debian packages, no cluster. What needs a Go-built tool or a Debian
+# package (promtool, Lua, opm, kstatus, robfig/cron) is in tests/external, which make test runs.
 .PHONY: unit
-unit: venv system-deps ## Unit tests only (no cluster)
+unit: venv ## Unit tests only (Python alone: no cluster, no Go, no Debian packages)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test

@@ -65,7 +65,7 @@ class Cron:
     ``*/1``, ``1,*``; ``*/7`` is not); when either day field is a star, a day must match both,
     otherwise either. (Vixie calls any field starting with ``*`` a star, so ``*/7`` with a
     restricted day of week ANDs there and ORs in CronJob.) The whole grammar and its times are
-    compared with robfig/cron v3 itself (tests/unit/netperf/test_cron_robfig.py); what its
+    compared with robfig/cron v3 itself (tests/external/test_cron_robfig.py); what its
     tokenizer lets through by accident (``1,,2``, ``+5``, ``*-5``) is refused here.
 
     Times are read on the wall clock of a time zone (``next_after``). Across a daylight-saving

@@ -1,9 +1,7 @@
 import asyncio
 import functools
 import inspect
-import shutil
 import ssl
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -259,10 +257,7 @@ async def test_endpoints_serve_metrics_and_probes():
     finally:
         await endpoints.stop()
     assert b'controller_runtime_reconcile_total{controller="demo",result="success"} 0.0' in body
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool missing: `make test` installs Debian's prometheus package"
-    proc = subprocess.run([promtool, "check", "metrics"], check=False, input=body, capture_output=True)
-    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+    # promtool's lint of the served body: tests/external/test_metrics_promtool.py
 
 
 async def test_a_watch_that_fails_is_reported_retried_with_a_fresh_listing_and_recovers(monkeypatch):
