@@ -5,7 +5,8 @@
   columns, the example, and every field of ``spec`` and ``status`` with its type, default,
   validation (bounds, lengths, enum, pattern, CEL rules with their messages) and description;
 - the metrics table in ``docs/operations/monitoring.md`` (``tools.generate.monitoring.metrics_table``);
-- the API reference entries of the site's navigation in ``mkdocs.yml``.
+- the API reference entries of the site's navigation in ``mkdocs.yml``;
+- the benchmarks page's plots and figures (``tools.generate.benchmarks``).
 
 So a schema change, or a fourth operator, reaches the site by ``make docs`` and nothing else.
 ``--check`` exits 1 and names the files that differ (``make lint``), like ``tools.generate.bundle
@@ -24,7 +25,7 @@ from typing import Any
 from operators import descriptions
 from shared.api.crd import RATCHET_PREFIX
 from shared.api.description import OperatorDescription
-from tools.generate import monitoring
+from tools.generate import benchmarks, monitoring
 from tools.generate.sync import sync
 
 REPO = Path(__file__).resolve().parents[2]
@@ -265,6 +266,7 @@ def render() -> dict[Path, str]:
     metrics = monitoring.metrics_table()
     files[MONITORING] = _replace(MONITORING.read_text(), METRICS_BEGIN, METRICS_END, metrics)
     files[MKDOCS] = _replace(MKDOCS.read_text(), NAV_BEGIN, NAV_END, nav(ops))
+    files.update(benchmarks.render())
     return files
 
 
@@ -273,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the files differ instead of writing")
     args = parser.parse_args(argv)
     files = render()
-    extra = [p for p in REFERENCE.glob("*.md") if p not in files]
+    extra = [p for p in REFERENCE.glob("*.md") if p not in files] + benchmarks.stale_plots(files)
     return sync(files, check=args.check, what="docs out of date (run `make docs`)", extra=extra)
 
 
