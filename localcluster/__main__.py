@@ -1,11 +1,13 @@
 """Command line of the local control plane.
 
-python -m localcluster build [--node]        build/reuse the binaries, print their directory
-                                             (--node: kubelet and kube-proxy too; default
-                                             when running as root)
-python -m localcluster up [--workdir D]      start the control plane, wait for Ctrl-C
-python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
-                                             in DIR that has a __main__.py (``make run``)
+    python -m localcluster build [--node]        build/reuse the binaries, print their directory
+                                                 (--node: kubelet and kube-proxy too; default
+                                                 when running as root)
+    python -m localcluster up [--workdir D]      start the control plane, wait for Ctrl-C
+    python -m localcluster run --operators DIR   the above, plus CRDs and every operator package
+                                                 in DIR that has a __main__.py (``make run``)
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

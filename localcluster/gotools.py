@@ -1,9 +1,11 @@
 """Build (or reuse) the OLM tools from pinned Go modules: ``opm``, ``operator-sdk`` and OLM v0.
 
-python -m localcluster.gotools                 build opm and operator-sdk, print their paths
-python -m localcluster.gotools olm grpc-health-probe
-python -m localcluster.gotools kstatus robfigcron
-python -m localcluster.gotools --which opm     print only that path
+    python -m localcluster.gotools                 build opm and operator-sdk, print their paths
+    python -m localcluster.gotools olm grpc-health-probe
+    python -m localcluster.gotools kstatus robfigcron
+    python -m localcluster.gotools --which opm     print only that path
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Events under abuse: a failing object's retries, and one namespace flooding Events beside a quiet one.
 
-python -m tools.bench.events [--retries 200] [--flood 10000]
+    python -m tools.bench.events [--retries 200] [--flood 10000]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

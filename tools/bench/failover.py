@@ -1,6 +1,8 @@
 """Failover time: the leading WebServer operator SIGKILLed mid-scale-up, until the standby acts.
 
-python -m tools.bench.failover [--trials 10] [--replicas 30]
+    python -m tools.bench.failover [--trials 10] [--replicas 30]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

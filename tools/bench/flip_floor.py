@@ -1,7 +1,9 @@
 """The floor of a TDSet boundary: the same writes as the operator's flips, with no operator.
 
-python -m tools.bench.flip_floor --kubeconfig K --namespace NS --targets T.json --replicas 2
-                                 [--at UNIX_TIME] [--connections 1000]
+    python -m tools.bench.flip_floor --kubeconfig K --namespace NS --targets T.json --replicas 2
+                                     [--at UNIX_TIME] [--connections 1000]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Many Netperfs at once on kwok nodes: creation -> ``Done`` for each, and what it costs the operator.
 
-python -m tools.bench.netperf_kwok [--netperfs 200]
+    python -m tools.bench.netperf_kwok [--netperfs 200]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

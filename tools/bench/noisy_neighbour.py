@@ -1,7 +1,9 @@
 """Noisy neighbour: how long a change in a quiet namespace waits while another namespace floods the operator.
 
-python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
-python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
+    python -m tools.bench.noisy_neighbour [--webservers 3000] [--pause 1] [--quiet-probes 10]
+    python -m tools.bench.noisy_neighbour --webservers 10 --replicas 100   # few big ones instead
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The regression detector's error budget, on synthetic run histories (seeded, no cluster).
 
-python -m tools.bench.regression_detector [--series 50] [--trials 400] [--seed 1]
+    python -m tools.bench.regression_detector [--series 50] [--trials 400] [--seed 1]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Restart of the WebServer operator with N converged WebServers: time to ready, and API writes.
 
-python -m tools.bench.restart [--webservers 3000] [--idle 60]
+    python -m tools.bench.restart [--webservers 3000] [--idle 60]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

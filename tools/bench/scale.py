@@ -1,15 +1,17 @@
 """WebServer operator at scale, against the ReplicaSet controller on the same control plane, same run.
 
-python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
-python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
-python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
-python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
-python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
-python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
-python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
-python -m tools.bench.scale --memory 2000,10000 --kind tdsets ...      # the TDSet operator
-... --kind tdsets --kcm-qps 200                                        # its Deployments sooner
-... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
+    python -m tools.bench.scale [--replicas 100] [--rounds 3]             # one owner of N pods
+    python -m tools.bench.scale --replicas 1000 --raw-posts --rounds 1     # ... and N plain POSTs
+    python -m tools.bench.scale --webservers 3000 --rounds 1               # N owners x 1 pod
+    python -m tools.bench.scale --webservers 1000 --rounds 1 --cost        # ... and what each costs
+    python -m tools.bench.scale --memory 1000,2000,3000                    # RSS and CPU per step
+    python -m tools.bench.scale --memory 2000 --breakdown                  # ... and where it goes
+    python -m tools.bench.scale --memory 2000,10000 --standby --relist 90 --restart  # HA, peaks
+    python -m tools.bench.scale --memory 2000,10000 --kind tdsets ...      # the TDSet operator
+    ... --kind tdsets --kcm-qps 200                                        # its Deployments sooner
+    ... --operator-qps 20 --operator-burst 30                              # kube-controller-manager's limits
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

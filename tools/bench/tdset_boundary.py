@@ -1,8 +1,10 @@
 """Lag from a TDSet window boundary to the Deployment's new replica count, for many TDSets at once.
 
-python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
-                                     [--targets] [--lead-time 30]
-                                     [--targets --floor python|go [--floor-concurrency N]]
+    python -m tools.bench.tdset_boundary [--tdsets 10] [--boundaries 3] [--high 4 --low 2]
+                                         [--targets] [--lead-time 30]
+                                         [--targets --floor python|go [--floor-concurrency N]]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

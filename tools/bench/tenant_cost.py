@@ -1,7 +1,9 @@
 """Tenant cost: one namespace's worst, within the recommended quota, against a running WebServer operator.
 
-python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
-                                  [--webservers 200] [--pause 1] [--relist 60]
+    python -m tools.bench.tenant_cost [--configmaps 20] [--keys 20000] [--referenced 4]
+                                      [--webservers 200] [--pause 1] [--relist 60]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """``make bundle``: render the OLM bundle (registry+v1) from the same sources as the operators.
 
-python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
-    [--monitoring-namespace monitoring ...] [--check]
+    python -m tools.generate.bundle [--version 0.1.0] [--registry ghcr.io/k8s-operators-py]
+        [--monitoring-namespace monitoring ...] [--check]
+
+What it does and reports, in detail: the docstring of ``main``.
 """
 
 from __future__ import annotations
