@@ -39,8 +39,8 @@ async def converge(
     is never written by a stale cache.
 
     **Exactly the desired fields.** An update sets type, selector and ports whole (a JSON patch:
-    a merge patch cannot remove a selector key someone added, so it was sent again on every pass
-    and never repaired anything).
+    a merge patch cannot remove a selector key someone added: it would be sent again on every
+    pass and never repair anything).
     """
     done: list[tuple[str, str]] = []
     if wanted is None:
