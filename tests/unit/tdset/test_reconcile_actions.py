@@ -16,9 +16,9 @@ import pytest
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions, ownership
-from shared.api.clock import Clock
 from shared.client.kube import namespaced
 from shared.controller.workqueue import ReconcileError
+from tests.framework.clocks import FrozenClock
 from tests.framework.fakekube import FakeKube
 from tests.framework.passes import OnePass
 
@@ -47,7 +47,7 @@ class Pass(OnePass):
     """The TDSet operator on one FakeKube, one pass at a time, at ``NOW``."""
 
     def __init__(self, kube: FakeKube) -> None:
-        clock = Clock(NOW - datetime.datetime.now(datetime.UTC))
+        clock = FrozenClock(NOW - datetime.datetime.now(datetime.UTC), NOW)
         super().__init__(DESCRIPTION, TDSetReconciler, kube, TDS_PATH, clock)
         assert isinstance(self.reconciler, TDSetReconciler)
         self.tds = self.reconciler
