@@ -123,9 +123,10 @@ fmt: venv ## Format and auto-fix
 
 # Python alone: no Go, no Debian packages, no cluster. What needs a Go-built tool or a Debian
 # package (promtool, Lua, opm, kstatus, robfig/cron) is in tests/external, which make test runs.
+# One worker per core: most of the time goes to the property tests, which are CPU-bound.
 .PHONY: unit
 unit: venv ## Unit tests only (Python alone: no cluster, no Go, no Debian packages)
-	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/pytest -n auto tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
 test: lint system-deps testbin catalog validate kstatus robfigcron node-images ## Lint, OLM validation, unit, integration and end-to-end tests
