@@ -1,4 +1,9 @@
-"""Did the latest scheduled result regress? Change points in the run history (pure, stdlib)."""
+"""Did the latest scheduled result regress? Change points in the run history (pure, stdlib).
+
+A single run is noisy; a regression is a lasting shift in level, judged with a t-test at the
+significance the spec sets, so that false alarms over months of hourly runs stay rare.
+The method: ``judge``.
+"""
 
 from __future__ import annotations
 

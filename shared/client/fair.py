@@ -1,4 +1,8 @@
-"""Taking turns by namespace: who is served next when something the operator shares frees up."""
+"""Taking turns by namespace: who is served next when something the operator shares frees up.
+
+One operator serves every namespace, and a namespace is a tenant: without turns, one tenant's
+thousands of objects would queue in front of everyone else's change. ``RoundRobin``.
+"""
 
 from __future__ import annotations
 

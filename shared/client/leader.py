@@ -1,4 +1,9 @@
-"""Leader election on a ``coordination.k8s.io`` Lease, as controller-runtime does it."""
+"""Leader election on a ``coordination.k8s.io`` Lease, as controller-runtime does it.
+
+Two replicas run; one leads and writes, the other keeps warm caches and takes over when the
+Lease expires. Every write passes the leader's fence first, so a process that may have lost the
+Lease writes nothing. Timings, fencing and hand-over: ``LeaderElector``.
+"""
 
 from __future__ import annotations
 

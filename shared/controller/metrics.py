@@ -1,4 +1,9 @@
-"""Prometheus metrics compatible with controller-runtime, on a private registry."""
+"""Prometheus metrics compatible with controller-runtime, on a private registry.
+
+The same names, labels and buckets as a Go operator's (``TABLE``), so dashboards and alerts
+written for controller-runtime work unchanged; per-object series are dropped when the object
+goes. What is exported and how it stays cheap: ``Metrics``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The operator process shared by every operator: options, start-up and shut-down, endpoints."""
+"""The operator process shared by every operator: options, start-up and shut-down, endpoints.
+
+One place for what every operator does alike (flags and their environment variables, leader
+election, ``/metrics`` and the probes, the order of start-up and shut-down), so an operator
+package holds its logic only. The sequence: ``Runtime``.
+"""
 
 from __future__ import annotations
 
