@@ -85,7 +85,7 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday .. 6
-    days_any: bool  # day of month is a star (see the module docstring): both day fields must match
+    days_any: bool  # day of month is a star (see ``Cron``'s docstring): both day fields must match
     weekdays_any: bool
 
     def day_matches(self, date: datetime.date) -> bool:

@@ -97,7 +97,7 @@ def _relative(old: float, new: float) -> float:
 
 
 def change_points(values: Sequence[float], options: Options) -> list[int]:
-    """Indices where a new segment starts (rule 1 of the module docstring), ascending."""
+    """Indices where a new segment starts (rule 1 of ``judge``'s docstring), ascending."""
     s, q = _moments(values)
     found: list[int] = []
     stack = [(0, len(values))]
@@ -226,7 +226,7 @@ class _Replay:
 
 
 def judge(values: Sequence[float], options: Options, pinned: Sequence[float] = ()) -> Verdict | None:
-    """The verdict on the last of ``values`` (the module docstring's rules), the runs before it
+    """The verdict on the last of ``values`` (the rules below), the runs before it
     judged in turn; None when there is nothing to judge (fewer than two baseline runs).
 
     The series is one value per run (the mean of its samples), oldest first: the runs of the same

@@ -234,7 +234,7 @@ class Pass:
 
 
 class NetperfReconciler:
-    """See the module docstring; its dependencies come in ``ctx``.
+    """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
 
     The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
     deterministic pod names, so a restarted operator continues the same run: it finds the pods in

@@ -137,7 +137,7 @@ class Decision:
 
 
 def decide(schedule: Schedule, last: datetime.datetime, now: datetime.datetime, *, running: bool) -> Decision:
-    """The rules of the module docstring, for due times in ``(last, now]``."""
+    """The rules of ``Schedule``'s docstring, for due times in ``(last, now]``."""
     count, latest = cron.missed(schedule.cron, last, now, schedule.zone)
     if latest is None:
         return Decision(next_time=cron.next_after(schedule.cron, last, schedule.zone))

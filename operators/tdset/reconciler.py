@@ -410,7 +410,7 @@ class Converged:
 
 
 class TDSetReconciler:
-    """See the module docstring; its dependencies come in ``ctx``.
+    """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
 
     Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
     ``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and

@@ -159,7 +159,7 @@ TEMPLATE_FIELDS = (
 def template(spec: Mapping[str, Any], config_hash: str = "") -> dict[str, Any]:
     """The parts of the spec that define a pod; a change to them rolls the pods.
 
-    ``config_hash``: the digest of the referenced ConfigMaps' content (see the module doc)."""
+    ``config_hash``: the digest of the referenced ConfigMaps' content (see ``plan``'s docstring)."""
     tpl: dict[str, Any] = {
         "image": spec.get("image") or DEFAULT_IMAGE,
         "port": int(spec.get("port") or DEFAULT_PORT),
@@ -423,7 +423,7 @@ class RolloutLimits:
 
 
 def rollout_limits(spec: Mapping[str, Any]) -> RolloutLimits:
-    """``spec.rollout``, with a Deployment's defaults for what is unset (see the module doc)."""
+    """``spec.rollout``, with a Deployment's defaults for what is unset (see ``plan``'s docstring)."""
     replicas = int(spec.get("replicas", 0))
     rollout = spec.get("rollout") or {}
     surge, unavailable = rollout.get("maxSurge"), rollout.get("maxUnavailable")

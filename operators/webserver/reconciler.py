@@ -119,7 +119,7 @@ class ConfigMaps:
 
 
 class WebServerReconciler:
-    """See the module docstring; its dependencies come in ``ctx``.
+    """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
 
     A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
     only, and the referenced ones read when a pass needs them (``shared.controller.configmaps``);

@@ -201,7 +201,7 @@ class Write:
 
 
 class Correlator:
-    """Aggregation, the spam filter and dedup in client-go's order (see the module docstring).
+    """Aggregation, the spam filter and dedup in client-go's order (below).
 
     An object whose pass keeps failing reports the same Warning on every retry, and an object can
     fail in many slightly different ways. Posted one by one, such Events crowd out the useful ones

@@ -77,7 +77,7 @@ def event_manifest(
 
 class EventRecorder:
     """Correlates Events and writes them in the background, taking turns by namespace, at most
-    ``max_in_flight`` at once (see the module docstring).
+    ``max_in_flight`` at once (see below).
 
     ``dropped`` counts the occurrences dropped from a full queue, ``filtered`` those the spam
     filter dropped.

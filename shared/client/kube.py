@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
-# No client-side rate limit unless --kube-api-qps sets one (module docstring); the burst a
+# No client-side rate limit unless --kube-api-qps sets one (``KubeClient``'s docstring); the burst a
 # QPS set without one gets.
 DEFAULT_QPS = 0.0
 DEFAULT_BURST = 100
@@ -173,7 +173,7 @@ class FairConnections:
     (``RoundRobin``), first come first served within a group.
 
     Without it, those requests would wait in aiohttp's pool, one first-come line: with no
-    client-side rate limit (the default, module docstring) that pool is where a WebServer
+    client-side rate limit (the default, ``KubeClient``'s docstring) that pool is where a WebServer
     creating 1000 pods queues, and a request of another namespace would wait behind all of
     them. A slot handed to a request that was cancelled meanwhile goes to the next.
     """
@@ -314,7 +314,7 @@ def _answer(status: int, reason: str, raw: bytes) -> dict[str, Any]:
 
 
 class KubeClient:
-    """An async JSON client for one API server, rate-limited and retrying 429s (module docstring).
+    """An async JSON client for one API server, rate-limited and retrying 429s (below).
 
     ``connections`` bounds the connections open at once (more requests wait for one).
     ``clock`` and ``sleep`` are what the rate limiter and the Retry-After waits use (tests

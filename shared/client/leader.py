@@ -109,7 +109,7 @@ def exit_process(reason: str) -> NoReturn:
 
 
 class LeaderElector:
-    """Campaign for one Lease, renew it while leading, fence writes; see the module docstring.
+    """Campaign for one Lease, renew it while leading, fence writes; see below.
 
     ``kube`` should be a client of the elector's own: its rate limiter must never hold a
     renewal behind a burst of the operator's writes, and its writes are not fenced.
@@ -197,7 +197,7 @@ class LeaderElector:
         return self._renewed_at is not None and self._clock() < self._renewed_at + self.config.renew_deadline
 
     def fence(self, method: str = "", path: str = "") -> None:
-        """Refuse a write unless this process leads (see the module docstring); a leader past its
+        """Refuse a write unless this process leads (``LeaderElector``'s docstring); a leader past its
         renew deadline has lost: ``on_lost`` is called before the refusal is raised."""
         if self.is_leader():
             # The wall-clock instant of the check, for a test or a person to match a write that

@@ -41,7 +41,7 @@ class _OverLimitError(Exception):
 
 
 class MetricsAuth:
-    """Authenticate and authorize requests for ``/metrics`` (see the module docstring).
+    """Authenticate and authorize requests for ``/metrics`` (below).
 
     ``clock`` is monotonic seconds (tests pass their own). ``observe(review, result)`` is told of
     every review made: ``("tokenreview", "authenticated" | "unauthenticated" | "error")``,

@@ -67,7 +67,7 @@ class Context:
 
 
 class Reconciler(Protocol):
-    """One operator's logic; the builder makes one per process (see the module docstring)."""
+    """One operator's logic; the builder makes one per process (see ``Operator``'s docstring)."""
 
     def __init__(self, ctx: Context) -> None: ...
 

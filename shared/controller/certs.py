@@ -35,7 +35,7 @@ Stamp = tuple[tuple[int, int, int], ...]  # (inode, size, mtime) of the certific
 
 class ServingContext(ssl.SSLContext):
     """A server ``SSLContext`` that loads the mounted certificate again when its files change
-    (module docstring); made by ``server_context``."""
+    (``server_context``'s docstring); made by ``server_context``."""
 
     cert_dir: Path | None
     clock: Callable[[], float]
@@ -89,7 +89,7 @@ def server_context(
     cert_dir: str | os.PathLike[str] | None = None, *, clock: Callable[[], float] = time.monotonic
 ) -> ServingContext:
     """A TLS server context with the mounted certificate, or a self-signed one until one is
-    mounted (module docstring).
+    mounted (below).
 
     The directory is watched as controller-runtime's ``certwatcher`` watches it (it polls every
     10 s besides fsnotify): a renewed certificate (cert-manager rotating the Secret, the kubelet

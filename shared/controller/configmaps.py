@@ -31,7 +31,7 @@ class Held(Generic[T]):
 
 
 class ReferencedConfigMaps(Generic[T]):
-    """See the module docstring. ``summarize(body, want)`` makes the summary kept of a ConfigMap
+    """See below. ``summarize(body, want)`` makes the summary kept of a ConfigMap
     body (``want``: the keys its readers asked about); it runs in a thread.
 
     A Deployment may mount any ConfigMap of its namespace, and so may the operators' kinds. Watching

@@ -191,7 +191,7 @@ async def converging(
     resync_after: float | None = None,
     name: str = "",
 ) -> AsyncIterator[Any]:
-    """Pass ``stream`` (one of kopf's ``continuous_watch`` runs) through, see the module doc."""
+    """Pass ``stream`` (one of kopf's ``continuous_watch`` runs) through, see ``Store``'s docstring."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + resync_after if resync_after else None
     iterator = aiter(stream)

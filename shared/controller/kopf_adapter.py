@@ -68,7 +68,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def configure_settings(settings: kopf.OperatorSettings, watches: Iterable[Watch]) -> None:
-    """kopf's settings for a process that only watches (see the module docstring)."""
+    """kopf's settings for a process that only watches (see ``run``'s docstring)."""
     # No per-event diff of each body: it serves change handlers only, and there are none.
     settings.persistence.diffbase_storage = NoDiffBase()
     # kopf logs "Handler '…' succeeded." at INFO for every event of every object (two lines

@@ -273,7 +273,7 @@ async def reconcile_loop(
     park: Callable[[float | None], None] | None = None,
     due: float | None = None,
 ) -> None:
-    """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
+    """Run ``reconcile`` for ``key`` until ``stopped()``; see ``Controller``'s docstring.
 
     ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
     pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
@@ -424,7 +424,7 @@ class Controller:
 
     At most ``max_concurrent_reconciles`` passes run at once over all requests, the slots that
     come free shared round-robin among the namespaces whose requests wait, and no namespace
-    holding the last one (see the module docstring); with ``metrics`` the limit is reported as
+    holding the last one (see below); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
