@@ -12,7 +12,7 @@ from shared.api.clock import Clock
 
 @dataclass(frozen=True)
 class FrozenClock(Clock):
-    """``now`` is always ``at``; ``offset`` is its distance from the wall clock when made."""
+    """``now`` is always ``at`` (``offset`` is not used)."""
 
     at: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
 

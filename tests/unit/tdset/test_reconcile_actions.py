@@ -47,7 +47,7 @@ class Pass(OnePass):
     """The TDSet operator on one FakeKube, one pass at a time, at ``NOW``."""
 
     def __init__(self, kube: FakeKube) -> None:
-        clock = FrozenClock(NOW - datetime.datetime.now(datetime.UTC), NOW)
+        clock = FrozenClock(at=NOW)
         super().__init__(DESCRIPTION, TDSetReconciler, kube, TDS_PATH, clock)
         assert isinstance(self.reconciler, TDSetReconciler)
         self.tds = self.reconciler

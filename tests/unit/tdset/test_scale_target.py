@@ -18,9 +18,9 @@ from operators.tdset import schedule, status, target
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions
-from shared.api.clock import Clock
 from shared.client.kube import namespaced
 from shared.controller.workqueue import ReconcileError
+from tests.framework.clocks import FrozenClock
 from tests.framework.fakekube import FakeKube, Resource, fail
 from tests.framework.passes import OnePass
 
@@ -75,7 +75,11 @@ class Pass(OnePass):
 
     def __init__(self, kube: FakeKube, tds_path: str = TDS_PATH) -> None:
         super().__init__(
-            DESCRIPTION, TDSetReconciler, kube, tds_path, Clock(NOW - datetime.datetime.now(datetime.UTC))
+            DESCRIPTION,
+            TDSetReconciler,
+            kube,
+            tds_path,
+            FrozenClock(at=NOW),
         )
         assert isinstance(self.reconciler, TDSetReconciler)
         self.tds = self.reconciler
