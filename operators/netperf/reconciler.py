@@ -48,14 +48,14 @@ from operators.netperf.desired import PodView, ServiceView
 from operators.netperf.parse import ParseError, Result, parse, truncate
 from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership, podsecurity
+from shared.api.errors import ApiError, Forbidden, Invalid, ReconcileError, SupersededError
 from shared.api.validation import SchemaValidator, name_errors
-from shared.client.kube import ApiError, SupersededError, reason_of
+from shared.client.kube import reason_of
 from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context, report_failure
 from shared.controller.metrics import ObjectGauge
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.netperf")
 POD, SERVICE = DESCRIPTION.resources
@@ -96,7 +96,9 @@ def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
 def _refused_for_good(exc: ApiError) -> bool:
     """A pod the API server will refuse however often it is sent: invalid, or against the
     namespace's Pod Security. (A quota's 403 is retried: pods that end free it.)"""
-    return exc.status == 422 or (exc.status == 403 and "violates PodSecurity" in reason_of(exc))
+    return isinstance(exc, Invalid) or (
+        isinstance(exc, Forbidden) and "violates PodSecurity" in reason_of(exc)
+    )
 
 
 def first_path_run(spec: Mapping[str, Any], run: str) -> str:

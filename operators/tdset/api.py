@@ -17,8 +17,9 @@ from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
 from operators.tdset.target import HOLDER
+from shared.api.errors import ApiError, Conflict, NotFound
 from shared.api.lru import LRU
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.kube import KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 
 EXPECTATION_TTL = 30.0
@@ -83,7 +84,7 @@ class TDSetAPI:
         try:
             return await self.kube.create(namespaced(namespace, "deployments", group_version="apps/v1"), body)
         except ApiError as exc:
-            if exc.status == 409:
+            if isinstance(exc, Conflict):
                 return None
             raise
 
@@ -100,7 +101,7 @@ class TDSetAPI:
         try:
             await self.kube.delete(namespaced(namespace, "deployments", name, "apps/v1"), body)
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if not isinstance(exc, (NotFound, Conflict)):
                 raise
 
     async def patch_autoscaler(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
@@ -140,7 +141,7 @@ class ScaleTargets:
         try:
             found: dict[str, Any] | None = await self.kube.get(_group_version_path(api_version))
         except ApiError as exc:
-            if exc.status != 404:
+            if not isinstance(exc, NotFound):
                 raise
             found = None
         self._discovery.put(api_version, (found, time.monotonic() + DISCOVERY_TTL))

@@ -37,16 +37,24 @@ from operators.tdset.description import DESCRIPTION, SCALER_LABEL
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD
 from shared.api import conditions, ownership
+from shared.api.errors import (
+    ApiError,
+    Conflict,
+    ConflictError,
+    Forbidden,
+    NotFound,
+    ReconcileError,
+    SupersededError,
+)
 from shared.api.services import view as service_view
 from shared.api.validation import FieldError, SchemaValidator, name_errors
-from shared.client.kube import ApiError, KubeClient, SupersededError, reason_of
+from shared.client.kube import KubeClient, reason_of
 from shared.client.services import converge as converge_service
 from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.tdset")
 DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources[:3]
@@ -65,7 +73,7 @@ Autoscalers = dict[tuple[str, str], AutoscalerView]
 TargetKey = tuple[str, str, str, str]
 
 
-class DeploymentConflictError(ownership.ConflictError):
+class DeploymentConflictError(ConflictError):
     """A Deployment with the TDSet's name exists and belongs to someone else."""
 
     reason = "DeploymentConflict"
@@ -151,7 +159,7 @@ class FloorSweeps(Sweeps):
         try:
             await self._api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
         except ApiError as exc:
-            if exc.status != 404:
+            if not isinstance(exc, NotFound):
                 logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
             return
         capped = (
@@ -163,7 +171,7 @@ class FloorSweeps(Sweeps):
         )
 
 
-class TargetConflictError(ownership.ConflictError):
+class TargetConflictError(ConflictError):
     """The scale target is held by another live TDSet, or controlled by another object (an
     owner reference with ``controller: true``): this one leaves it alone."""
 
@@ -269,7 +277,7 @@ class TargetSweeps(Sweeps):
                 try:
                     found = await self._api.list_claimed(namespace, plural, api_version)
                 except ApiError as exc:
-                    if exc.status == 404:
+                    if isinstance(exc, NotFound):
                         continue
                     logger.warning(f"listing the {plural} TDSets hold: {exc}; again at the next sweep")
                     listed = False
@@ -319,7 +327,7 @@ class TargetSweeps(Sweeps):
                 namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim, version)
             )
         except ApiError as exc:
-            if exc.status != 409:
+            if not isinstance(exc, Conflict):
                 raise
             self._again = True
             return
@@ -780,7 +788,7 @@ class TDSetReconciler:
                     self._event(body, reason, message)
         except SupersededError:
             raise
-        except ownership.ConflictError as exc:
+        except ConflictError as exc:
             out.failure = (exc.reason, str(exc))
         except TimeoutError:
             out.failure = (
@@ -854,7 +862,7 @@ class TDSetReconciler:
                 )
         except SupersededError:
             raise
-        except ownership.ConflictError as exc:
+        except ConflictError as exc:
             out.failure = (exc.reason, str(exc))
         except TargetError as exc:
             out.failure = (exc.reason, str(exc))
@@ -864,7 +872,7 @@ class TDSetReconciler:
                 f"the API server did not answer before the next boundary ({bound:.0f}s)",
             )
         except ApiError as exc:
-            if exc.status == 403:
+            if isinstance(exc, Forbidden):
                 out.failure = (
                     "TargetForbidden",
                     f"{reason_of(exc)}. Out of the box the operator scales Deployments, StatefulSets, "
@@ -907,7 +915,7 @@ class TDSetReconciler:
                 uid=known.uid,
             )
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if isinstance(exc, (NotFound, Conflict)):
                 return False
             raise
         self._event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
@@ -958,7 +966,7 @@ class TDSetReconciler:
                     await api.patch(namespace, plural, ref.name, ref.api_version, patch)
                 )
             except ApiError as exc:
-                if exc.status == 409 and attempt == 1:
+                if isinstance(exc, Conflict) and attempt == 1:
                     continue
                 raise
             taken = f"; taken over from TDSet {claim.holder_name}, which is gone" if claim.holder else ""

@@ -16,7 +16,8 @@ from typing import Any
 from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
 from shared.api import ownership
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.api.errors import ApiError, Conflict, NotFound
+from shared.client.kube import KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 from shared.controller.caches import Orphan
 
@@ -67,7 +68,7 @@ class WebServerAPI:
         try:
             return await self.kube.create(namespaced(namespace, "pods"), pod)
         except ApiError as exc:
-            if exc.status == 409:
+            if isinstance(exc, Conflict):
                 return None
             raise
 
@@ -91,7 +92,7 @@ class WebServerAPI:
                 namespaced(namespace, "pods", name), {"preconditions": {"uid": uid}} if uid else None
             )
         except ApiError as exc:
-            if exc.status == 404 or (uid and exc.status == 409):
+            if isinstance(exc, NotFound) or (uid and isinstance(exc, Conflict)):
                 return False
             raise
         return True

@@ -35,17 +35,17 @@ from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
 from shared.api import ownership
+from shared.api.errors import ApiError, Conflict, ConflictError, Invalid, NotFound, ReconcileError
 from shared.api.lru import LRU
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
-from shared.client.kube import ApiError, KubeClient, reason_of
+from shared.client.kube import KubeClient, reason_of
 from shared.client.services import converge as converge_service
 from shared.client.statuses import StatusWriter
 from shared.controller import caches
 from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
 POD, SERVICE, CONFIGMAP, BUDGET = DESCRIPTION.resources
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
@@ -200,7 +200,7 @@ class WebServerReconciler:
                 desired.service_manifest(body, spec),
                 owner=body,
             )
-        except ownership.ConflictError as exc:
+        except ConflictError as exc:
             return (exc.reason, str(exc))
         except Exception as exc:
             return ("FailedService", reason_of(exc))
@@ -222,7 +222,7 @@ class WebServerReconciler:
                 owner=body,
                 seen=lambda answer: self.budgets.observe("MODIFIED", answer),
             )
-        except ownership.ConflictError as exc:
+        except ConflictError as exc:
             return (exc.reason, str(exc))
         except Exception as exc:
             return ("FailedPodDisruptionBudget", reason_of(exc))
@@ -240,7 +240,9 @@ class WebServerReconciler:
             try:
                 self.pods.observe("MODIFIED", await self.api.adopt_pod(meta["namespace"], orphan, body))
             except ApiError as exc:
-                if exc.status in (404, 409, 422):  # gone, or re-created under the name: not that orphan
+                if isinstance(
+                    exc, (NotFound, Conflict, Invalid)
+                ):  # gone, or re-created under the name: not that orphan
                     continue
                 return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
             adopted.append(orphan.name)

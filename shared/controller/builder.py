@@ -36,14 +36,15 @@ from typing import Any, Protocol
 from shared.api import conditions
 from shared.api.clock import Clock
 from shared.api.description import OperatorDescription, Resource
+from shared.api.errors import ReconcileError, SupersededError
 from shared.client.events import EventRecorder
-from shared.client.kube import KubeClient, SupersededError
+from shared.client.kube import KubeClient
 from shared.client.statuses import StatusWriter
 from shared.controller.caches import OwnerCache, managed_labels
 from shared.controller.metrics import Metrics
 from shared.controller.runtime import Options, Runtime
 from shared.controller.watches import Watch
-from shared.controller.workqueue import Controller, ReconcileError
+from shared.controller.workqueue import Controller
 
 logger = logging.getLogger("shared.controller")
 # The condition's and Event's reason for an exception a pass did not report itself.

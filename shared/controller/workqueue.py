@@ -89,10 +89,10 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from shared.api.errors import RetryError, SupersededError
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
 from shared.client.fair import RoundRobin
-from shared.client.kube import SupersededError
 from shared.controller import informer
 from shared.controller.caches import OwnerCache
 from shared.controller.metrics import Metrics
@@ -155,25 +155,6 @@ def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
         return False
     a, b = before.get("metadata") or {}, after.get("metadata") or {}
     return all(a.get(key) == b.get(key) for key in _WAKING_METADATA)
-
-
-class RetryError(Exception):
-    """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
-
-    def __init__(self, message: str, not_after: float | None = None) -> None:
-        super().__init__(message)
-        self.not_after = not_after
-
-
-class ReconcileError(RetryError):
-    """How every operator's pass fails: ``reason`` (the Event's and condition's reason) and
-    ``message``, already reported in the object's status; retried with backoff, no later than
-    ``not_after`` seconds when given."""
-
-    def __init__(self, reason: str, message: str, not_after: float | None = None) -> None:
-        super().__init__(f"{reason}: {message}", not_after)
-        self.reason = reason
-        self.message = message
 
 
 class Triggers:

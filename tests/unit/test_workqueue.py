@@ -4,9 +4,10 @@ from typing import Any
 
 import pytest
 
+from shared.api.errors import RetryError
 from shared.controller.caches import OwnerCache
 from shared.controller.retry import Backoff
-from shared.controller.workqueue import Controller, FairSlots, RetryError, Triggers, reconcile_loop
+from shared.controller.workqueue import Controller, FairSlots, Triggers, reconcile_loop
 
 
 async def _until(predicate, timeout=10):

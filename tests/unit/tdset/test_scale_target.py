@@ -19,8 +19,8 @@ from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions
 from shared.api.clock import Clock
+from shared.api.errors import ReconcileError
 from shared.client.kube import namespaced
-from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube, Resource, fail
 from tests.framework.passes import OnePass
 

@@ -17,8 +17,8 @@ from operators.webserver import reconciler
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions, ownership
-from shared.client.kube import ApiError, namespaced
-from shared.controller.workqueue import ReconcileError
+from shared.api.errors import ApiError, ReconcileError
+from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube, fail
 from tests.framework.passes import OnePass
 
