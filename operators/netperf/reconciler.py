@@ -48,7 +48,7 @@ from operators.netperf.desired import PodView, ServiceView
 from operators.netperf.parse import ParseError, Result, parse, truncate
 from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership, podsecurity
-from shared.api.errors import ApiError, Forbidden, Invalid, ReconcileError, SupersededError
+from shared.api.errors import ApiError, Failure, Forbidden, Invalid, ReconcileError, SupersededError
 from shared.api.validation import SchemaValidator, name_errors
 from shared.client.kube import reason_of
 from shared.client.statuses import StatusWriter
@@ -68,25 +68,29 @@ def _parse_time(value: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _server_timeout(server: PodView | None, seconds: int) -> tuple[str, str]:
+def _server_timeout(server: PodView | None, seconds: int) -> Failure:
     if server is None:
-        return "ServerNotCreated", f"the server pod was not created within {seconds}s"
+        return Failure("ServerNotCreated", f"the server pod was not created within {seconds}s")
     if server.unschedulable:
-        return "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+        return Failure(
+            "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+        )
     detail = f" ({server.waiting})" if server.waiting else ""
-    return (
+    return Failure(
         "ServerNotReady",
         f"server pod {server.name} was not Running with an IP within {seconds}s "
         f"(phase {server.phase}){detail}",
     )
 
 
-def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
+def _client_timeout(client: PodView | None, seconds: int) -> Failure:
     if client is not None and client.unschedulable:
-        return "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+        return Failure(
+            "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+        )
     name = client.name if client is not None else "the client pod"
     detail = f" ({client.waiting})" if client is not None and client.waiting else ""
-    return (
+    return Failure(
         "ClientTimeout",
         f"{name} did not finish within {seconds}s of the start{detail}; is traffic to the server "
         "blocked (e.g. by a NetworkPolicy), or is timeoutSeconds too short for samples x duration?",
@@ -107,17 +111,17 @@ def first_path_run(spec: Mapping[str, Any], run: str) -> str:
     return desired.path_run(run, paths[0], bool(spec.get("compare")))
 
 
-def test_failure(p: Pass) -> tuple[str, str] | None:
+def test_failure(p: Pass) -> Failure | None:
     """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
     server, client = p.server, p.client
     if client is not None and client.failed:
         text = truncate(client.message) or "(no termination message)"
-        return "ClientFailed", f"netperf exited with {client.exit_code}: {text}"
+        return Failure("ClientFailed", f"netperf exited with {client.exit_code}: {text}")
     if p.remaining <= 0:
         return _client_timeout(client, p.timeout)
     if server is None or server.finished or server.deleting:
         state = "gone" if server is None else server.phase
-        return "ServerLost", f"server pod {p.names.server} is {state} during the test"
+        return Failure("ServerLost", f"server pod {p.names.server} is {state} during the test")
     return None
 
 

@@ -41,10 +41,13 @@ from shared.api.errors import (
     ApiError,
     Conflict,
     ConflictError,
+    Failure,
     Forbidden,
     NotFound,
+    OperatorError,
     ReconcileError,
     SupersededError,
+    TerminalError,
 )
 from shared.api.services import view as service_view
 from shared.api.validation import FieldError, SchemaValidator, name_errors
@@ -182,13 +185,13 @@ class TargetConflictError(ConflictError):
 CONFLICT_RECHECK = 30.0
 
 
-def _same_degraded(previous: Mapping[str, Any], failure: tuple[str, str]) -> bool:
+def _same_degraded(previous: Mapping[str, Any], failure: Failure) -> bool:
     """Whether the last status already says ``Degraded`` for ``failure`` (its Event is out)."""
     before = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
     return (before.get("status"), before.get("reason"), before.get("message")) == ("True", *failure)
 
 
-class TargetError(Exception):
+class TargetError(OperatorError):
     """The scale target cannot be scaled (yet): ``reason`` is the condition's and Event's."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -428,7 +431,7 @@ class Converged:
     deployment: DeploymentView | None
     target: int
     scaled: bool = False
-    failure: tuple[str, str] | None = None
+    failure: Failure | None = None
 
 
 class TDSetReconciler:
@@ -789,14 +792,14 @@ class TDSetReconciler:
         except SupersededError:
             raise
         except ConflictError as exc:
-            out.failure = (exc.reason, str(exc))
+            out.failure = Failure(exc.reason, str(exc))
         except TimeoutError:
-            out.failure = (
+            out.failure = Failure(
                 "FailedUpdate",
                 f"the API server did not answer before the next boundary ({bound:.0f}s)",
             )
         except Exception as exc:
-            out.failure = ("FailedUpdate", reason_of(exc))
+            out.failure = Failure("FailedUpdate", reason_of(exc))
         return out
 
     async def converge_target(
@@ -863,26 +866,26 @@ class TDSetReconciler:
         except SupersededError:
             raise
         except ConflictError as exc:
-            out.failure = (exc.reason, str(exc))
+            out.failure = Failure(exc.reason, str(exc))
         except TargetError as exc:
-            out.failure = (exc.reason, str(exc))
+            out.failure = Failure(exc.reason, str(exc))
         except TimeoutError:
-            out.failure = (
+            out.failure = Failure(
                 "FailedUpdate",
                 f"the API server did not answer before the next boundary ({bound:.0f}s)",
             )
         except ApiError as exc:
             if isinstance(exc, Forbidden):
-                out.failure = (
+                out.failure = Failure(
                     "TargetForbidden",
                     f"{reason_of(exc)}. Out of the box the operator scales Deployments, StatefulSets, "
                     "ReplicaSets and WebServers; a cluster admin allows another kind with a ClusterRole "
                     f'labelled {SCALER_LABEL}: "true" (docs/operators/tdset-targets.md)',
                 )
             else:
-                out.failure = ("FailedUpdate", reason_of(exc))
+                out.failure = Failure("FailedUpdate", reason_of(exc))
         except Exception as exc:
-            out.failure = ("FailedUpdate", reason_of(exc))
+            out.failure = Failure("FailedUpdate", reason_of(exc))
         return out
 
     async def flip_target(
@@ -1094,18 +1097,18 @@ class TDSetReconciler:
             await self.calendar_failed(body, exc, previous, meta.get("generation", 0), now)
 
     def failed(
-        self, body: Mapping[str, Any], previous: Mapping[str, Any], failure: tuple[str, str], bound: float
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], failure: Failure, bound: float
     ) -> NoReturn:
         """A pass's failure, already in the status: its Warning Event (a ``TargetConflict``'s
         once per change of it, not per retry), then the retry."""
-        if failure[0] != TargetConflictError.reason or not _same_degraded(previous, failure):
-            self._event(body, failure[0], failure[1], "Warning")
-        if failure[0] == TargetConflictError.reason:
+        if failure.reason != TargetConflictError.reason or not _same_degraded(previous, failure):
+            self._event(body, failure.reason, failure.message, "Warning")
+        if failure.reason == TargetConflictError.reason:
             # Its holder going (a TDSet letting go kicks this one; a controller's owner
             # reference going wakes nothing): looked at again at least this often, with one
             # read and no write.
             bound = min(bound, CONFLICT_RECHECK)
-        raise ReconcileError(failure[0], failure[1], bound)
+        raise ReconcileError(failure.reason, failure.message, bound)
 
     async def calendar_failed(
         self,
@@ -1146,11 +1149,12 @@ class TDSetReconciler:
         errors = self.spec_errors(uid, generation, name, spec)
         if errors:
             self.degraded_gauge.labels(namespace, name).set(1)
+            message = "; ".join(map(str, errors))
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)
             ):
-                self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
-            return None
+                self._event(body, "InvalidSpec", message, "Warning")
+            raise TerminalError("InvalidSpec", message)  # the spec's next change runs a pass
 
         holidays, holidays_error = await self.holidays.dates(namespace, name, spec)
         ahead, decision, bound, why = await self.plan(

@@ -35,7 +35,16 @@ from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
 from shared.api import ownership
-from shared.api.errors import ApiError, Conflict, ConflictError, Invalid, NotFound, ReconcileError
+from shared.api.errors import (
+    ApiError,
+    Conflict,
+    ConflictError,
+    Failure,
+    Invalid,
+    NotFound,
+    ReconcileError,
+    TerminalError,
+)
 from shared.api.lru import LRU
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
@@ -187,9 +196,7 @@ class WebServerReconciler:
             self.spec_checked[uid] = (generation, tuple(errors))
         return errors
 
-    async def reconcile_service(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any]
-    ) -> tuple[str, str] | None:
+    async def reconcile_service(self, body: Mapping[str, Any], spec: Mapping[str, Any]) -> Failure | None:
         """Converge the optional Service; returns the failure (reason, message) if there is one."""
         meta = body["metadata"]
         try:
@@ -201,16 +208,14 @@ class WebServerReconciler:
                 owner=body,
             )
         except ConflictError as exc:
-            return (exc.reason, str(exc))
+            return Failure(exc.reason, str(exc))
         except Exception as exc:
-            return ("FailedService", reason_of(exc))
+            return Failure("FailedService", reason_of(exc))
         for reason, message in done:
             self.ctx.events.record(body, type="Normal", reason=reason, message=message)
         return None
 
-    async def reconcile_budget(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any]
-    ) -> tuple[str, str] | None:
+    async def reconcile_budget(self, body: Mapping[str, Any], spec: Mapping[str, Any]) -> Failure | None:
         """Converge the PodDisruptionBudget; returns the failure (reason, message) if there is one."""
         meta = body["metadata"]
         try:
@@ -223,14 +228,14 @@ class WebServerReconciler:
                 seen=lambda answer: self.budgets.observe("MODIFIED", answer),
             )
         except ConflictError as exc:
-            return (exc.reason, str(exc))
+            return Failure(exc.reason, str(exc))
         except Exception as exc:
-            return ("FailedPodDisruptionBudget", reason_of(exc))
+            return Failure("FailedPodDisruptionBudget", reason_of(exc))
         for reason, message in done:
             self.ctx.events.record(body, type="Normal", reason=reason, message=message)
         return None
 
-    async def adopt_orphans(self, body: Mapping[str, Any]) -> tuple[str, str] | None:
+    async def adopt_orphans(self, body: Mapping[str, Any]) -> Failure | None:
         """Take over the pods a deleted WebServer of this name left without a controller."""
         meta = body["metadata"]
         adopted: list[str] = []
@@ -244,7 +249,7 @@ class WebServerReconciler:
                     exc, (NotFound, Conflict, Invalid)
                 ):  # gone, or re-created under the name: not that orphan
                     continue
-                return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
+                return Failure("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
             adopted.append(orphan.name)
         if adopted:
             self.ctx.events.record(
@@ -277,12 +282,12 @@ class WebServerReconciler:
         create_slots: list[int],
         config_hash: str = "",
         tpl: Mapping[str, Any] | None = None,
-    ) -> tuple[str, str] | None:
+    ) -> Failure | None:
         """Create the pods in slow-start batches; returns the failure, if any."""
         namespace = body["metadata"]["namespace"]
         slots = list(create_slots)
         created: list[str] = []
-        failure: tuple[str, str] | None = None
+        failure: Failure | None = None
         for size in desired.slow_start_batches(len(slots)):
             batch, slots = slots[:size], slots[size:]
             manifests = [desired.pod_manifest(body, spec, s, config_hash, tpl) for s in batch]
@@ -306,7 +311,7 @@ class WebServerReconciler:
                         errs.append(why)
             if errs:
                 # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
-                failure = ("FailedCreate", errs[0])
+                failure = Failure("FailedCreate", errs[0])
                 break
         if created:
             self.ctx.events.record(
@@ -324,13 +329,12 @@ class WebServerReconciler:
         service = bool((spec.get("service") or {}).get("enabled"))
         errors = await self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
         if errors:
+            message = "; ".join(map(str, errors))
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)
             ):
-                self.ctx.events.record(
-                    body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors))
-                )
-            return None
+                self.ctx.events.record(body, type="Warning", reason="InvalidSpec", message=message)
+            raise TerminalError("InvalidSpec", message)  # the spec's next change runs a pass
 
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
@@ -340,7 +344,7 @@ class WebServerReconciler:
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
-            failure = failure or ("ConfigMapNotFound", missing)
+            failure = failure or Failure("ConfigMapNotFound", missing)
 
         if plan.delete:
             self.expectations.expect(uid, plan.delete)
@@ -362,7 +366,7 @@ class WebServerReconciler:
                 )
             if failed:
                 self.expectations.cancel(uid, [n for n, _ in failed])
-                failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
+                failure = Failure("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
         if plan.create_slots and failure is None:
             failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
@@ -403,7 +407,7 @@ class WebServerReconciler:
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
         self.rollbacks.labels(namespace, name)
         if failure is not None:
-            self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
+            self.ctx.events.record(body, type="Warning", reason=failure.reason, message=failure.message)
             raise ReconcileError(*failure)
         # minReadySeconds: look again when the next ready pod becomes available; a rollout in
         # progress: when its deadline passes (no pod event may come: a pod that never starts).

@@ -46,7 +46,8 @@ Within a loop:
   consecutive failures; a success resets it. A pass that failed in part but has a deadline of
   its own (a schedule boundary) raises :class:`RetryError` with ``not_after``: it is retried
   no later than that, however long the backoff has grown, so an optional part that keeps
-  failing never delays what must happen on time.
+  failing never delays what must happen on time. A :class:`TerminalError` is not retried: the
+  object's next change runs the next pass.
 
 With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
 it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
@@ -89,7 +90,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from shared.api.errors import RetryError, SupersededError
+from shared.api.errors import RetryError, SupersededError, TerminalError
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
 from shared.client.fair import RoundRobin
@@ -413,6 +414,10 @@ async def _one_pass(
         raise
     except SupersededError:
         return 0.0, failures, ("requeue", None)
+    except TerminalError as exc:  # reported, and no retry can fix it: the next change runs a pass
+        if logger is not None:
+            logger.warning(f"reconcile failed, not retried until the object changes: {exc}")
+        return None, failures, ("error", exc)
     except Exception as exc:
         after = backoff.delay(failures)
         if isinstance(exc, RetryError) and exc.not_after is not None:

@@ -19,7 +19,7 @@ from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions
 from shared.api.clock import Clock
-from shared.api.errors import ReconcileError
+from shared.api.errors import ReconcileError, TerminalError
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube, Resource, fail
 from tests.framework.passes import OnePass
@@ -571,7 +571,8 @@ def test_the_controller_checks_what_cel_checks(extra, fragment):
     kube = FakeKube(body, workload())
     p = Pass(kube)
     p.see(TDS_PATH)
-    p.run()
+    with pytest.raises(TerminalError):
+        p.run()
     assert kube.keys() == [("patch", "tdsets", NS, "shop", "status")]
     degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
     assert degraded["reason"] == "InvalidSpec" and fragment in degraded["message"]
