@@ -19,9 +19,10 @@ from shared.client.statuses import StatusWriter
 
 
 class NetperfAPI:
-    def __init__(self, kube: KubeClient | None = None) -> None:
+    def __init__(self, kube: KubeClient | None = None, status: StatusWriter | None = None) -> None:
         self.kube = kube or KubeClient()
-        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
+        # The builder's writer (Context.statuses), or one of its own (a test of the API alone).
+        self.status = status or StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create the pod; (pod, True) when created, (existing pod, False) when it already existed.

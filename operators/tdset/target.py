@@ -10,7 +10,7 @@ is remembered on the target itself, as py-kube-downscaler remembers ``downscaler
   instead of scaling against the first (the claim is written with the target's
   ``resourceVersion`` as a precondition: two first claims cannot both succeed). A label, not an
   annotation, so the operator finds every claim with one server-side selector when it starts
-  (claims of TDSets deleted while it was down: :class:`operators.tdset.reconciler.TargetSweeps`);
+  (claims of TDSets deleted while it was down: `operators.tdset.sweeps.TargetSweeps`);
 - the annotation :data:`ORIGINAL` the replicas the target had when first claimed (kept when a
   claim passes from a TDSet that is gone to another), and :data:`HOLDER_NAME` the holder's name
   for people reading the object.

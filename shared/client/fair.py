@@ -6,7 +6,7 @@ a namespace that floods it hold back every other: 3000 new WebServers in one nam
 change in another wait 126 s for its status (``tools/bench/noisy_neighbour.py``). Two such
 lines exist, and both take turns through :class:`RoundRobin`:
 
-- the reconcile slots (:class:`shared.controller.workqueue.FairSlots`): which waiting pass runs
+- the reconcile slots (`shared.controller.slots.FairSlots`): which waiting pass runs
   next;
 - the client's token bucket (:class:`shared.client.kube.TokenBucket`): which waiting request
   goes out next. A pass holds its slot while its requests wait for tokens, and one pass can

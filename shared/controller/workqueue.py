@@ -83,23 +83,25 @@ and every request of the operator is one user's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from shared.api.errors import RetryError, SupersededError, TerminalError
+from shared.api.errors import SupersededError
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
-from shared.client.fair import RoundRobin
 from shared.controller import informer
 from shared.controller.caches import OwnerCache
+from shared.controller.loop import (
+    GATE_POLL,
+    Triggers,
+    reconcile_loop,
+)
 from shared.controller.metrics import Metrics
 from shared.controller.retry import DEFAULT, Backoff
-
-Reconcile = Callable[[], Awaitable[float | None]]
+from shared.controller.slots import FairSlots
 
 # controller-runtime defaults to 1 worker, because each worker there is a goroutine that blocks
 # on every API call. Our passes are coroutines that mostly wait for the API server, so several
@@ -108,7 +110,6 @@ Reconcile = Callable[[], Awaitable[float | None]]
 # are worked on at once after a restart; how fast their requests go out is the business of the
 # client's rate limiter (shared.client.kube), which a WebServer's batch of pod creates goes through too.
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
-GATE_POLL = 0.1  # seconds between looks at a closed gate
 
 
 class Request(NamedTuple):
@@ -156,293 +157,6 @@ def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
         return False
     a, b = before.get("metadata") or {}, after.get("metadata") or {}
     return all(a.get(key) == b.get(key) for key in _WAKING_METADATA)
-
-
-class Triggers:
-    """Wake-up events per loop key (a :class:`Request` in a Controller); lives on one event loop."""
-
-    def __init__(self) -> None:
-        self._events: dict[Hashable, asyncio.Event] = {}
-
-    def event(self, key: Hashable) -> asyncio.Event:
-        return self._events.setdefault(key, asyncio.Event())
-
-    def kick(self, key: Hashable) -> bool:
-        """Ask for one more pass for ``key``; returns whether a loop for it exists."""
-        ev = self._events.get(key)
-        if ev is None:
-            return False
-        ev.set()
-        return True
-
-    def forget(self, key: Hashable) -> None:
-        self._events.pop(key, None)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._events
-
-
-class FairSlots:
-    """At most ``limit`` holders at once, taking turns by group (namespace) when they wait
-    (:class:`~shared.client.fair.RoundRobin`), and no group holding more than ``limit - 1``.
-
-    A slot that comes free goes to the first waiter of the first group of the round, and that
-    group goes to the end of the round. The group of the holder that gives a slot back goes to
-    the end too, so a group that held slots while another queued up does not get the next one
-    ahead of it: with one slot, 100 holders waiting in group A and then one in group B, B is
-    served second.
-
-    Taking turns is not enough when a group's holders are slow (a WebServer creating 100 pods
-    holds its slot for as long as its requests wait for the client's rate limit): every slot
-    could be held by them, and a newcomer of another group would wait for the first of them to
-    end. So one group never holds the last slot (with a ``limit`` of 1 there is nothing to keep):
-    a group holding no slot finds one free at once unless other groups hold them. A single busy
-    group runs ``limit - 1`` holders at once, its waiters staying in line while the last slot
-    is free.
-
-    A slot is handed straight from the holder that gives it back to the waiter it goes to, so
-    no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
-
-    Who waits need not be a task: :meth:`take_or_queue` queues a key in the same line, and the
-    slot that comes to it is handed to ``start(key)``, held, which starts the key's work then
-    (:class:`Controller` starts a request's task only then). ``start`` returning False (the key
-    is no longer wanted) passes the slot on.
-    """
-
-    def __init__(self, limit: int, start: Callable[[Hashable], bool] | None = None) -> None:
-        if limit < 1:
-            raise ValueError(f"the limit must be >= 1, not {limit}")
-        self.limit = limit
-        self.per_group = max(1, limit - 1)
-        self._held = 0
-        self._held_by: dict[Hashable, int] = {}
-        self._at_most = 0  # groups holding per_group slots
-        self._waiters = RoundRobin()
-        self._start = start
-
-    @property
-    def held(self) -> int:
-        """Slots held now."""
-        return self._held
-
-    @property
-    def waiting(self) -> int:
-        """Holders waiting for a slot now, and keys queued for one."""
-        return len(self._waiters)
-
-    def held_by(self, group: Hashable) -> int:
-        return self._held_by.get(group, 0)
-
-    def slot(self, group: Hashable) -> _Slot:
-        """A reusable ``async with`` that holds one slot, waiting in ``group``."""
-        return _Slot(self, group)
-
-    def _may_take(self, group: Hashable) -> bool:
-        return self._held < self.limit and self._held_by.get(group, 0) < self.per_group
-
-    def _take(self, group: Hashable) -> None:
-        self._held += 1
-        held = self._held_by[group] = self._held_by.get(group, 0) + 1
-        self._at_most += held == self.per_group
-
-    def _give_back(self, group: Hashable) -> None:
-        held = self._held_by.pop(group) - 1
-        self._at_most -= held + 1 == self.per_group
-        if held:
-            self._held_by[group] = held
-        self._held -= 1
-
-    async def acquire(self, group: Hashable) -> None:
-        # A slot free for this group means no waiter may take it (release hands every slot it
-        # can to a waiter): nobody is passed over.
-        if self._may_take(group):
-            self._take(group)
-            return
-        await self._waiters.wait(group, abandon=lambda: self.release(group))
-
-    def try_acquire(self, group: Hashable) -> bool:
-        """Take a slot if one is free for ``group`` now, without waiting."""
-        if self._may_take(group):
-            self._take(group)
-            return True
-        return False
-
-    def take_or_queue(self, group: Hashable, key: Hashable) -> bool:
-        """Take a slot for ``key`` now (True), or queue ``key`` in ``group`` (False): the slot
-        that comes to it is handed to ``start(key)``. The caller queues a key once."""
-        if self._start is None:
-            raise RuntimeError("queueing keys needs a start function")
-        if self.try_acquire(group):
-            return True
-        self._waiters.put(group, key)
-        return False
-
-    def release(self, group: Hashable) -> None:
-        self._give_back(group)
-        self._waiters.to_back(group)  # its turn is over
-        # Only a group at its most is passed over (the one busy group, if any).
-        while (woken := self._waiters.wake(self._may_take if self._at_most else None)) is not None:
-            self._take(woken.group)  # the slot passes to it, held all along
-            if woken.item is None or self._start is None or self._start(woken.item):
-                return
-            self._give_back(woken.group)  # a key no longer wanted: the slot goes on
-
-
-class _Slot:
-    def __init__(self, slots: FairSlots, group: Hashable) -> None:
-        self._slots = slots
-        self._group = group
-
-    async def __aenter__(self) -> None:
-        await self._slots.acquire(self._group)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._slots.release(self._group)
-
-
-def _capped(after: float | None, most: float | None) -> float | None:
-    """``after`` (None: forever), but no more than ``most`` (None: no bound)."""
-    if most is None:
-        return after
-    return most if after is None else min(after, most)
-
-
-async def reconcile_loop(
-    key: Hashable,
-    reconcile: Reconcile,
-    triggers: Triggers,
-    stopped: Callable[[], bool],
-    *,
-    backoff: Backoff = DEFAULT,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
-    max_idle: float | None = None,
-    metrics: Metrics | None = None,
-    controller: str = "",
-    slots: FairSlots | None = None,
-    group: Hashable = None,
-    park: Callable[[float | None], None] | None = None,
-    due: float | None = None,
-) -> None:
-    """Run ``reconcile`` for ``key`` until ``stopped()``; see the module docstring.
-
-    ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
-    pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
-    ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
-    With ``due``, the first pass's slot is already held, handed to the key in the queue where
-    it waited since ``due`` (:meth:`FairSlots.take_or_queue`); the loop gives it back.
-
-    With ``park``, a loop that would sleep after a pass that did not fail (and was not kicked
-    meanwhile) returns instead, calling ``park(seconds)`` (None: until a kick) first; one that
-    must run again at once (kicked during its pass, or cut short) but finds no slot free returns
-    too, calling ``park(0)`` (the caller queues its key for a slot). The caller starts a new
-    loop on the next kick, when the seconds are up, or when a slot is handed to the key. An
-    idle loop costs a task, an event and their frames, about 4 KB, for every object of a
-    cluster, and so does one waiting for a slot; a parked one costs nothing, or a timer, or a
-    place in the queue. A failing loop keeps its task (its backoff counts its consecutive
-    failures) and waits for its slot with it.
-    """
-    event = triggers.event(key)
-    failures = 0
-    held = slots is not None and due is not None  # the first pass's slot, handed in the queue
-    parked = False
-    try:
-        while not parked and not stopped():
-            if due is None:
-                due = time.monotonic()
-            if slots is not None and not held:
-                if not await _take_slot(slots, group, None if failures else park):
-                    break
-                held = True
-            try:
-                if stopped():  # gone while waiting for a slot
-                    break
-                # Cleared only now: kicks that came while waiting for a slot are seen by this pass.
-                event.clear()
-                started = time.monotonic()
-                if metrics is not None:
-                    metrics.queue_duration.labels(controller, controller).observe(started - due)
-                after, failures, outcome = await _one_pass(
-                    reconcile,
-                    failures,
-                    backoff=backoff,
-                    logger=logger,
-                    metrics=metrics,
-                    controller=controller,
-                )
-            finally:
-                if slots is not None and held:
-                    held = False
-                    slots.release(group)
-            due = None
-            if metrics is not None:
-                metrics.observe(controller, outcome[0], time.monotonic() - started, outcome[1])
-            parked = await _idle(event, _capped(after, max_idle), None if failures else park)
-    finally:
-        if slots is not None and held:
-            slots.release(group)  # handed a slot, never ran a pass: stopped before it
-        triggers.forget(key)
-
-
-async def _take_slot(slots: FairSlots, group: Hashable, park: Callable[[float | None], None] | None) -> bool:
-    """Take a slot for the next pass, waiting for it; with ``park``, only if one is free now:
-    else ``park(0)`` queues the key (no task waits for a slot) and the loop ends (False)."""
-    if park is None:
-        await slots.acquire(group)
-        return True
-    if slots.try_acquire(group):
-        return True
-    park(0.0)
-    return False
-
-
-async def _one_pass(
-    reconcile: Reconcile,
-    failures: int,
-    *,
-    backoff: Backoff,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None,
-    metrics: Metrics | None,
-    controller: str,
-) -> tuple[float | None, int, tuple[str, BaseException | None]]:
-    """One call of ``reconcile``, an active worker meanwhile: when to look again, the
-    consecutive failures since, and the outcome (controller-runtime's result, and the error)."""
-    if metrics is not None:
-        metrics.active_workers.labels(controller).inc()
-    try:
-        after = await reconcile()
-    except asyncio.CancelledError:
-        raise
-    except SupersededError:
-        return 0.0, failures, ("requeue", None)
-    except TerminalError as exc:  # reported, and no retry can fix it: the next change runs a pass
-        if logger is not None:
-            logger.warning(f"reconcile failed, not retried until the object changes: {exc}")
-        return None, failures, ("error", exc)
-    except Exception as exc:
-        after = backoff.delay(failures)
-        if isinstance(exc, RetryError) and exc.not_after is not None:
-            after = min(after, exc.not_after)
-        failures += 1
-        if logger is not None:
-            logger.warning(f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}")
-        return after, failures, ("error", exc)
-    finally:
-        if metrics is not None:
-            metrics.active_workers.labels(controller).dec()
-    return after, 0, ("success" if after is None else "requeue_after", None)
-
-
-async def _idle(
-    event: asyncio.Event, timeout: float | None, park: Callable[[float | None], None] | None
-) -> bool:
-    """Between two passes: park (True) if ``park`` is given, the wait is not zero and no kick
-    came during the pass; else wait for a kick or ``timeout`` (False)."""
-    if park is not None and timeout != 0 and not event.is_set():
-        park(timeout)
-        return True
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout=timeout)
-    return False
 
 
 ReconcileBody = Callable[[Mapping[str, Any]], Awaitable[float | None]]

@@ -22,7 +22,8 @@ from typing import Any
 from shared.api import ownership
 from shared.client.kube import KubeClient
 from shared.controller import caches
-from shared.controller.runtime import Runtime, parse_options
+from shared.controller.options import parse_options
+from shared.controller.runtime import Runtime
 from shared.controller.watches import Watch
 from shared.controller.workqueue import Controller
 

@@ -16,8 +16,8 @@ from shared.api.errors import (
     TerminalError,
     TooManyRequests,
 )
+from shared.controller.loop import _one_pass
 from shared.controller.retry import Backoff
-from shared.controller.workqueue import _one_pass
 
 
 @pytest.mark.parametrize(

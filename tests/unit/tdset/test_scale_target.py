@@ -112,7 +112,7 @@ class Pass(OnePass):
                 self.tds.started()
             if forget:
                 self.live.discard(forget)
-                self.tds.forget(forget)
+                self.operator.forget(forget)
             await self.tds.target_sweeps.wait()
             await self.tds.floor_sweeps.wait()
             await self.operator.events.flush()

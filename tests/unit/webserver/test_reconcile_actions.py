@@ -181,7 +181,7 @@ def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch)
     p.run()
     p.run()
     assert len(checks) == 2 and len(pod_names(kube)) == 1
-    p.ws.forget(kube.object(WS_PATH)["metadata"]["uid"])
+    p.operator.forget(kube.object(WS_PATH)["metadata"]["uid"])
     assert p.ws.spec_checked == {}
 
 
