@@ -1,20 +1,17 @@
 """Every error the operators raise on purpose, in one hierarchy, and a pass's `Failure`.
 
-    OperatorError                      the common base
-    ├── ApiError                       a non-2xx answer: status, reason, message, body
-    │   ├── BadRequest 400 · Unauthorized 401 · Forbidden 403 · NotFound 404
-    │   ├── Conflict 409 (AlreadyExists, or a write on a stale resourceVersion)
-    │   ├── Gone 410 (Expired: a resourceVersion too old) · Invalid 422
-    │   └── TooManyRequests 429 · InternalError 500 · ServiceUnavailable 503 · ServerTimeout 504
-    ├── RetryError                     a failed pass run again within `not_after` seconds
-    │   └── ReconcileError             reported already (a condition, an Event): reason, message
-    │       └── TerminalError          retrying cannot fix it: no retry until the object changes
-    ├── SupersededError                the object was deleted or replaced under its name
-    ├── NotLeaderError                 a write refused: this process does not hold the Lease
-    └── ConflictError                  a child's name is held by an object the owner does not control
+    OperatorError                  the common base
+    ├── ApiError                   a non-2xx answer: status, reason, message, body; by status:
+    │     BadRequest 400, Unauthorized 401, Forbidden 403, NotFound 404, Conflict 409, Gone 410,
+    │     Invalid 422, TooManyRequests 429, InternalError 500, ServiceUnavailable 503, ServerTimeout 504
+    ├── RetryError                 a failed pass, run again within `not_after` seconds
+    │   └── ReconcileError         reported already (a condition, an Event): reason, message
+    │       └── TerminalError      no retry can fix it: the object's next change runs a pass
+    ├── SupersededError            the object was deleted or replaced under its name
+    ├── NotLeaderError             a write refused: this process does not hold the Lease
+    └── ConflictError              a child's name is held by an object the owner does not control
 
-`ApiError(status, ...)` makes the subclass of its status, so callers catch `NotFound`, not a
-number. Pure: the client raises these, and pure modules name a `Failure`.
+`ApiError(status, ...)` makes the subclass of its status: callers catch `NotFound`, not a number.
 """
 
 from __future__ import annotations
