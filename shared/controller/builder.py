@@ -50,8 +50,11 @@ class Operator:
         options: Options | None = None,
         kube: KubeClient | None = None,
         clock: Clock | None = None,
+        primary_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.description = description
+        # Only primary objects with these labels (the test operators' ConfigMaps); None: all.
+        self.primary_labels = primary_labels
         self.runtime = runtime = Runtime.for_operator(description)
         if options is not None:
             runtime.options = options
@@ -105,7 +108,9 @@ class Operator:
     def watches(self) -> list[Watch]:
         """The primary resource's watch, then the reconciler's."""
         crd = self.description.crd
-        primary = Watch(crd.group, crd.version, crd.plural, self._primary_changed)
+        primary = Watch(
+            crd.group, crd.version, crd.plural, self._primary_changed, dict(self.primary_labels or {})
+        )
         return [primary, *self.reconciler.watches()]
 
     def run(self) -> None:
