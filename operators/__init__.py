@@ -4,9 +4,8 @@
 ``operators/<name>/description.py`` (``DESCRIPTION``, a ``shared.api.description.OperatorDescription``),
 and everything that enumerates operators (the CRDs, the OLM bundle, monitoring, images, the
 documentation's API reference and metrics table) reads ``descriptions``;
-``operators/<name>/__main__.py`` is the same two lines everywhere and calls ``main``, which
-builds the operator from its description and its reconciler (``shared.controller.builder``). A new
-operator is a new package plus its name here.
+``operators/<name>/__main__.py`` calls ``shared.controller.builder.run(DESCRIPTION, Reconciler)``.
+A new operator is a new package plus its name here.
 
 The packages are imported by name, never statically from here: ``operators.netperf`` imports
 this package, so a static import of the others would make every operator depend on every
@@ -16,9 +15,6 @@ other one (import-linter's independence contract in ``pyproject.toml``).
 from __future__ import annotations
 
 import importlib
-import sys
-from collections.abc import Sequence
-from typing import Any
 
 from shared.api.description import OperatorDescription
 
@@ -36,26 +32,3 @@ def description(name: str) -> OperatorDescription:
 def descriptions() -> tuple[OperatorDescription, ...]:
     """Every registered operator's description, in ``PACKAGES`` order."""
     return tuple(description(name) for name in PACKAGES)
-
-
-def main(package: str | None, argv: Sequence[str] | None = None) -> None:
-    """``python -m operators.<name>``: build the operator from its description and reconciler,
-    parse the options, run it.
-
-    ``package`` is the ``__package__`` of the calling ``__main__`` (``operators.<name>``).
-    """
-    # The controller runtime (kopf, aiohttp, prometheus_client): only for a process that runs one.
-    from shared.controller.builder import Operator
-    from shared.controller.runtime import parse_options
-
-    if not package or not package.startswith(f"{__name__}."):
-        raise SystemExit(f"run an operator as `python -m {__name__}.<name>`, not from {package!r}")
-    op = description(package.rpartition(".")[2])
-    operator = Operator(op, reconciler(op))
-    operator.run(parse_options(sys.argv[1:] if argv is None else argv, prog=op.name))
-
-
-def reconciler(op: OperatorDescription) -> Any:
-    """The reconciler class ``op`` names (``module:Class``)."""
-    module, _, name = op.reconcile.partition(":")
-    return getattr(importlib.import_module(module), name)

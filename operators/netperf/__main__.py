@@ -1,6 +1,8 @@
-"""Entry point: ``python -m operators.<name> [--namespace NS ...]``, the same in every operator."""
+"""Entry point: `python -m operators.netperf [--namespace NS ...]`."""
 
-from operators import main
+from operators.netperf.description import DESCRIPTION
+from operators.netperf.reconciler import NetperfReconciler
+from shared.controller.builder import run
 
 if __name__ == "__main__":
-    main(__package__)
+    run(DESCRIPTION, NetperfReconciler)

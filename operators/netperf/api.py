@@ -13,14 +13,16 @@ from typing import Any
 
 from operators.netperf.schema import GROUP, PLURAL, VERSION
 from shared.api import ownership
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.api.errors import ApiError, Conflict, Forbidden, NotFound
+from shared.client.kube import KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 
 
 class NetperfAPI:
-    def __init__(self, kube: KubeClient | None = None) -> None:
+    def __init__(self, kube: KubeClient | None = None, status: StatusWriter | None = None) -> None:
         self.kube = kube or KubeClient()
-        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
+        # The builder's writer (Context.statuses), or one of its own (a test of the API alone).
+        self.status = status or StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create the pod; (pod, True) when created, (existing pod, False) when it already existed.
@@ -31,7 +33,7 @@ class NetperfAPI:
         try:
             return await self.kube.create(namespaced(namespace, "pods"), body), True
         except ApiError as exc:
-            if exc.status != 409:
+            if not isinstance(exc, Conflict):
                 raise
         return await self.kube.get(namespaced(namespace, "pods", body["metadata"]["name"])), False
 
@@ -48,7 +50,7 @@ class NetperfAPI:
         try:
             await self.kube.delete(namespaced(namespace, "pods", name), options)
         except ApiError as exc:
-            if exc.status == 404 or (uid and exc.status == 409):
+            if isinstance(exc, NotFound) or (uid and isinstance(exc, Conflict)):
                 return False
             raise
         return True
@@ -65,7 +67,7 @@ class NetperfAPI:
         try:
             return await self.kube.create(namespaced(namespace, "services"), body), True
         except ApiError as exc:
-            if exc.status != 409:
+            if not isinstance(exc, Conflict):
                 raise
         return await self.kube.get(namespaced(namespace, "services", body["metadata"]["name"])), False
 
@@ -77,7 +79,7 @@ class NetperfAPI:
                 {"propagationPolicy": "Background", "preconditions": {"uid": uid}},
             )
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if isinstance(exc, (NotFound, Conflict)):
                 return False
             raise
         return True
@@ -88,7 +90,7 @@ class NetperfAPI:
         try:
             found = await self.kube.get_if_exists(f"/api/v1/namespaces/{namespace}")
         except ApiError as exc:
-            if exc.status == 403:
+            if isinstance(exc, Forbidden):
                 return None
             raise
         return dict(((found or {}).get("metadata") or {}).get("labels") or {})

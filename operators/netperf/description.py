@@ -16,7 +16,6 @@ DESCRIPTION = OperatorDescription(
     name="netperf",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.netperf.reconciler:NetperfReconciler",
     access=access.POLICIES,
     # create/delete the server and client pods; get after AlreadyExists and for the client's
     # output (the log is read from the pod's termination message); patch adopts an orphan.

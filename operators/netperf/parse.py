@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.api.errors import OperatorError
+
 COMMON_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "PROTOCOL")
 RR_KEYS = (*COMMON_KEYS, "TRANSACTION_RATE", "MEAN_LATENCY", "P50_LATENCY", "P90_LATENCY", "P99_LATENCY")
 KEYS: Mapping[str, tuple[str, ...]] = {
@@ -47,7 +49,7 @@ T95 = (
 )  # fmt: skip
 
 
-class ParseError(ValueError):
+class ParseError(OperatorError, ValueError):
     """The message is not a complete, plausible result; ``str()`` includes the raw text."""
 
     def __init__(self, problem: str, raw: str) -> None:

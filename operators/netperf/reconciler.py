@@ -21,17 +21,17 @@ from operators.netperf.desired import PodView, ServiceView
 from operators.netperf.parse import ParseError, Result, parse, truncate
 from operators.netperf.schema import APP, CRD, KIND, combination_errors
 from shared.api import conditions, ownership, podsecurity
-from shared.api.validation import SchemaValidator, name_errors
-from shared.client.kube import ApiError, SupersededError, reason_of
-from shared.client.statuses import StatusWriter
+from shared.api.errors import ApiError, Failure, Forbidden, Invalid, ReconcileError, SupersededError
+from shared.api.validation import FieldError, SchemaValidator, name_errors
+from shared.client.kube import reason_of
 from shared.controller import caches
-from shared.controller.builder import Context, report_failure
+from shared.controller.builder import report_failure
 from shared.controller.metrics import ObjectGauge
+from shared.controller.reconciler import Context, Generations, Reconciler
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.netperf")
-POD, SERVICE = DESCRIPTION.resources
+POD, SERVICE = DESCRIPTION.resource("pods"), DESCRIPTION.resource("services")
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 
 
@@ -41,25 +41,29 @@ def _parse_time(value: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _server_timeout(server: PodView | None, seconds: int) -> tuple[str, str]:
+def _server_timeout(server: PodView | None, seconds: int) -> Failure:
     if server is None:
-        return "ServerNotCreated", f"the server pod was not created within {seconds}s"
+        return Failure("ServerNotCreated", f"the server pod was not created within {seconds}s")
     if server.unschedulable:
-        return "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+        return Failure(
+            "Unschedulable", f"server pod {server.name} could not be scheduled: {server.unschedulable}"
+        )
     detail = f" ({server.waiting})" if server.waiting else ""
-    return (
+    return Failure(
         "ServerNotReady",
         f"server pod {server.name} was not Running with an IP within {seconds}s "
         f"(phase {server.phase}){detail}",
     )
 
 
-def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
+def _client_timeout(client: PodView | None, seconds: int) -> Failure:
     if client is not None and client.unschedulable:
-        return "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+        return Failure(
+            "Unschedulable", f"client pod {client.name} could not be scheduled: {client.unschedulable}"
+        )
     name = client.name if client is not None else "the client pod"
     detail = f" ({client.waiting})" if client is not None and client.waiting else ""
-    return (
+    return Failure(
         "ClientTimeout",
         f"{name} did not finish within {seconds}s of the start{detail}; is traffic to the server "
         "blocked (e.g. by a NetworkPolicy), or is timeoutSeconds too short for samples x duration?",
@@ -69,7 +73,9 @@ def _client_timeout(client: PodView | None, seconds: int) -> tuple[str, str]:
 def _refused_for_good(exc: ApiError) -> bool:
     """A pod the API server will refuse however often it is sent: invalid, or against the
     namespace's Pod Security. (A quota's 403 is retried: pods that end free it.)"""
-    return exc.status == 422 or (exc.status == 403 and "violates PodSecurity" in reason_of(exc))
+    return isinstance(exc, Invalid) or (
+        isinstance(exc, Forbidden) and "violates PodSecurity" in reason_of(exc)
+    )
 
 
 def first_path_run(spec: Mapping[str, Any], run: str) -> str:
@@ -78,17 +84,17 @@ def first_path_run(spec: Mapping[str, Any], run: str) -> str:
     return desired.path_run(run, paths[0], bool(spec.get("compare")))
 
 
-def test_failure(p: Pass) -> tuple[str, str] | None:
+def test_failure(p: Pass) -> Failure | None:
     """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
     server, client = p.server, p.client
     if client is not None and client.failed:
         text = truncate(client.message) or "(no termination message)"
-        return "ClientFailed", f"netperf exited with {client.exit_code}: {text}"
+        return Failure("ClientFailed", f"netperf exited with {client.exit_code}: {text}")
     if p.remaining <= 0:
         return _client_timeout(client, p.timeout)
     if server is None or server.finished or server.deleting:
         state = "gone" if server is None else server.phase
-        return "ServerLost", f"server pod {p.names.server} is {state} during the test"
+        return Failure("ServerLost", f"server pod {p.names.server} is {state} during the test")
     return None
 
 
@@ -152,7 +158,7 @@ class Pass:
             ):
                 # A deleted predecessor of the same name (delete && apply): its pod goes with it.
                 # Not a conflict; retry, and its deletion wakes this Netperf (pod_changed).
-                self.reconciler._event(
+                self.reconciler.ctx.event(
                     self.body,
                     "WaitingForPodName",
                     f"pod {name} still belongs to the deleted {KIND}",
@@ -169,7 +175,7 @@ class Pass:
                 # deletion wakes this Netperf (pod_changed), which then creates its own.
                 adopted = await self.reconciler.api.adopt_pod(self.namespace, pod, self.body)
                 await self.reconciler.api.delete_pod(self.namespace, name, adopted["metadata"]["uid"])
-                self.reconciler._event(
+                self.reconciler.ctx.event(
                     self.body,
                     "DeletedOrphanedPod",
                     f"Adopted and deleted orphaned pod {name} of an earlier run",
@@ -185,7 +191,7 @@ class Pass:
             # adopted and deleted, still Terminating. Its output is the old object's result;
             # wait for the name (its deletion wakes this Netperf).
             name = manifest["metadata"]["name"]
-            self.reconciler._event(
+            self.reconciler.ctx.event(
                 self.body,
                 "WaitingForPodName",
                 f"pod {name} of an earlier run is still terminating",
@@ -198,7 +204,7 @@ class Pass:
             "ADDED", pod
         )  # write-through: the watch may be slower than the next pass
         if created:  # else it was ours already (a restart, a lagging cache): nothing was done
-            self.reconciler._event(self.body, "CreatedPod", f"Created {what}")
+            self.reconciler.ctx.event(self.body, "CreatedPod", f"Created {what}")
         return True
 
     async def ensure_service(self) -> ServiceView | None:
@@ -228,12 +234,12 @@ class Pass:
             raise ReconcileError("WaitingForServiceName", f"service {name} of an earlier run is still there")
         self.reconciler.services.observe("ADDED", svc)  # write-through, as for pods
         if created:
-            self.reconciler._event(self.body, "CreatedService", f"Created service {name}")
+            self.reconciler.ctx.event(self.body, "CreatedService", f"Created service {name}")
         self.service = view
         return view
 
 
-class NetperfReconciler:
+class NetperfReconciler(Reconciler):
     """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
 
     The state lives in the status (phase, ``startedAt``, ``observedGeneration``, pod names) and in
@@ -265,9 +271,11 @@ class NetperfReconciler:
     """
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         self.clock = ctx.clock
-        self.api = NetperfAPI(ctx.kube)
+        self.api = NetperfAPI(ctx.kube, ctx.statuses)
+        # The spec's errors by Netperf, for the generation checked.
+        self.checked_specs: Generations[tuple[FieldError, ...]] = ctx.generations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
         self.finished_runs = status.FinishedRuns()
@@ -287,25 +295,29 @@ class NetperfReconciler:
     def watches(self) -> Sequence[Watch]:
         return [self.ctx.owns(POD, self.pods), self.ctx.owns(SERVICE, self.services)]
 
-    @property
-    def statuses(self) -> StatusWriter:
-        """The status writer: the builder reports an exception a pass did not through it."""
-        return self.api.status
-
-    def is_echo(self, body: Mapping[str, Any]) -> bool:
-        return self.api.status.is_echo(body)
-
     def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         if (result := self.finished_runs.observe(event_type, body)) is not None:
             self.tests_total.labels(result).inc()
 
-    def forget(self, uid: str) -> None:
-        """A Netperf deleted, or replaced under its name: its last status goes (its series when
-        the name is free)."""
-        self.api.status.forget(uid)
-
-    def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        self.ctx.event(body, reason, message, type_)
+    def spec_errors(
+        self,
+        uid: str,
+        generation: int,
+        name: str,
+        *,
+        raw: dict[str, Any],
+        spec: dict[str, Any],
+        schedule_errors: list[FieldError],
+    ) -> list[FieldError]:
+        """What is wrong with the spec (`raw`, and `spec` with its defaults): a function of the
+        name and the spec alone, so checked once per generation."""
+        checked = self.checked_specs.known(uid, generation)
+        if checked is not None:
+            return list(checked)
+        errors = VALIDATOR.errors(raw) + name_errors(name, service=schema.requests_service(spec))
+        if not errors:  # the CEL rules, for objects that reached us without them
+            errors = combination_errors(raw) + schedule_errors
+        return list(self.checked_specs.keep(uid, generation, tuple(errors)))
 
     async def _delete_pods(
         self, body: Mapping[str, Any], views: list[PodView], keep_run: str | None = None
@@ -314,12 +326,12 @@ class NetperfReconciler:
         namespace, uid = body["metadata"]["namespace"], body["metadata"]["uid"]
         for pod in views:
             if not pod.deleting and await self.api.delete_pod(namespace, pod.name, pod.uid):
-                self._event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
+                self.ctx.event(body, "DeletedPod", f"Deleted {pod.component} pod {pod.name}")
         for svc in self.services.children(namespace, uid):
             if svc.deleting or (keep_run is not None and desired.of_run(svc, uid, keep_run)):
                 continue
             if await self.api.delete_service(namespace, svc.name, svc.uid):
-                self._event(body, "DeletedService", f"Deleted service {svc.name}")
+                self.ctx.event(body, "DeletedService", f"Deleted service {svc.name}")
 
     def _export(self, body: Mapping[str, Any]) -> None:
         """Make the object's series what its spec and latest status say (status.series)."""
@@ -353,7 +365,7 @@ class NetperfReconciler:
         if verdict.get("regressed"):
             regressed = conditions.get(new["conditions"], schedule.REGRESSED)
             assert regressed is not None  # verdicts.recorded sets it
-            self._event(body, "Regressed", str(regressed["message"]), "Warning")
+            self.ctx.event(body, "Regressed", str(regressed["message"]), "Warning")
         return new
 
     async def _finish(self, body: Mapping[str, Any], new: dict[str, Any], views: list[PodView]) -> None:
@@ -365,9 +377,9 @@ class NetperfReconciler:
         if new["status"] == "Done":
             complete = conditions.get(new["conditions"], status.COMPLETE)
             assert complete is not None  # status.done sets every condition
-            self._event(body, "TestFinished", complete["message"])
+            self.ctx.event(body, "TestFinished", complete["message"])
         else:
-            self._event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
+            self.ctx.event(body, "TestFailed", f"{new['reason']}: {new['message']}", "Warning")
             logger.info(f"{meta['namespace']}/{meta['name']}: test failed: {new['reason']}: {new['message']}")
         await self._delete_pods(body, views)
 
@@ -453,7 +465,7 @@ class NetperfReconciler:
             )
             new = status.next_path(current=p.current, path=following, names=names, now=p.now, **fields)
             await self.api.status.write(p.body, new)
-            self._event(
+            self.ctx.event(
                 p.body, "PathFinished", f"path {p.path}: {entries[-1]['headline']}; next: path {following}"
             )
             await self._delete_pods(p.body, p.views)  # this path's pods and Service, before the next's
@@ -545,7 +557,7 @@ class NetperfReconciler:
             await self.api.status.write(body, cleared)
             current = self.api.status.current(body)
             regressed = conditions.get(current.get("conditions"), schedule.REGRESSED) or {}
-            self._event(body, "RegressionCleared", str(regressed.get("message") or ""))
+            self.ctx.event(body, "RegressionCleared", str(regressed.get("message") or ""))
 
         if (
             current.get("status") in status.FINISHED
@@ -556,11 +568,9 @@ class NetperfReconciler:
             await self._delete_pods(body, views)
             return None
 
-        errors = VALIDATOR.errors(body.get("spec") or {}) + name_errors(
-            name, service=schema.requests_service(spec)
+        errors = self.spec_errors(
+            uid, generation, name, raw=body.get("spec") or {}, spec=spec, schedule_errors=schedule_errors
         )
-        if not errors:  # the CEL rules, for objects that reached us without them
-            errors = combination_errors(body.get("spec") or {}) + schedule_errors
         if errors:
             message = "; ".join(map(str, errors))
             if sched is not None:  # scheduled: an error of the spec, of no run
@@ -590,7 +600,7 @@ class NetperfReconciler:
                     what += f", {spec['parallel']} parallel streams"
                 if schema.paths(spec) != (schema.DEFAULT_PATH,):  # the pod path's message as before
                     what += ", paths " + " then ".join(schema.paths(spec))
-                self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
+                self.ctx.event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             # Pods of earlier runs: of an older generation, or adopted from a predecessor.
             return await self._step(
                 body, spec=spec, current=current, views=views, run=str(generation), now=now
@@ -672,7 +682,7 @@ class NetperfReconciler:
         The status' results, history and verdict are untouched (the error belongs to no run);
         a run already under way was claimed with a valid spec (status.runSpec) and finishes."""
         generation = int(body["metadata"].get("generation", 0))
-        self._event(body, "InvalidSpec", message, "Warning")
+        self.ctx.event(body, "InvalidSpec", message, "Warning")
         delay: float | None = None
         if current.get("status") in status.RUNNING:  # its key and spec as scheduled() has them
             scheduled = bool(current.get("scheduledTime"))
@@ -711,7 +721,7 @@ class NetperfReconciler:
         if any(decision.skipped.values()):
             book["skippedRuns"] = schedule.add_skipped(current.get("skippedRuns"), decision.skipped)
             what = ", ".join(f"{n} {reason}" for reason, n in decision.skipped.items() if n)
-            self._event(body, "RunSkipped", f"due times skipped: {what}")
+            self.ctx.event(body, "RunSkipped", f"due times skipped: {what}")
         book["nextRunTime"] = conditions.rfc3339(decision.next_time) if decision.next_time else None
         wake = (decision.next_time - now).total_seconds() if decision.next_time else None
         try:
@@ -731,7 +741,7 @@ class NetperfReconciler:
                 spec = desired.effective(current["runSpec"])
                 what = f"run {number} (due {current['scheduledTime']}): {spec['testType']}, "
                 what += f"{spec['samples']} x {spec['duration']}s"
-                self._event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
+                self.ctx.event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             elif running:  # due times met during the run, the next one: written only when changed
                 current = {**current, **book}
                 await self.api.status.write(body, current)

@@ -1,6 +1,8 @@
-"""Entry point: ``python -m operators.<name> [--namespace NS ...]``, the same in every operator."""
+"""Entry point: `python -m operators.tdset [--namespace NS ...]`."""
 
-from operators import main
+from operators.tdset.description import DESCRIPTION
+from operators.tdset.reconciler import TDSetReconciler
+from shared.controller.builder import run
 
 if __name__ == "__main__":
-    main(__package__)
+    run(DESCRIPTION, TDSetReconciler)

@@ -12,46 +12,15 @@ treated as in flight and left alone — and the loop is woken when that time is 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from operators.tdset.schema import GROUP, PLURAL, VERSION
 from operators.tdset.target import HOLDER
+from shared.api.errors import ApiError, Conflict, NotFound
 from shared.api.lru import LRU
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.kube import KubeClient, namespaced
 from shared.client.statuses import StatusWriter
-
-EXPECTATION_TTL = 30.0
-
-
-class PatchExpectations:
-    def __init__(self) -> None:
-        self._pending: dict[Hashable, tuple[dict[str, Any], float]] = {}
-
-    def expect(self, key: Hashable, values: Mapping[str, Any]) -> None:
-        self._pending[key] = (dict(values), time.monotonic() + EXPECTATION_TTL)
-
-    def in_flight(self, key: Hashable, observed: Mapping[str, Any]) -> bool:
-        """Whether ``observed`` is older than our last patch of ``key``."""
-        pending = self._pending.get(key)
-        if pending is None:
-            return False
-        values, deadline = pending
-        if all(observed.get(k) == v for k, v in values.items()) or time.monotonic() > deadline:
-            del self._pending[key]
-            return False
-        return True
-
-    def next_expiry(self, owner_uid: str) -> float | None:
-        """Seconds until the first of ``owner_uid``'s expectations expires (None: none pending)."""
-        deadlines = [
-            d for k, (_, d) in self._pending.items() if isinstance(k, tuple) and k[:1] == (owner_uid,)
-        ]
-        return max(0.001, min(deadlines) - time.monotonic()) if deadlines else None
-
-    def forget(self, owner_uid: str) -> None:
-        for key in [k for k in self._pending if isinstance(k, tuple) and k and k[0] == owner_uid]:
-            del self._pending[key]
 
 
 class StoredTemplates:
@@ -73,9 +42,10 @@ class StoredTemplates:
 
 
 class TDSetAPI:
-    def __init__(self, kube: KubeClient | None = None) -> None:
+    def __init__(self, kube: KubeClient | None = None, status: StatusWriter | None = None) -> None:
         self.kube = kube or KubeClient()
-        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
+        # The builder's writer (Context.statuses), or one of its own (a test of the API alone).
+        self.status = status or StatusWriter(self.kube, GROUP, VERSION, PLURAL)
         self.targets = ScaleTargets(self.kube)
 
     async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -83,7 +53,7 @@ class TDSetAPI:
         try:
             return await self.kube.create(namespaced(namespace, "deployments", group_version="apps/v1"), body)
         except ApiError as exc:
-            if exc.status == 409:
+            if isinstance(exc, Conflict):
                 return None
             raise
 
@@ -100,7 +70,7 @@ class TDSetAPI:
         try:
             await self.kube.delete(namespaced(namespace, "deployments", name, "apps/v1"), body)
         except ApiError as exc:
-            if exc.status not in (404, 409):
+            if not isinstance(exc, (NotFound, Conflict)):
                 raise
 
     async def patch_autoscaler(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
@@ -140,7 +110,7 @@ class ScaleTargets:
         try:
             found: dict[str, Any] | None = await self.kube.get(_group_version_path(api_version))
         except ApiError as exc:
-            if exc.status != 404:
+            if not isinstance(exc, NotFound):
                 raise
             found = None
         self._discovery.put(api_version, (found, time.monotonic() + DISCOVERY_TTL))

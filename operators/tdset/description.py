@@ -27,7 +27,6 @@ DESCRIPTION = OperatorDescription(
     name="tdset",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.tdset.reconciler:TDSetReconciler",
     access=access.POLICIES,
     resources=(
         # create it, patch (scale, template, adopt an orphan); get after AlreadyExists. As a

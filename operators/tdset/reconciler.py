@@ -3,7 +3,7 @@
 A TDSet scales either a Deployment of its own (``spec.container``) or a workload the user runs
 (``spec.scaleTargetRef``: written through ``/scale`` and read through it, or for the apps kinds
 from the object whose fields their ``/scale`` serves; claimed but never owned, given
-back by ``TargetSweeps``; ``.target``).
+back by ``.sweeps``; ``.target``).
 """
 
 from __future__ import annotations
@@ -18,331 +18,58 @@ from typing import Any, NoReturn
 
 from operators.tdset import desired, schedule, status
 from operators.tdset import target as scaletarget
-from operators.tdset.api import PatchExpectations, ScaleTargets, StoredTemplates, TDSetAPI
+from operators.tdset.api import StoredTemplates, TDSetAPI
 from operators.tdset.description import DESCRIPTION, SCALER_LABEL
 from operators.tdset.desired import AutoscalerView, DeploymentView
 from operators.tdset.schema import APP, CRD
+from operators.tdset.sweeps import Autoscalers, FloorSweeps, Held, TargetKey, TargetSweeps, target_key
+from operators.tdset.targets import (
+    CONFLICT_RECHECK,
+    UID_CHECKED,
+    FoundTarget,
+    KnownTarget,
+    TargetConflictError,
+    TargetError,
+)
 from shared.api import conditions, ownership
+from shared.api.errors import (
+    ApiError,
+    Conflict,
+    ConflictError,
+    Failure,
+    Forbidden,
+    NotFound,
+    ReconcileError,
+    SupersededError,
+    TerminalError,
+)
 from shared.api.services import view as service_view
 from shared.api.validation import FieldError, SchemaValidator, name_errors
-from shared.client.kube import ApiError, KubeClient, SupersededError, reason_of
+from shared.client.kube import KubeClient, reason_of
 from shared.client.services import converge as converge_service
-from shared.client.statuses import StatusWriter
 from shared.controller import caches
-from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
+from shared.controller.expectations import PatchExpectations
+from shared.controller.reconciler import Context, Generations, Reconciler, Store
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
 logger = logging.getLogger("operators.tdset")
-DEPLOYMENT, SERVICE, AUTOSCALER = DESCRIPTION.resources[:3]
-# The kinds a scaleTargetRef may name out of the box (RBAC in the description): the start-up
-# sweep lists their claims. (apiVersion, kind, plural)
-TARGET_KINDS = tuple(
-    (f"{r.group}/{r.version}" if r.group else r.version, r.kind, r.plural)
-    for r in DESCRIPTION.resources
-    if r.scale
+DEPLOYMENT, SERVICE, AUTOSCALER, CONFIGMAP = map(
+    DESCRIPTION.resource, ("deployments", "services", "horizontalpodautoscalers", "configmaps")
 )
-(CONFIGMAP,) = [r for r in DESCRIPTION.resources if r.plural == "configmaps"]
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
-# HPAs by (namespace, name).
-Autoscalers = dict[tuple[str, str], AutoscalerView]
-# A scale target: (namespace, group, kind, name).
-TargetKey = tuple[str, str, str, str]
 
 
-class DeploymentConflictError(ownership.ConflictError):
+class DeploymentConflictError(ConflictError):
     """A Deployment with the TDSet's name exists and belongs to someone else."""
 
     reason = "DeploymentConflict"
 
 
-class Sweeps:
-    """A sweep run in the background, once every watch has listed (before, a live TDSet may look
-    gone) and only on the leader (``active``): a standby never writes.
-
-    One sweep at a time; a request during a sweep asks for exactly one more, so the initial
-    listing of many annotated objects starts one sweep, not one (and its patches) per object.
-    Subclasses say what one sweep does (``_sweep``); it may ask for one more itself.
-    """
-
-    task_name = "tdset/sweep"
-
-    def __init__(self, active: Callable[[], bool]) -> None:
-        self._active = active
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
-
-    def request(self) -> None:
-        self._again = True
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name=self.task_name)
-
-    async def wait(self) -> None:
-        """Until the sweeps asked for so far are done (tests)."""
-        if self._task is not None:
-            await self._task
-
-    async def _run(self) -> None:
-        while not self._active():  # listed, and (leader election) leading
-            await asyncio.sleep(0.1)
-        while self._again:
-            self._again = False
-            await self._sweep()
-
-    async def _sweep(self) -> None:
-        raise NotImplementedError
-
-
-class FloorSweeps(Sweeps):
-    """Sweeps giving back the minReplicas (and maxReplicas, if capped) of HPAs that a TDSet no
-    longer here held (deleted, even while this operator was down) or that it no longer scales
-    (``Sweeps``)."""
-
-    task_name = "tdset/restore-floors"
-
-    def __init__(
-        self,
-        api: TDSetAPI,
-        autoscalers: Autoscalers,
-        live: Callable[[], set[str]],
-        active: Callable[[], bool],
-        scales: Callable[[str], TargetKey | None] = lambda uid: None,
-    ) -> None:
-        super().__init__(active)
-        self._api = api
-        self._autoscalers = autoscalers
-        self._live = live
-        # What a live TDSet scales now (None: not known): an HPA whose floor it raised on a
-        # target it no longer points at (scaleTargetRef changed) gets its minReplicas back too.
-        self._scales = scales
-
-    async def _sweep(self) -> None:
-        live = self._live()
-        for hpa in list(self._autoscalers.values()):
-            if hpa.floor_owner is not None and (
-                hpa.floor_owner not in live or self._moved_away(hpa, hpa.floor_owner)
-            ):
-                try:
-                    await self._restore_floor(hpa)
-                except Exception as exc:  # one HPA's failure must not end the sweeps for all
-                    logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc!r}")
-
-    def _moved_away(self, hpa: AutoscalerView, owner: str) -> bool:
-        now = self._scales(owner)
-        scaled = desired.scaled_by(hpa)
-        return now is not None and scaled is not None and now != (hpa.namespace, *scaled)
-
-    async def _restore_floor(self, hpa: AutoscalerView) -> None:
-        try:
-            await self._api.patch_autoscaler(hpa.namespace, hpa.name, desired.restore_patch(hpa))
-        except ApiError as exc:
-            if exc.status != 404:
-                logger.warning(f"restoring minReplicas of HPA {hpa.namespace}/{hpa.name}: {exc}")
-            return
-        capped = (
-            f", maxReplicas {hpa.max_replicas} -> {hpa.original_max}" if hpa.original_max is not None else ""
-        )
-        logger.info(
-            f"HPA {hpa.namespace}/{hpa.name}: minReplicas {hpa.min_replicas} -> {hpa.original_min}{capped} "
-            "(the TDSet that raised it is gone)"
-        )
-
-
-class TargetConflictError(ownership.ConflictError):
-    """The scale target is held by another live TDSet, or controlled by another object (an
-    owner reference with ``controller: true``): this one leaves it alone."""
-
-    reason = "TargetConflict"
-
-
-# Seconds between the passes of a TDSet whose target another holds (each one read, no write).
-CONFLICT_RECHECK = 30.0
-
-
-def _same_degraded(previous: Mapping[str, Any], failure: tuple[str, str]) -> bool:
+def _same_degraded(previous: Mapping[str, Any], failure: Failure) -> bool:
     """Whether the last status already says ``Degraded`` for ``failure`` (its Event is out)."""
     before = conditions.get(previous.get("conditions"), conditions.DEGRADED) or {}
     return (before.get("status"), before.get("reason"), before.get("message")) == ("True", *failure)
-
-
-class TargetError(Exception):
-    """The scale target cannot be scaled (yet): ``reason`` is the condition's and Event's."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def target_key(namespace: str, ref: scaletarget.Ref) -> TargetKey:
-    return (namespace, *ref.key)
-
-
-@dataclass(frozen=True)
-class Held:
-    """A claim the operator knows of: which TDSet holds the target, and how to reach it."""
-
-    holder: str
-    api_version: str
-    plural: str
-
-
-class TargetSweeps(Sweeps):
-    """Gives the replicas back to scale targets no TDSet wants any more: its TDSet was deleted
-    (also while this operator was down), points at another object, or went back to a
-    ``container``. The counterpart of ``FloorSweeps`` for ``spec.scaleTargetRef``.
-
-    The claims are known from the passes that made or confirmed them and, once after start,
-    from a listing of each kind supported out of the box (``TARGET_KINDS``) with the
-    ``operators.tdset.target.HOLDER`` label selector in the watched namespaces: a TDSet
-    deleted while the operator was down left its claim there. Targets are not watched (see
-    docs/operators/tdset-targets.md), so a claim on a kind a cluster admin
-    added is known from the passes only: one left by a TDSet deleted while the operator was down
-    is not found (documented, with the label to look for).
-
-    Runs as ``Sweeps`` do: once every watch has listed, only on the leader, one at a time.
-    """
-
-    task_name = "tdset/give-back-targets"
-
-    def __init__(
-        self,
-        api: ScaleTargets,
-        wants: Callable[[str], TargetKey | None],
-        active: Callable[[], bool],
-        namespaces: Callable[[], tuple[str, ...]],
-        event: Callable[[Mapping[str, Any], str, str], None],
-        *,
-        autoscaled: Callable[[TargetKey], bool] = lambda key: False,
-        released: Callable[[TargetKey], None] = lambda key: None,
-    ) -> None:
-        super().__init__(active)
-        self._api = api
-        self._wants = wants
-        # Told when a target is free: a TDSet that found it taken (TargetConflict) takes it now,
-        # not at the end of its backoff.
-        self._released = released
-        # An HPA scales it: its replicas are the HPA's to set (the HPA gets its floor back).
-        self._autoscaled = autoscaled
-        self._namespaces = namespaces
-        self._event = event
-        self.claims: dict[TargetKey, Held] = {}
-        self._listed = False
-
-    def claimed(self, key: TargetKey, held: Held) -> None:
-        """A pass holds ``key`` for ``held.holder``: sweep if the holder no longer wants it."""
-        self.claims[key] = held
-        if self._wants(held.holder) != key:
-            self.request()
-
-    async def _sweep(self) -> None:
-        if not self._listed:
-            self._listed = await self._list()
-        for key, held in list(self.claims.items()):
-            if self._wants(held.holder) == key:
-                continue
-            try:
-                await self._give_back(key, held)
-            except Exception as exc:  # one target's failure must not end the sweeps for all
-                logger.warning(f"giving back {key[2]} {key[0]}/{key[3]}: {exc!r}")
-
-    async def _list(self) -> bool:
-        """Every claim on the kinds supported out of the box; whether each listing succeeded (a
-        kind the cluster does not serve, such as WebServer without its CRD, has none)."""
-        listed = True
-        for namespace in self._namespaces() or ("",):
-            for api_version, kind, plural in TARGET_KINDS:
-                try:
-                    found = await self._api.list_claimed(namespace, plural, api_version)
-                except ApiError as exc:
-                    if exc.status == 404:
-                        continue
-                    logger.warning(f"listing the {plural} TDSets hold: {exc}; again at the next sweep")
-                    listed = False
-                    continue
-                except Exception as exc:
-                    logger.warning(f"listing the {plural} TDSets hold: {exc!r}; again at the next sweep")
-                    listed = False
-                    continue
-                for obj in found:
-                    holder, meta = scaletarget.claim_of(obj).holder, obj["metadata"]
-                    if holder is not None:
-                        key = (meta["namespace"], api_version.rpartition("/")[0], kind, meta["name"])
-                        self.claims.setdefault(key, Held(holder, api_version, plural))
-        return listed
-
-    async def _give_back(self, key: TargetKey, held: Held) -> None:
-        namespace, _, kind, name = key
-        obj = await self._api.get(namespace, held.plural, name, held.api_version)
-        claim = scaletarget.claim_of(obj) if obj is not None else None
-        if obj is None or claim is None or claim.holder is None:
-            self.claims.pop(key, None)  # gone, or given back by someone else
-            return
-        if claim.holder != held.holder:  # taken over since: judge the new holder
-            self.claims[key] = Held(claim.holder, held.api_version, held.plural)
-            self._again = True
-            return
-        original = scaletarget.give_back_replicas(claim)
-        if self._autoscaled(key):
-            original = None
-        # Both writes carry what was read as preconditions (UID, resourceVersion): the claim
-        # taken meanwhile by a TDSet re-created under the same name is kept, with the user's
-        # original replicas it carries (a 409: read again, in the sweep that follows).
-        version = claim.resource_version
-        try:
-            if original is not None:
-                answer = await self._api.patch_scale(
-                    namespace,
-                    held.plural,
-                    name,
-                    held.api_version,
-                    original,
-                    uid=claim.uid,
-                    resource_version=version,
-                )
-                version = str((answer.get("metadata") or {}).get("resourceVersion") or version)
-            await self._api.patch(
-                namespace, held.plural, name, held.api_version, scaletarget.release_patch(claim, version)
-            )
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            self._again = True
-            return
-        self.claims.pop(key, None)
-        self._released(key)
-        why = f"TDSet {claim.holder_name} (uid {claim.holder}) no longer scales it"
-        gave = f"replicas set back to {original}" if original is not None else "released to its HPA"
-        logger.info(f"{kind} {namespace}/{name}: {gave} ({why})")
-        self._event(obj, "GaveBackReplicas", f"{gave[0].upper()}{gave[1:]}: {why}")
-
-
-# The kinds whose /scale refuses a Scale carrying another object's UID (409): the apps registry
-# checks it; a custom resource's /scale does not (kube-apiserver 1.34: a WebServer's took a
-# wrong UID), so a replaced one would be written unclaimed. (group, kind)
-UID_CHECKED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
-
-
-@dataclass(frozen=True)
-class KnownTarget:
-    """What the last pass of a TDSet found of its scale target, holding the claim: enough to
-    write a boundary's replicas with one request (``TDSetReconciler.flip_target``)."""
-
-    ref: scaletarget.Ref
-    plural: str
-    uid: str  # the target's UID: the precondition of the write
-    replicas: int  # its spec.replicas as that pass left it
-
-
-@dataclass
-class FoundTarget:
-    """A scale target as a pass found it: its plural, the object, the claim, its Scale."""
-
-    plural: str
-    obj: Mapping[str, Any]
-    claim: scaletarget.Claim
-    scale: scaletarget.ScaleView
-    claimed_now: bool  # claimed by this pass
 
 
 Holidays = tuple[frozenset[datetime.date], list[str]]
@@ -406,31 +133,16 @@ class Converged:
     deployment: DeploymentView | None
     target: int
     scaled: bool = False
-    failure: tuple[str, str] | None = None
+    failure: Failure | None = None
 
 
-class TDSetReconciler:
-    """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
-
-    Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
-    ``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and
-    Service it controls (server-side label selectors, indexed by owner), of any
-    HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
-    indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
-    watched as metadata only and read by reference, ``HolidayMaps``) and by time: each pass
-    returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
-    so a boundary is acted on when it is reached, not at the next poll.
-
-    Each pass is level-based: desired replicas come from ``.schedule.decide`` with the
-    operator's clock (``shared.api.clock.Clock``) and the TDSet's override annotation (the
-    layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
-    caches; the status is written whole and only when it changed.
-    """
+class TDSetReconciler(Reconciler):
+    """See the module docstring; its dependencies come in ``ctx``."""
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         self.clock = ctx.clock
-        self.api = TDSetAPI(ctx.kube)
+        self.api = TDSetAPI(ctx.kube, ctx.statuses)
         self.expectations = PatchExpectations()
         self.stored_templates = StoredTemplates()
         self.deployments = caches.OwnerCache(desired.deployment_view)
@@ -438,13 +150,13 @@ class TDSetReconciler:
         # An HPA's events wake the TDSet of its target's name.
         self.autoscalers: Autoscalers = {}
         # What each TDSet points at now, from its latest body: uid -> (namespace, name, target).
-        self.wanted: dict[str, tuple[str, str, TargetKey | None]] = {}
+        self.wanted: Store[tuple[str, str, TargetKey | None]] = ctx.store()
         # What each TDSet's last pass found of its scale target (uid -> KnownTarget).
-        self.known_targets: dict[str, KnownTarget] = {}
+        self.known_targets: Store[KnownTarget] = ctx.store()
         # The spec's errors by TDSet, for the generation checked (uid -> (generation, errors)).
-        self.checked_specs: dict[str, tuple[int, list[FieldError]]] = {}
+        self.checked_specs: Generations[tuple[FieldError, ...]] = ctx.generations()
         # The notes on overlapping windows by TDSet, for the generation (uid -> (generation, notes)).
-        self.overlap_notes: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self.overlap_notes: Generations[tuple[str, ...]] = ctx.generations()
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -453,7 +165,7 @@ class TDSetReconciler:
             self.wants,
             ctx.active,
             ctx.namespaces,
-            self._target_event,
+            ctx.event,
             autoscaled=self.autoscaled,
             released=self.target_released,
         )
@@ -486,14 +198,6 @@ class TDSetReconciler:
                 self.ctx.controller.kick(namespace, tdset)  # the TDSets whose scaleTargetRef it scales
         if event_type != "DELETED" and view.floor_owner is not None:
             self.floor_sweeps.request()
-
-    @property
-    def statuses(self) -> StatusWriter:
-        """The status writer: the builder reports an exception a pass did not through it."""
-        return self.api.status
-
-    def is_echo(self, body: Mapping[str, Any]) -> bool:
-        return self.api.status.is_echo(body)
 
     def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Keep what each TDSet points at; a reference changed or dropped starts a give-back."""
@@ -546,21 +250,10 @@ class TDSetReconciler:
         """A TDSet deleted, or replaced under its name: its status and expectations go, and an HPA
         floor it raised and a target it scaled are given back (the sweeps find it no longer in the
         controller's store)."""
-        self.api.status.forget(uid)
         self.expectations.forget(uid)
         self.stored_templates.forget(uid)
-        self.wanted.pop(uid, None)
-        self.known_targets.pop(uid, None)
-        self.checked_specs.pop(uid, None)
-        self.overlap_notes.pop(uid, None)
         self.floor_sweeps.request()
         self.target_sweeps.request()
-
-    def _target_event(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
-        self.ctx.event(obj, reason, message)
-
-    def _event(self, body: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        self.ctx.event(body, reason, message, type_)
 
     async def ensure_deployment(
         self, body: Mapping[str, Any], spec: Mapping[str, Any], replicas: int, why: str
@@ -577,7 +270,7 @@ class TDSetReconciler:
         if created is not None:
             # Write-through: no older event of a new object can arrive after this one.
             self.deployments.observe("ADDED", created)
-            self._event(
+            self.ctx.event(
                 body, "CreatedDeployment", f"Created deployment {name} with {replicas} replicas: {why}"
             )
             return desired.deployment_view(created)
@@ -588,7 +281,7 @@ class TDSetReconciler:
             existing = await self.api.patch_deployment(
                 namespace, name, ownership.adoption_patch(existing, body)
             )
-            self._event(body, "AdoptedDeployment", f"Adopted orphaned deployment {name}")
+            self.ctx.event(body, "AdoptedDeployment", f"Adopted orphaned deployment {name}")
         if not ownership.is_controlled_by(existing, uid):
             ref = ownership.controller_of(existing)
             if existing["metadata"].get("deletionTimestamp"):
@@ -631,7 +324,7 @@ class TDSetReconciler:
         if "template" in patch["spec"]:
             self.stored_templates.remember(meta["uid"], desired.template_hash(spec), answer.template_fields())
             c = desired.container(spec)
-            self._event(
+            self.ctx.event(
                 body,
                 "UpdatedDeployment",
                 f"Updated deployment {dep.name}: image {c['image']}, port {c['ports'][0]['containerPort']}, "
@@ -640,21 +333,21 @@ class TDSetReconciler:
         if "replicas" in patch["spec"]:
             before, after = dep.replicas, patch["spec"]["replicas"]
             if previous.get("autoscaler"):
-                self._event(
+                self.ctx.event(
                     body,
                     "ScaledDeployment",
                     f"Scaled deployment {dep.name} from {before} to {after}: HPA {previous['autoscaler']} "
                     f"no longer targets it; {why}",
                 )
             elif previous.get("desiredReplicas") not in (None, before):
-                self._event(
+                self.ctx.event(
                     body,
                     "RevertedManualScale",
                     f"Deployment {dep.name} was scaled to {before} outside the schedule; scaled back to "
                     f"{after} ({why}). Set spec.suspend to scale by hand.",
                 )
             else:
-                self._event(
+                self.ctx.event(
                     body, "ScaledDeployment", f"Scaled deployment {dep.name} from {before} to {after}: {why}"
                 )
         return True
@@ -693,7 +386,7 @@ class TDSetReconciler:
             and hpa.original_max is not None
             and was == cap != hpa.max_replicas
         ):
-            self._event(
+            self.ctx.event(
                 body,
                 "RevertedAutoscalerEdit",
                 f"HPA {hpa.name} had maxReplicas set to {hpa.max_replicas} while {held.cap_from} caps it at "
@@ -705,7 +398,7 @@ class TDSetReconciler:
         changed = f"minReplicas of HPA {hpa.name} from {hpa.min_replicas} to {floor}"
         if max_after != hpa.max_replicas:
             changed += f", maxReplicas from {hpa.max_replicas} to {max_after}"
-        self._event(body, "SetAutoscalerFloor", f"Set {changed}: {why}")
+        self.ctx.event(body, "SetAutoscalerFloor", f"Set {changed}: {why}")
 
     def _announce(
         self,
@@ -717,12 +410,12 @@ class TDSetReconciler:
     ) -> None:
         """Events for what changed since the last status: new schedule warnings, suspend/resume."""
         if warnings and warnings != previous.get("warnings"):
-            self._event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
+            self.ctx.event(body, "ScheduleWarning", "; ".join(warnings), "Warning")
         was_suspended = (conditions.get(previous.get("conditions"), conditions.PROGRESSING) or {}).get(
             "reason"
         ) == "Suspended"
         if suspended != was_suspended and previous:
-            self._event(
+            self.ctx.event(
                 body,
                 "Suspended" if suspended else "Resumed",
                 "scheduling paused: replicas are left as they are"
@@ -741,7 +434,7 @@ class TDSetReconciler:
             (status.HOLIDAYS_UNAVAILABLE, decision.holidays_error, "the calendar runs without them"),
         ):
             if error is not None and (degraded.get("reason"), degraded.get("message")) != (reason, error):
-                self._event(body, reason, f"{error}; {then}", "Warning")
+                self.ctx.event(body, reason, f"{error}; {then}", "Warning")
 
     async def converge_children(
         self,
@@ -778,18 +471,18 @@ class TDSetReconciler:
                 for reason, message in await converge_service(
                     self.api.kube, namespace, observed, wanted, owner=body
                 ):
-                    self._event(body, reason, message)
+                    self.ctx.event(body, reason, message)
         except SupersededError:
             raise
-        except ownership.ConflictError as exc:
-            out.failure = (exc.reason, str(exc))
+        except ConflictError as exc:
+            out.failure = Failure(exc.reason, str(exc))
         except TimeoutError:
-            out.failure = (
+            out.failure = Failure(
                 "FailedUpdate",
                 f"the API server did not answer before the next boundary ({bound:.0f}s)",
             )
         except Exception as exc:
-            out.failure = ("FailedUpdate", reason_of(exc))
+            out.failure = Failure("FailedUpdate", reason_of(exc))
         return out
 
     async def converge_target(
@@ -855,27 +548,27 @@ class TDSetReconciler:
                 )
         except SupersededError:
             raise
-        except ownership.ConflictError as exc:
-            out.failure = (exc.reason, str(exc))
+        except ConflictError as exc:
+            out.failure = Failure(exc.reason, str(exc))
         except TargetError as exc:
-            out.failure = (exc.reason, str(exc))
+            out.failure = Failure(exc.reason, str(exc))
         except TimeoutError:
-            out.failure = (
+            out.failure = Failure(
                 "FailedUpdate",
                 f"the API server did not answer before the next boundary ({bound:.0f}s)",
             )
         except ApiError as exc:
-            if exc.status == 403:
-                out.failure = (
+            if isinstance(exc, Forbidden):
+                out.failure = Failure(
                     "TargetForbidden",
                     f"{reason_of(exc)}. Out of the box the operator scales Deployments, StatefulSets, "
                     "ReplicaSets and WebServers; a cluster admin allows another kind with a ClusterRole "
                     f'labelled {SCALER_LABEL}: "true" (docs/operators/tdset-targets.md)',
                 )
             else:
-                out.failure = ("FailedUpdate", reason_of(exc))
+                out.failure = Failure("FailedUpdate", reason_of(exc))
         except Exception as exc:
-            out.failure = ("FailedUpdate", reason_of(exc))
+            out.failure = Failure("FailedUpdate", reason_of(exc))
         return out
 
     async def flip_target(
@@ -908,10 +601,10 @@ class TDSetReconciler:
                 uid=known.uid,
             )
         except ApiError as exc:
-            if exc.status in (404, 409):
+            if isinstance(exc, (NotFound, Conflict)):
                 return False
             raise
-        self._event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
+        self.ctx.event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
         return True
 
     async def claim_target(self, body: Mapping[str, Any], ref: scaletarget.Ref) -> FoundTarget:
@@ -959,11 +652,11 @@ class TDSetReconciler:
                     await api.patch(namespace, plural, ref.name, ref.api_version, patch)
                 )
             except ApiError as exc:
-                if exc.status == 409 and attempt == 1:
+                if isinstance(exc, Conflict) and attempt == 1:
                     continue
                 raise
             taken = f"; taken over from TDSet {claim.holder_name}, which is gone" if claim.holder else ""
-            self._event(
+            self.ctx.event(
                 body,
                 "ClaimedTarget",
                 f"Scaling {ref} from now on; its replicas ({found.claim.original}) are given back when "
@@ -990,14 +683,14 @@ class TDSetReconciler:
             namespace, found.plural, ref.name, ref.api_version, replicas
         )
         if not found.claimed_now and previous.get("desiredReplicas") not in (None, before):
-            self._event(
+            self.ctx.event(
                 body,
                 "RevertedManualScale",
                 f"{ref} was scaled to {before} outside the schedule; scaled back to {replicas} ({why}). "
                 "Set spec.suspend to scale by hand.",
             )
         else:
-            self._event(body, "ScaledTarget", f"Scaled {ref} from {before} to {replicas}: {why}")
+            self.ctx.event(body, "ScaledTarget", f"Scaled {ref} from {before} to {replicas}: {why}")
         return scaletarget.scale_view(answer)
 
     async def drop_own_children(self, body: Mapping[str, Any]) -> None:
@@ -1007,7 +700,7 @@ class TDSetReconciler:
         namespace, uid = meta["namespace"], meta["uid"]
         for dep in self.deployments.children(namespace, uid):
             await self.api.delete_deployment(namespace, dep.name, dep.uid)
-            self._event(
+            self.ctx.event(
                 body, "DeletedDeployment", f"Deleted deployment {dep.name}: spec.scaleTargetRef replaces it"
             )
         observed = self.services.children(namespace, uid)
@@ -1015,7 +708,7 @@ class TDSetReconciler:
             for reason, message in await converge_service(
                 self.api.kube, namespace, observed, None, owner=body
             ):
-                self._event(body, reason, message)
+                self.ctx.event(body, reason, message)
 
     async def write_status(
         self, body: Mapping[str, Any], new_status: Mapping[str, Any], bound: float
@@ -1042,8 +735,7 @@ class TDSetReconciler:
         errors = (
             VALIDATOR.errors(spec) or scaletarget.spec_errors(spec) or schedule.check(spec)
         ) + name_errors(name, service=bool(spec.get("service")))
-        self.checked_specs[uid] = (generation, errors)
-        return errors
+        return list(self.checked_specs.keep(uid, generation, tuple(errors)))
 
     def autoscaler_of(self, namespace: str, name: str, ref: scaletarget.Ref | None) -> AutoscalerView | None:
         """The HPA scaling what the TDSet ``name`` scales: its scaleTargetRef, else its own Deployment."""
@@ -1055,12 +747,10 @@ class TDSetReconciler:
     def spec_overlaps(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[str]:
         """The notes on overlapping windows (``.schedule.overlaps``): a function of the spec
         alone, so worked out once per generation, as ``spec_errors``."""
-        noted = self.overlap_notes.get(uid)
-        if generation and noted is not None and noted[0] == generation:
-            return list(noted[1])
-        notes = schedule.overlaps(spec)
-        self.overlap_notes[uid] = (generation, tuple(notes))
-        return notes
+        noted = self.overlap_notes.known(uid, generation)
+        if noted is not None:
+            return list(noted)
+        return list(self.overlap_notes.keep(uid, generation, tuple(schedule.overlaps(spec))))
 
     async def plan(
         self,
@@ -1087,18 +777,18 @@ class TDSetReconciler:
             await self.calendar_failed(body, exc, previous, meta.get("generation", 0), now)
 
     def failed(
-        self, body: Mapping[str, Any], previous: Mapping[str, Any], failure: tuple[str, str], bound: float
+        self, body: Mapping[str, Any], previous: Mapping[str, Any], failure: Failure, bound: float
     ) -> NoReturn:
         """A pass's failure, already in the status: its Warning Event (a ``TargetConflict``'s
         once per change of it, not per retry), then the retry."""
-        if failure[0] != TargetConflictError.reason or not _same_degraded(previous, failure):
-            self._event(body, failure[0], failure[1], "Warning")
-        if failure[0] == TargetConflictError.reason:
+        if failure.reason != TargetConflictError.reason or not _same_degraded(previous, failure):
+            self.ctx.event(body, failure.reason, failure.message, "Warning")
+        if failure.reason == TargetConflictError.reason:
             # Its holder going (a TDSet letting go kicks this one; a controller's owner
             # reference going wakes nothing): looked at again at least this often, with one
             # read and no write.
             bound = min(bound, CONFLICT_RECHECK)
-        raise ReconcileError(failure[0], failure[1], bound)
+        raise ReconcileError(failure.reason, failure.message, bound)
 
     async def calendar_failed(
         self,
@@ -1126,7 +816,7 @@ class TDSetReconciler:
             schedule.DEFAULT_RECHECK_MINUTES * 60,
         )
         if (before.get("reason"), before.get("message")) != (status.CALENDAR_ERROR, message):
-            self._event(body, status.CALENDAR_ERROR, message, "Warning")
+            self.ctx.event(body, status.CALENDAR_ERROR, message, "Warning")
         raise ReconcileError(status.CALENDAR_ERROR, message) from exc
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
@@ -1139,11 +829,12 @@ class TDSetReconciler:
         errors = self.spec_errors(uid, generation, name, spec)
         if errors:
             self.degraded_gauge.labels(namespace, name).set(1)
+            message = "; ".join(map(str, errors))
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)
             ):
-                self._event(body, "InvalidSpec", "; ".join(map(str, errors)), "Warning")
-            return None
+                self.ctx.event(body, "InvalidSpec", message, "Warning")
+            raise TerminalError("InvalidSpec", message)  # the spec's next change runs a pass
 
         holidays, holidays_error = await self.holidays.dates(namespace, name, spec)
         ahead, decision, bound, why = await self.plan(

@@ -18,6 +18,7 @@ from operators.tdset import schedule
 from operators.tdset.desired import DeploymentView
 from operators.tdset.schedule import Decision
 from shared.api import conditions
+from shared.api.errors import Failure
 from shared.api.validation import FieldError, degraded
 
 
@@ -29,7 +30,7 @@ class Observed:
     autoscaler: str | None
     suspended: bool
     warnings: Sequence[str]
-    failure: tuple[str, str] | None
+    failure: Failure | None
     workload: str = "Deployment"  # the kind it scales: its own Deployment, or its scaleTargetRef's
     zone: str = schedule.DEFAULT_TIME_ZONE  # spec.timeZone, for status.upcoming's local times
     autoscaler_bounds: Mapping[str, Any] | None = None  # status.autoscalerBounds, with an HPA
@@ -83,13 +84,13 @@ def compute(
     # Under an HPA the Deployment's own count is the autoscaler's decision, not ours.
     target = dep.replicas if dep is not None and observed.autoscaler else observed.desired
     # What the Deployment still has to do, suspended or not (then its own count is the target).
-    pending: tuple[str, str] | None = None
+    pending: Failure | None = None
     if dep is None or dep.replicas != target:
-        pending = ("Scaling", f"scaling the {observed.workload} to {target}")
+        pending = Failure("Scaling", f"scaling the {observed.workload} to {target}")
     elif not dep.rolled_out or dep.updated < target or dep.status_replicas > target:
-        pending = ("RollingOut", f"{dep.updated} of {target} pods updated")
+        pending = Failure("RollingOut", f"{dep.updated} of {target} pods updated")
     elif dep.ready < target:
-        pending = ("WaitingForReady", f"{dep.ready} of {target} ready")
+        pending = Failure("WaitingForReady", f"{dep.ready} of {target} ready")
     settled = ("DeploymentReady", f"{dep.ready if dep is not None else 0} of {target} ready")
 
     if observed.suspended:

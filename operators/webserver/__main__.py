@@ -1,6 +1,8 @@
-"""Entry point: ``python -m operators.<name> [--namespace NS ...]``, the same in every operator."""
+"""Entry point: `python -m operators.webserver [--namespace NS ...]`."""
 
-from operators import main
+from operators.webserver.description import DESCRIPTION
+from operators.webserver.reconciler import WebServerReconciler
+from shared.controller.builder import run
 
 if __name__ == "__main__":
-    main(__package__)
+    run(DESCRIPTION, WebServerReconciler)

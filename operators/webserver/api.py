@@ -8,58 +8,22 @@ terminating or gone, or after five minutes (the ReplicaSet controller's timeout)
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from operators.webserver.desired import PodView
 from operators.webserver.schema import GROUP, PLURAL, VERSION
 from shared.api import ownership
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.api.errors import ApiError, Conflict, NotFound
+from shared.client.kube import KubeClient, namespaced
 from shared.client.statuses import StatusWriter
 from shared.controller.caches import Orphan
 
-EXPECTATION_TTL = 300.0
-
-
-class DeleteExpectations:
-    def __init__(self) -> None:
-        self._pending: dict[str, dict[str, float]] = {}
-
-    def expect(self, owner_uid: str, names: Iterable[str]) -> None:
-        deadline = time.monotonic() + EXPECTATION_TTL
-        self._pending.setdefault(owner_uid, {}).update(dict.fromkeys(names, deadline))
-
-    def cancel(self, owner_uid: str, names: Iterable[str]) -> None:
-        """Deletes that failed: the pods are still there and must be counted."""
-        pending = self._pending.get(owner_uid, {})
-        for name in names:
-            pending.pop(name, None)
-        if not pending:
-            self._pending.pop(owner_uid, None)
-
-    def apply(self, owner_uid: str, pods: Sequence[PodView]) -> list[PodView]:
-        """Pods as they will be: our pending deletes shown as terminating."""
-        pending = self._pending.get(owner_uid, {})
-        now = time.monotonic()
-        seen_alive = {p.name for p in pods if not p.deleting}
-        for name in list(pending):
-            if name not in seen_alive or pending[name] < now:
-                del pending[name]  # the watch caught up (or we gave up waiting)
-        if not pending:
-            # No empty dict kept for every WebServer that once scaled down.
-            self._pending.pop(owner_uid, None)
-        return [dataclasses.replace(p, deleting=True) if p.name in pending else p for p in pods]
-
-    def forget(self, owner_uid: str) -> None:
-        self._pending.pop(owner_uid, None)
-
 
 class WebServerAPI:
-    def __init__(self, kube: KubeClient | None = None) -> None:
+    def __init__(self, kube: KubeClient | None = None, status: StatusWriter | None = None) -> None:
         self.kube = kube or KubeClient()
-        self.status = StatusWriter(self.kube, GROUP, VERSION, PLURAL)
+        # The builder's writer (Context.statuses), or one of its own (a test of the API alone).
+        self.status = status or StatusWriter(self.kube, GROUP, VERSION, PLURAL)
 
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> dict[str, Any] | None:
         """Create a pod: the pod as the API server stored it, or None when the name is taken
@@ -67,7 +31,7 @@ class WebServerAPI:
         try:
             return await self.kube.create(namespaced(namespace, "pods"), pod)
         except ApiError as exc:
-            if exc.status == 409:
+            if isinstance(exc, Conflict):
                 return None
             raise
 
@@ -91,7 +55,7 @@ class WebServerAPI:
                 namespaced(namespace, "pods", name), {"preconditions": {"uid": uid}} if uid else None
             )
         except ApiError as exc:
-            if exc.status == 404 or (uid and exc.status == 409):
+            if isinstance(exc, NotFound) or (uid and isinstance(exc, Conflict)):
                 return False
             raise
         return True

@@ -15,7 +15,6 @@ DESCRIPTION = OperatorDescription(
     name="webserver",
     app=schema.APP,
     crd=schema.CRD,
-    reconcile="operators.webserver.reconciler:WebServerReconciler",
     access=access.POLICIES,
     resources=(
         # create/delete pods; get after AlreadyExists (whose pod is it?); patch adopts an orphan.

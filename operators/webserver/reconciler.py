@@ -23,23 +23,34 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operators.webserver import desired, rollout, status
-from operators.webserver.api import DeleteExpectations, WebServerAPI
+from operators.webserver.api import WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
 from shared.api import ownership
+from shared.api.errors import (
+    ApiError,
+    Conflict,
+    ConflictError,
+    Failure,
+    Invalid,
+    NotFound,
+    ReconcileError,
+    TerminalError,
+)
 from shared.api.lru import LRU
 from shared.api.validation import FieldError, SchemaValidator, name_errors
 from shared.client.budgets import converge as converge_budget
-from shared.client.kube import ApiError, KubeClient, reason_of
+from shared.client.kube import KubeClient, reason_of
 from shared.client.services import converge as converge_service
-from shared.client.statuses import StatusWriter
 from shared.controller import caches
-from shared.controller.builder import Context
 from shared.controller.configmaps import ReferencedConfigMaps
+from shared.controller.expectations import DeleteExpectations
+from shared.controller.reconciler import Context, Generations, Reconciler
 from shared.controller.watches import Watch
-from shared.controller.workqueue import ReconcileError
 
-POD, SERVICE, CONFIGMAP, BUDGET = DESCRIPTION.resources
+POD, SERVICE, CONFIGMAP, BUDGET = map(
+    DESCRIPTION.resource, ("pods", "services", "configmaps", "poddisruptionbudgets")
+)
 VALIDATOR = SchemaValidator(CRD.openapi_schema())
 # ConfigMap states whose digests are kept: more than the referenced ConfigMaps read at once.
 DIGESTS = 256
@@ -118,7 +129,7 @@ class ConfigMaps:
         return config_hash, "; ".join(missing) or None
 
 
-class WebServerReconciler:
+class WebServerReconciler(Reconciler):
     """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
 
     A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
@@ -131,16 +142,16 @@ class WebServerReconciler:
     """
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.api = WebServerAPI(ctx.kube)
-        self.expectations = DeleteExpectations()
+        super().__init__(ctx)
+        self.api = WebServerAPI(ctx.kube, ctx.statuses)
+        self.expectations: DeleteExpectations[desired.PodView] = DeleteExpectations()
         self.pods = caches.OwnerCache(desired.pod_view)
         self.services = caches.OwnerCache(desired.service_view)
         self.budgets = caches.OwnerCache(desired.budget_view)
         self.configmaps = ConfigMaps(ctx.kube, ctx.controller.kick)
         # UID -> (generation, the schema's errors of its spec at that generation); a tuple, so
         # the usual none is the one empty tuple, not an empty list per WebServer.
-        self.spec_checked: dict[str, tuple[int, tuple[FieldError, ...]]] = {}
+        self.spec_checked: Generations[tuple[FieldError, ...]] = ctx.generations()
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
         self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
@@ -154,43 +165,30 @@ class WebServerReconciler:
             self.configmaps.watch(),
         ]
 
-    @property
-    def statuses(self) -> StatusWriter:
-        """The status writer: the builder reports an exception a pass did not through it."""
-        return self.api.status
-
-    def is_echo(self, body: Mapping[str, Any]) -> bool:
-        return self.api.status.is_echo(body)
-
     def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         if event_type == "DELETED":  # what it read is no more kept for it
             meta = body.get("metadata") or {}
             self.configmaps.forget(meta.get("namespace") or "", meta.get("name") or "")
 
     def forget(self, uid: str) -> None:
-        """A WebServer deleted, or replaced under its name: its pending deletes and status go."""
+        """A WebServer deleted, or replaced under its name: its pending deletes go."""
         self.expectations.forget(uid)
-        self.api.status.forget(uid)
-        self.spec_checked.pop(uid, None)
 
     async def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
         """The CRD schema's errors of ``spec``, checked once per generation: the API server
         bumps it on every change of the spec, and every pod or status event of an unchanged
         WebServer runs a pass."""
-        checked = self.spec_checked.get(uid)
-        if checked is not None and generation and checked[0] == generation:
-            return list(checked[1])
+        checked = self.spec_checked.known(uid, generation)
+        if checked is not None:
+            return list(checked)
         # The CEL rules' Python twins once the types are known to be right. In a thread: the
         # largest spec takes tens of milliseconds to check, which on the event loop would hold
         # every other namespace's passes (the thread gives the loop its turn every few ms).
         errors = await asyncio.to_thread(spec_check, spec)
-        if generation:
-            self.spec_checked[uid] = (generation, tuple(errors))
+        self.spec_checked.keep(uid, generation, tuple(errors))
         return errors
 
-    async def reconcile_service(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any]
-    ) -> tuple[str, str] | None:
+    async def reconcile_service(self, body: Mapping[str, Any], spec: Mapping[str, Any]) -> Failure | None:
         """Converge the optional Service; returns the failure (reason, message) if there is one."""
         meta = body["metadata"]
         try:
@@ -201,17 +199,15 @@ class WebServerReconciler:
                 desired.service_manifest(body, spec),
                 owner=body,
             )
-        except ownership.ConflictError as exc:
-            return (exc.reason, str(exc))
+        except ConflictError as exc:
+            return Failure(exc.reason, str(exc))
         except Exception as exc:
-            return ("FailedService", reason_of(exc))
+            return Failure("FailedService", reason_of(exc))
         for reason, message in done:
-            self.ctx.events.record(body, type="Normal", reason=reason, message=message)
+            self.ctx.event(body, reason, message)
         return None
 
-    async def reconcile_budget(
-        self, body: Mapping[str, Any], spec: Mapping[str, Any]
-    ) -> tuple[str, str] | None:
+    async def reconcile_budget(self, body: Mapping[str, Any], spec: Mapping[str, Any]) -> Failure | None:
         """Converge the PodDisruptionBudget; returns the failure (reason, message) if there is one."""
         meta = body["metadata"]
         try:
@@ -223,15 +219,15 @@ class WebServerReconciler:
                 owner=body,
                 seen=lambda answer: self.budgets.observe("MODIFIED", answer),
             )
-        except ownership.ConflictError as exc:
-            return (exc.reason, str(exc))
+        except ConflictError as exc:
+            return Failure(exc.reason, str(exc))
         except Exception as exc:
-            return ("FailedPodDisruptionBudget", reason_of(exc))
+            return Failure("FailedPodDisruptionBudget", reason_of(exc))
         for reason, message in done:
-            self.ctx.events.record(body, type="Normal", reason=reason, message=message)
+            self.ctx.event(body, reason, message)
         return None
 
-    async def adopt_orphans(self, body: Mapping[str, Any]) -> tuple[str, str] | None:
+    async def adopt_orphans(self, body: Mapping[str, Any]) -> Failure | None:
         """Take over the pods a deleted WebServer of this name left without a controller."""
         meta = body["metadata"]
         adopted: list[str] = []
@@ -241,14 +237,14 @@ class WebServerReconciler:
             try:
                 self.pods.observe("MODIFIED", await self.api.adopt_pod(meta["namespace"], orphan, body))
             except ApiError as exc:
-                if exc.status in (404, 409, 422):  # gone, or re-created under the name: not that orphan
+                if isinstance(
+                    exc, (NotFound, Conflict, Invalid)
+                ):  # gone, or re-created under the name: not that orphan
                     continue
-                return ("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
+                return Failure("FailedAdopt", f"adopting {orphan.name}: {reason_of(exc)}")
             adopted.append(orphan.name)
         if adopted:
-            self.ctx.events.record(
-                body, type="Normal", reason="AdoptedPods", message=f"Adopted pods: {', '.join(adopted)}"
-            )
+            self.ctx.event(body, "AdoptedPods", f"Adopted pods: {', '.join(adopted)}")
         return None
 
     async def claim(self, body: Mapping[str, Any], pod_name: str) -> str | None:
@@ -276,12 +272,12 @@ class WebServerReconciler:
         create_slots: list[int],
         config_hash: str = "",
         tpl: Mapping[str, Any] | None = None,
-    ) -> tuple[str, str] | None:
+    ) -> Failure | None:
         """Create the pods in slow-start batches; returns the failure, if any."""
         namespace = body["metadata"]["namespace"]
         slots = list(create_slots)
         created: list[str] = []
-        failure: tuple[str, str] | None = None
+        failure: Failure | None = None
         for size in desired.slow_start_batches(len(slots)):
             batch, slots = slots[:size], slots[size:]
             manifests = [desired.pod_manifest(body, spec, s, config_hash, tpl) for s in batch]
@@ -305,12 +301,10 @@ class WebServerReconciler:
                         errs.append(why)
             if errs:
                 # Like the ReplicaSet controller: stop at the first failing batch, skip the rest.
-                failure = ("FailedCreate", errs[0])
+                failure = Failure("FailedCreate", errs[0])
                 break
         if created:
-            self.ctx.events.record(
-                body, type="Normal", reason="SuccessfulCreate", message=f"Created pods: {', '.join(created)}"
-            )
+            self.ctx.event(body, "SuccessfulCreate", f"Created pods: {', '.join(created)}")
         return failure
 
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
@@ -323,13 +317,12 @@ class WebServerReconciler:
         service = bool((spec.get("service") or {}).get("enabled"))
         errors = await self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
         if errors:
+            message = "; ".join(map(str, errors))
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)
             ):
-                self.ctx.events.record(
-                    body, type="Warning", reason="InvalidSpec", message="; ".join(map(str, errors))
-                )
-            return None
+                self.ctx.event(body, "InvalidSpec", message, "Warning")
+            raise TerminalError("InvalidSpec", message)  # the spec's next change runs a pass
 
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
@@ -339,7 +332,7 @@ class WebServerReconciler:
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
-            failure = failure or ("ConfigMapNotFound", missing)
+            failure = failure or Failure("ConfigMapNotFound", missing)
 
         if plan.delete:
             self.expectations.expect(uid, plan.delete)
@@ -353,15 +346,14 @@ class WebServerReconciler:
             ]
             deleted = [n for n, r in zip(plan.delete, results, strict=True) if r is True]
             if deleted:
-                self.ctx.events.record(
+                self.ctx.event(
                     body,
-                    type="Normal",
-                    reason="SuccessfulDelete",
-                    message=f"Deleted pods: {', '.join(deleted)}",
+                    "SuccessfulDelete",
+                    f"Deleted pods: {', '.join(deleted)}",
                 )
             if failed:
                 self.expectations.cancel(uid, [n for n, _ in failed])
-                failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
+                failure = Failure("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
         if plan.create_slots and failure is None:
             failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
@@ -373,9 +365,7 @@ class WebServerReconciler:
             await self.reconcile_budget(body, spec),
         ):
             if child_failure is not None and failure is not None:
-                self.ctx.events.record(
-                    body, type="Warning", reason=child_failure[0], message=child_failure[1]
-                )
+                self.ctx.event(body, child_failure[0], child_failure[1], "Warning")
             failure = failure or child_failure
 
         new_status = status.compute(
@@ -395,14 +385,14 @@ class WebServerReconciler:
             # Said once, after the status that records the rollback is written: a write that
             # fails (a conflict, the API server away) raises, and the next pass, finding no
             # rollback in the status, decides it again and says it then, not twice.
-            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
+            self.ctx.event(body, "RolledBack", track.rolled_back, "Warning")
             self.rollbacks.labels(namespace, name).inc()
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
         self.rollbacks.labels(namespace, name)
         if failure is not None:
-            self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
+            self.ctx.event(body, failure.reason, failure.message, "Warning")
             raise ReconcileError(*failure)
         # minReadySeconds: look again when the next ready pod becomes available; a rollout in
         # progress: when its deadline passes (no pod event may come: a pod that never starts).

@@ -17,6 +17,7 @@ from operators.webserver.desired import (
 )
 from operators.webserver.rollout import DEADLINE_EXCEEDED, Rollout, progress_deadline
 from shared.api import conditions
+from shared.api.errors import Failure
 from shared.api.validation import FieldError, degraded
 
 REPLICA_FAILURE = "ReplicaFailure"
@@ -34,7 +35,7 @@ def compute(
     generation: int,
     pods: Sequence[PodView],
     plan: Plan,
-    failure: tuple[str, str] | None,
+    failure: Failure | None,
     current: Mapping[str, Any] | None,
     now: datetime.datetime,
     config_hash: str = "",
@@ -81,7 +82,7 @@ def compute(
         # The kubelet cannot start a pod of the current template with its configuration.
         stuck = next((p for p in active if p.config_error and p.template_hash == thash), None)
         if stuck is not None:
-            failure = ("CreateContainerConfigError", f"pod {stuck.name}: {stuck.config_error}")
+            failure = Failure("CreateContainerConfigError", f"pod {stuck.name}: {stuck.config_error}")
     updated = sum(p.template_hash == thash for p in active)
     old = len(active) - updated
 
@@ -110,7 +111,7 @@ def compute(
     else:
         progressing = cond(conditions.PROGRESSING, False, "ReplicasReady", f"{ready}/{replicas} pods ready")
 
-    stalled: tuple[str, str] | None = None
+    stalled: Failure | None = None
     if rollout is not None:
         progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
 
@@ -158,7 +159,7 @@ def compute(
 
 def _rollout_progress(
     rollout: Rollout, spec: Mapping[str, Any], progressing: conditions.Condition, cond: Any
-) -> tuple[conditions.Condition, tuple[str, str] | None]:
+) -> tuple[conditions.Condition, Failure | None]:
     """``Progressing`` as the rollout stands, and what stalls the WebServer (a human must act)."""
     revision = f"revision {rollout.revision}"
     if rollout.outcome == DEADLINE_EXCEEDED:
@@ -167,7 +168,9 @@ def _rollout_progress(
             message += f"; not rolled back: {rollout.no_target}"
         elif rollout.rollback is not None:
             message += "; it was itself a rollback, so it is not rolled back again"
-        return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
+        return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), Failure(
+            DEADLINE_EXCEEDED, message
+        )
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
         target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
@@ -175,7 +178,7 @@ def _rollout_progress(
             message = f"{given_up}: rolling back to {target}; {progressing['message']}"
             return cond(conditions.PROGRESSING, True, "RollingBack", message), None
         message = f"{given_up} and was rolled back to {target}; change the spec to roll forward"
-        return cond(conditions.PROGRESSING, False, "RolledBack", message), ("RolledBack", message)
+        return cond(conditions.PROGRESSING, False, "RolledBack", message), Failure("RolledBack", message)
     if rollout.paused and progressing["reason"] == "RollingUpdate":
         message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
         return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api import ownership
+from shared.api.errors import ConflictError
 
 
-class BudgetConflictError(ownership.ConflictError):
+class BudgetConflictError(ConflictError):
     """The PodDisruptionBudget's name is held by an object this owner does not control."""
 
     reason = "PodDisruptionBudgetConflict"

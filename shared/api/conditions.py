@@ -119,7 +119,7 @@ def stalled_by(cause: Condition, *, now: datetime.datetime) -> tuple[Condition, 
 
 
 def needs_a_human(reason: str) -> bool:
-    """Whether a failure's reason is a name conflict: ``shared.api.ownership.ConflictError``'s
+    """Whether a failure's reason is a name conflict: ``shared.api.errors.ConflictError``'s
     (``Conflict``, ``ServiceConflict``, ``DeploymentConflict``). Nothing is touched and retries
     cannot help until someone renames or removes the other object, so the owner is stalled."""
     return reason.endswith("Conflict")

@@ -37,7 +37,7 @@ class Resource:
     """A kind the operator creates or changes besides its primary one (the CSV's ``resources``).
 
     ``child``: it creates and owns these (controller ownerReference, the app's labels), so they
-    are watched through a server-side label selector (``shared.controller.builder.Context.owns``).
+    are watched through a server-side label selector (``shared.controller.reconciler.Context.owns``).
     Objects it only adjusts (an HPA it gives a floor) are not children. A resource is watched
     (``list``, ``watch``) unless ``watched`` is False (an object reached by name only, such as a
     TDSet's scale target); ``verbs`` are the other calls the operator makes on it, ``scale`` the
@@ -126,7 +126,6 @@ class OperatorDescription:
     name: str  # package operators/<name>, image <name>-operator, controller and job names
     app: str  # app.kubernetes.io/name of every child
     crd: CRDSpec  # the primary resource
-    reconcile: str  # "module:Class", its reconciler (shared.controller.builder.Reconciler)
     resources: tuple[Resource, ...]
     # The bundle: display name, one-line summary (owned CRD, image label), a phrase for the
     # CSV's one-line description, keywords, a Markdown section of the CSV's description and
@@ -155,9 +154,6 @@ class OperatorDescription:
     access: tuple[AccessPolicy, ...] = ()
 
     def __post_init__(self) -> None:
-        module, _, function = self.reconcile.partition(":")
-        if not (module and function):
-            raise ValueError(f"{self.name}: reconcile must be 'module:Class', not {self.reconcile!r}")
         for m in self.metrics:
             if m.kind not in METRIC_KINDS:
                 raise ValueError(f"{self.name}: metric {m.name} has unknown type {m.kind!r}")
@@ -175,10 +171,12 @@ class OperatorDescription:
         """Name of its Deployment, ServiceAccount and image: ``<name>-operator``."""
         return f"{self.name}-operator"
 
-    @property
-    def reconciler_module(self) -> str:
-        """The module of its reconciler."""
-        return self.reconcile.partition(":")[0]
+    def resource(self, plural: str) -> Resource:
+        """The declared resource of this plural (a reconciler binds its kinds by name)."""
+        found = [r for r in self.resources if r.plural == plural]
+        if len(found) != 1:
+            raise KeyError(f"{self.name}: {len(found)} resources named {plural!r}")
+        return found[0]
 
     @property
     def rules(self) -> list[dict[str, Any]]:

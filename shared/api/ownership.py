@@ -24,15 +24,6 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 VERSION = "app.kubernetes.io/version"
 
 
-class ConflictError(Exception):
-    """A child's name is held by an object this owner does not control; nothing was touched.
-
-    ``reason`` is the Event reason and condition reason the owner reports it with.
-    """
-
-    reason = "Conflict"
-
-
 def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
     """The controller owner reference pointing at ``owner`` (a full object body)."""
     meta = owner["metadata"]

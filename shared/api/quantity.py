@@ -13,6 +13,8 @@ from __future__ import annotations
 import decimal
 import re
 
+from shared.api.errors import OperatorError
+
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 # sign, integer digits, optional fraction, then suffix letters, an optional sign and digits.
@@ -21,7 +23,7 @@ _INT64_MAX = 2**63 - 1
 _NANO = decimal.Decimal("1e-9")
 
 
-class QuantityError(ValueError):
+class QuantityError(OperatorError, ValueError):
     pass
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from shared.api import ownership
 from shared.api.budgets import BudgetConflictError, differs, view
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.api.errors import ApiError, Conflict, NotFound
+from shared.client.kube import KubeClient, namespaced
 
 PLURAL = "poddisruptionbudgets"
 GROUP_VERSION = "policy/v1"
@@ -36,7 +37,7 @@ async def _delete_all(
             )
         except ApiError as exc:
             # 404: gone already; 409: the name now holds another object (not ours to delete).
-            if exc.status not in (404, 409):
+            if not isinstance(exc, (NotFound, Conflict)):
                 raise
             continue
         done.append(("DeletedPodDisruptionBudget", f"Deleted PodDisruptionBudget {pdb['name']}"))
@@ -68,7 +69,7 @@ async def converge(
             seen(await kube.create(_path(namespace), wanted))
             return [("CreatedPodDisruptionBudget", f"Created PodDisruptionBudget {name}")]
         except ApiError as exc:
-            if exc.status != 409:
+            if not isinstance(exc, Conflict):
                 raise
         existing = await kube.get(_path(namespace, name))
         app = (wanted["metadata"].get("labels") or {}).get(ownership.NAME, "")

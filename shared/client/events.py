@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.api.correlator import MAX_MESSAGE, Correlator, FairQueue, Series, Write, cut
-from shared.client.kube import ApiError, KubeClient, reason_of
-from shared.client.leader import NotLeaderError
+from shared.api.errors import ApiError, NotFound, NotLeaderError
+from shared.client.kube import KubeClient, reason_of
 
 __all__ = ["MAX_MESSAGE", "EventRecorder", "event_manifest"]
 
@@ -210,7 +210,7 @@ class EventRecorder:
                 await self.kube.merge_patch(f"{events}/{write.name}", write.body)
                 return write.name
             except ApiError as exc:
-                if exc.status != 404:
+                if not isinstance(exc, NotFound):
                     raise
             write = series.post(write)  # the Event expired (or was deleted): post it anew
         created = await self.kube.create(events, write.body)

@@ -26,6 +26,7 @@ import orjson
 from aiohttp import ClientRequest
 from aiohttp.connector import Connection
 
+from shared.api.errors import ApiError, Conflict, Invalid, NotFound, ServiceUnavailable, TooManyRequests
 from shared.client.fair import RoundRobin
 
 if TYPE_CHECKING:
@@ -72,17 +73,6 @@ Sleep = Callable[[float], Awaitable[None]]
 # Called with (method, path) before each attempt of a write; raises to refuse it.
 Fence = Callable[[str, str], None]
 CONNECTIONS = 100  # aiohttp's default limit of one session's open connections
-
-
-class ApiError(Exception):
-    """A non-2xx answer of the API server."""
-
-    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = dict(body or {})
 
 
 def reason_of(exc: BaseException) -> str:
@@ -232,14 +222,14 @@ def namespace_of(path: str) -> str:
 
 def retry_after(status: int, header: str | None) -> float | None:
     """Seconds to wait before retrying an answer, or None when it is not retried here."""
-    if status not in (429, 503):
+    if status not in (TooManyRequests.code, ServiceUnavailable.code):
         return None
     try:
         seconds = max(0.0, float(header)) if header is not None else None
     except ValueError:  # an HTTP date: the API server sends seconds, so not worth parsing
         seconds = None
     if seconds is None:
-        return 1.0 if status == 429 else None
+        return 1.0 if status == TooManyRequests.code else None
     return seconds
 
 
@@ -452,7 +442,7 @@ class KubeClient:
         """A live read left unparsed (None when the object does not exist): for a body that may
         be large, which the caller parses off the event loop and does not keep."""
         status, reason, raw = await self._exchange("GET", path, None, content_type=JSON, params=None)
-        if status == 404:
+        if status == NotFound.code:
             return None
         if status >= 400:
             _answer(status, reason, raw)  # raises the ApiError
@@ -519,7 +509,7 @@ class KubeClient:
         try:
             return await self.get(path)
         except ApiError as exc:
-            if exc.status == 404:
+            if isinstance(exc, NotFound):
                 return None
             raise
 
@@ -549,27 +539,17 @@ class KubeClient:
             self._session = None
 
 
-class SupersededError(Exception):
-    """The pass was cut short: the object it worked for was deleted or replaced under its name.
-
-    Not a failure: the loop (``shared.controller.workqueue.Controller``) runs again at once
-    (and ends if the name is free) without backoff; counted as controller-runtime's ``requeue``.
-    Raised by the writes that find it out (``shared.client.statuses.StatusWriter``) and by
-    the loop itself, so it lives below both.
-    """
-
-
 def is_uid_mismatch(exc: BaseException) -> bool:
     """Whether a write was refused by its UID precondition: the object it was meant for is gone
     and another holds its name (a failed JSON-patch ``test``, 422; a changed ``metadata.uid``
     in a merge patch, 422; a delete precondition, 409) — or the name is free (404)."""
     if not isinstance(exc, ApiError):
         return False
-    if exc.status == 404:
+    if isinstance(exc, NotFound):
         return True
     text = exc.message.lower()
     return (
-        exc.status in (409, 422)
+        isinstance(exc, (Conflict, Invalid))
         and "uid" in text
         and ("precondition" in text or "test" in text or "immutable" in text)
     )

@@ -24,8 +24,9 @@ from typing import Any, NoReturn, Protocol
 
 import aiohttp
 
+from shared.api.errors import ApiError, Conflict, NotLeaderError
 from shared.api.leases import COORDINATION
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.kube import KubeClient, namespaced
 
 LEASE_DURATION = 15.0  # seconds; controller-runtime's defaults
 RENEW_DEADLINE = 10.0
@@ -82,10 +83,6 @@ class ElectionConfig:
             errors.append("the Lease needs a namespace, a name and a holder identity")
         if errors:
             raise ValueError("; ".join(errors))
-
-
-class NotLeaderError(Exception):
-    """A write refused because this process does not hold the Lease."""
 
 
 class Status(Protocol):
@@ -303,7 +300,7 @@ class LeaderElector:
             else:
                 written = await self._kube.replace(self.path, body)
         except ApiError as exc:
-            if exc.status == 409:  # created or changed by another since the read
+            if isinstance(exc, Conflict):  # created or changed by another since the read
                 return False
             raise
         self._took(written, sent)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from shared.api import metricsauth as rules
+from shared.api.errors import OperatorError
 from shared.api.metricsauth import Decision, User
 from shared.client.kube import reason_of
 
@@ -36,7 +37,7 @@ class Reviewer(Protocol):
 Observer = Callable[[str, str], None]  # (review, result): see ``MetricsAuth``
 
 
-class _OverLimitError(Exception):
+class _OverLimitError(OperatorError):
     """A limited review that may not start now; its argument names the limit."""
 
 

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.api import ownership
+from shared.api.errors import ApiError, Conflict, Invalid, NotFound
 from shared.api.services import ServiceConflictError, differs, view
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.kube import KubeClient, namespaced
 
 
 async def converge(
@@ -52,7 +53,7 @@ async def converge(
                 )
             except ApiError as exc:
                 # 404: gone already; 409: the name now holds another object (not ours to delete).
-                if exc.status not in (404, 409):
+                if not isinstance(exc, (NotFound, Conflict)):
                     raise
                 continue
             done.append(("DeletedService", f"Deleted service {svc['name']}"))
@@ -66,7 +67,7 @@ async def converge(
             await kube.create(namespaced(namespace, "services"), wanted)
             return [("CreatedService", f"Created service {name}")]
         except ApiError as exc:
-            if exc.status != 409:
+            if not isinstance(exc, Conflict):
                 raise
         # The name is taken and our cache does not show it as ours: find out whose it is.
         existing = await kube.get(namespaced(namespace, "services", name))
@@ -110,9 +111,9 @@ async def _update(
         # UID ``test`` failed (a bare 422). Whose is the name now? Someone else's is a
         # conflict, said as such rather than as a failed write; when the name is free, the
         # deletion's watch event, still on its way to the cache, brings the pass that creates it.
-        if exc.status == 404:
+        if isinstance(exc, NotFound):
             return False
-        if exc.status != 422:
+        if not isinstance(exc, Invalid):
             raise
         existing = await kube.get_if_exists(path)
         if existing is None:

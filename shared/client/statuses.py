@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api import conditions
+from shared.api.errors import ApiError, Invalid, SupersededError
 from shared.api.versions import revision
-from shared.client.kube import ApiError, KubeClient, SupersededError, is_uid_mismatch, namespaced
+from shared.client.kube import KubeClient, is_uid_mismatch, namespaced
 
 
 class StatusWriter:
@@ -117,7 +118,7 @@ class StatusWriter:
                 path, [{"op": "add", "path": "/status", "value": whole}], uid=meta["uid"]
             )
         except ApiError as exc:
-            if is_uid_mismatch(exc) or (exc.status == 422 and await self._replaced(path, meta["uid"])):
+            if is_uid_mismatch(exc) or (isinstance(exc, Invalid) and await self._replaced(path, meta["uid"])):
                 raise SupersededError(
                     f"{meta['namespace']}/{meta['name']} (uid {meta['uid']}) is gone or was replaced: "
                     "its status is not written"

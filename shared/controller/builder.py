@@ -1,34 +1,37 @@
-"""An operator's wiring, built from its description and its reconciler.
+"""An operator's process, built from its description and its reconciler class.
 
-The model is controller-runtime's builder (``NewControllerManagedBy(mgr).For(&Primary{}).
-Owns(&Child{}).Complete(r)``): an operator package supplies
+As controller-runtime's builder (`NewControllerManagedBy(mgr).For(&Primary{}).Owns(&Child{})`),
+an operator supplies its `OperatorDescription` (data, in the pure layer) and a `Reconciler`
+subclass (`shared.controller.reconciler`); `Operator` does the rest, the same for every
+operator: the work queue of the primary resource with the leader and sync gate, the primary's
+watch and the reconciler's, the status writer and its echo filter, forgetting per-object state
+and series when an object goes, and the process (`Runtime`). `run` is what an operator's
+`__main__` calls: options first, then the operator built with them.
 
-- its ``OperatorDescription`` (primary resource, children,
-  metrics, RBAC: data, in the pure layer), and
-- a reconciler class (``Reconciler``): constructed with a ``Context`` holding every
-  dependency it has (the API client, the Event recorder, the clock, the metrics, the leader
-  gate, its work queue), so a unit test constructs it with a fake client and a fixed clock and
-  asserts the actions one pass takes;
+A pass reports its own failures. Whatever else it raises, a bug or an input nobody foresaw, is
+reported here (`report_unexpected`): `Degraded` and `Reconciling` with reason `UNEXPECTED`,
+and a Warning Event when that condition changes; the pass is then retried with backoff.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from shared.api import conditions
 from shared.api.clock import Clock
-from shared.api.description import OperatorDescription, Resource
+from shared.api.description import OperatorDescription
+from shared.api.errors import ReconcileError, SupersededError
 from shared.client.events import EventRecorder
-from shared.client.kube import KubeClient, SupersededError
+from shared.client.kube import KubeClient
 from shared.client.statuses import StatusWriter
-from shared.controller.caches import OwnerCache, managed_labels
-from shared.controller.metrics import Metrics
-from shared.controller.runtime import Options, Runtime
+from shared.controller.options import Options, parse_options
+from shared.controller.reconciler import Context, Reconciler
+from shared.controller.runtime import Runtime
 from shared.controller.watches import Watch
-from shared.controller.workqueue import Controller, ReconcileError
+from shared.controller.workqueue import Controller
 
 logger = logging.getLogger("shared.controller")
 # The condition's and Event's reason for an exception a pass did not report itself.
@@ -36,102 +39,36 @@ UNEXPECTED = "ReconcileFailed"
 _MAX_MESSAGE = 1024
 
 
-@dataclass
-class Context:
-    """What a reconciler is given: its dependencies, made by ``Operator`` (or a test)."""
-
-    app: str  # the app label of its children
-    kube: KubeClient  # every read and write of the reconciler
-    events: EventRecorder
-    clock: Clock
-    metrics: Metrics
-    # Its work queue: ``kick`` a request, ``uids`` of the live objects.
-    controller: Controller
-    # Whether this process may write now: every watch synced and, with an election, leading.
-    active: Callable[[], bool]
-    # The namespaces it watches (empty: all), known once the options are parsed.
-    namespaces: Callable[[], tuple[str, ...]] = tuple
-
-    def owns(self, resource: Resource, cache: OwnerCache[Any]) -> Watch:
-        """The watch of a child kind: only this app's objects (server-side selector), each event
-        filed in ``cache`` and waking the pass of the child's controller."""
-
-        def changed(event_type: str | None, body: Mapping[str, Any]) -> None:
-            self.controller.child_changed(cache, event_type, body)
-
-        return Watch(resource.group, resource.version, resource.plural, changed, managed_labels(self.app))
-
-    def event(self, body: Mapping[str, Any], reason: str, message: str, type: str = "Normal") -> None:
-        """Record an Event about ``body`` (posted in the background, fenced, never failing a pass)."""
-        self.events.record(body, type=type, reason=reason, message=message)
-
-
-class Reconciler(Protocol):
-    """One operator's logic; the builder makes one per process (see ``Operator``'s docstring)."""
-
-    def __init__(self, ctx: Context) -> None: ...
-
-    async def reconcile(self, body: Mapping[str, Any]) -> float | None:
-        """One level-based pass for the object ``body`` (the latest the watch delivered):
-        returns when to look again (None: on the next change), or raises
-        ``ReconcileError`` after reporting the failure."""
-        ...
-
-    def watches(self) -> Sequence[Watch]:
-        """Its watches besides the primary resource's (children: ``Context.owns``)."""
-        ...
-
-    def is_echo(self, body: Mapping[str, Any]) -> bool:
-        """Whether ``body`` is only the echo of the reconciler's own status write (no pass)."""
-        ...
-
-    def primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Told every event of the primary resource, after the work queue was."""
-        ...
-
-    def forget(self, uid: str) -> None:
-        """The object ``uid`` was deleted or replaced under its name: drop what is kept for it."""
-        ...
-
-
 class Operator:
-    """The process of one operator: its runtime, client, work queue and reconciler.
-
-    and ``Operator`` does the rest, the same for every operator: one work queue
-    (``Controller``) of the primary resource with the leader and
-    sync gate, a watch of the primary feeding it, the reconciler's watches (children, through
-    ``Context.owns``), forgetting per-object state and series when an object goes, and the
-    process (``Runtime``). An operator's ``reconciler.py`` holds its
-    logic only; ``python -m operators.<name>`` (``operators.main``) builds and runs it.
-
-    A pass reports its own failures (a condition and an Event, then
-    ``ReconcileError``). Whatever else it raises, a bug or an
-    input nobody foresaw, is reported here, the same for every operator
-    (``report_unexpected``): ``Degraded`` (and ``Reconciling``) with reason
-    ``UNEXPECTED`` and the exception, written through the reconciler's ``statuses`` writer, and
-    a Warning Event when that condition changes; the pass is then retried with backoff like any
-    failure. No exception of a pass ends in a log line alone.
-    """
+    """The process of one operator: its runtime, client, work queue and reconciler."""
 
     def __init__(
         self,
         description: OperatorDescription,
         reconciler: Callable[[Context], Reconciler],
         *,
+        options: Options | None = None,
         kube: KubeClient | None = None,
         clock: Clock | None = None,
+        primary_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.description = description
+        # Only primary objects with these labels (the test operators' ConfigMaps); None: all.
+        self.primary_labels = primary_labels
         self.runtime = runtime = Runtime.for_operator(description)
+        if options is not None:
+            runtime.options = options
         self.kube = kube if kube is not None else KubeClient(observer=runtime.metrics.observe_request)
         self.events = EventRecorder(self.kube, component=description.deployment)
         self.clock = clock if clock is not None else Clock.from_env()
+        crd = description.crd
+        self.statuses = StatusWriter(self.kube, crd.group, crd.version, crd.plural)
         self.controller = Controller(
             description.controller,
             self._reconcile,
             metrics=runtime.metrics,
             gate=runtime.active,
-            echo=self._is_echo,
+            echo=self.statuses.is_echo,
         )
         self.context = Context(
             app=description.app,
@@ -141,15 +78,12 @@ class Operator:
             metrics=runtime.metrics,
             controller=self.controller,
             active=runtime.active,
+            statuses=self.statuses,
             namespaces=lambda: runtime.options.namespaces,
         )
         self.reconciler = reconciler(self.context)
-        self.controller.on_forget(uid=self.reconciler.forget, name=runtime.metrics.forget_object)
-        # Optional: a reconciler with start-up work (a sweep of what it left behind while the
-        # process was down) defines ``started``.
-        started = getattr(self.reconciler, "started", None)
-        if callable(started):
-            runtime.on_startup(started)
+        self.controller.on_forget(uid=self.forget, name=runtime.metrics.forget_object)
+        runtime.on_startup(self.reconciler.started)
         runtime.manage(self.controller, self.kube, self.clock, self.events)
 
     async def _reconcile(self, body: Mapping[str, Any]) -> float | None:
@@ -158,17 +92,14 @@ class Operator:
         except (ReconcileError, SupersededError):
             raise
         except Exception as exc:
-            message = await report_unexpected(
-                exc,
-                body,
-                getattr(self.reconciler, "statuses", None),
-                self.events,
-                self.clock,
-            )
+            message = await report_unexpected(exc, body, self.statuses, self.events, self.clock)
             raise ReconcileError(UNEXPECTED, message) from exc
 
-    def _is_echo(self, body: Mapping[str, Any]) -> bool:
-        return self.reconciler.is_echo(body)
+    def forget(self, uid: str) -> None:
+        """The object ``uid`` was deleted or replaced under its name: the builder's state for it
+        goes (its last status, its stores' entries), then the reconciler's hook is told."""
+        self.context.forget(uid)
+        self.reconciler.forget(uid)
 
     def _primary_changed(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         self.controller.observe(event_type, body)
@@ -177,13 +108,25 @@ class Operator:
     def watches(self) -> list[Watch]:
         """The primary resource's watch, then the reconciler's."""
         crd = self.description.crd
-        primary = Watch(crd.group, crd.version, crd.plural, self._primary_changed)
+        primary = Watch(
+            crd.group, crd.version, crd.plural, self._primary_changed, dict(self.primary_labels or {})
+        )
         return [primary, *self.reconciler.watches()]
 
-    def run(self, options: Options) -> None:
-        """Run until SIGINT/SIGTERM with ``options`` (``operators.main`` parses them)."""
-        self.runtime.options = options
+    def run(self) -> None:
+        """Run until SIGINT/SIGTERM."""
         self.runtime.run(self.watches())
+
+
+def run(
+    description: OperatorDescription,
+    reconciler: Callable[[Context], Reconciler],
+    argv: Sequence[str] | None = None,
+) -> None:
+    """``python -m operators.<name>``: parse the options (``argv``, else the command line's),
+    build the operator from its description and reconciler class, run it."""
+    options = parse_options(sys.argv[1:] if argv is None else argv, prog=description.name)
+    Operator(description, reconciler, options=options).run()
 
 
 async def report_unexpected(

@@ -22,6 +22,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from shared.api.description import NAMESPACED, MetricSpec
+from shared.api.errors import TerminalError
 
 # Go's client has no *_created series; dashboards built for controller-runtime don't expect them.
 # (Unannotated in prometheus_client 0.26.)
@@ -40,11 +41,6 @@ PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
     TypeError,
     ZeroDivisionError,
 )
-
-
-class TerminalError(Exception):
-    """A failure that retrying cannot fix (controller-runtime's ``reconcile.TerminalError``):
-    counted in ``controller_runtime_terminal_reconcile_errors_total``."""
 
 
 def is_terminal(exc: BaseException) -> bool:

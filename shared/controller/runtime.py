@@ -7,42 +7,33 @@ package holds its logic only. The sequence: ``Runtime``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import getpass
 import logging
-import math
 import os
 import socket
 import ssl
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from shared.api import leases
 from shared.api.clock import OFFSET_ENV, Clock
 from shared.api.description import OperatorDescription
 from shared.client import leader
 from shared.client.events import EventRecorder
-from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
+from shared.client.kube import KubeClient
 from shared.client.metricsauth import MetricsAuth
-from shared.controller import certs, kopf_adapter
+from shared.controller import certs, kopf_adapter, options
 from shared.controller.metrics import Metrics
+from shared.controller.options import WATCH_FAILURE_TIMEOUT_ENV, Options
 from shared.controller.serving import (
-    DEFAULT_BLIND_AFTER,
-    DEFAULT_INSECURE_METRICS_PORT,
-    DEFAULT_METRICS_PORT,
-    DEFAULT_PROBE_PORT,
     Endpoints,
     Readiness,
 )
 from shared.controller.watches import Watch
-from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES, Controller
+from shared.controller.workqueue import Controller
 
-LOG_FORMATS = ("full", "json", "plain")
-WATCH_FAILURE_TIMEOUT_ENV = "WATCH_FAILURE_TIMEOUT"  # seconds a watch may fail before /healthz does
 logger = logging.getLogger("shared.runtime")
-N = TypeVar("N", int, float)
 
 
 def operator_identity() -> str:
@@ -61,218 +52,6 @@ def operator_identity() -> str:
     except (KeyError, OSError):
         user = f"uid{os.getuid()}"
     return f"{user}@{socket.gethostname()}"
-
-
-@dataclass(frozen=True)
-class Options:
-    namespaces: tuple[str, ...] = ()
-    metrics_port: int = DEFAULT_METRICS_PORT
-    probe_port: int = DEFAULT_PROBE_PORT
-    log_format: str = "plain"
-    verbose: bool = False
-    max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
-    kube_api_qps: float = DEFAULT_QPS
-    kube_api_burst: int = DEFAULT_BURST
-    leader_elect: bool = False
-    leader_election_namespace: str = ""  # resolved by parse_options when leader_elect
-    leader_election_id: str = ""  # "": leases.lease_name(app)
-    lease_duration: float = leader.LEASE_DURATION
-    renew_deadline: float = leader.RENEW_DEADLINE
-    retry_period: float = leader.RETRY_PERIOD
-    metrics_secure: bool = True  # HTTPS + TokenReview/SubjectAccessReview on /metrics
-    metrics_cert_dir: str = ""  # tls.crt + tls.key there, else a self-signed certificate
-
-    @property
-    def clusterwide(self) -> bool:
-        return not self.namespaces
-
-
-def split_namespaces(values: Iterable[str]) -> tuple[str, ...]:
-    """Flatten comma-separated namespace lists, dropping blanks and duplicates, keeping order."""
-    seen: dict[str, None] = {}
-    for value in values:
-        for ns in value.split(","):
-            if ns.strip():
-                seen.setdefault(ns.strip(), None)
-    return tuple(seen)
-
-
-def at_least(minimum: N, convert: Callable[[str], N]) -> Callable[[str], N]:
-    """An argparse type: a finite number (``int`` or ``float``, as ``convert``) >= ``minimum``."""
-
-    def parse(text: str) -> N:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"not {'an integer' if convert is int else 'a number'}: {text!r}"
-            ) from None
-        if not minimum <= value < math.inf:
-            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, not {text}")
-        return value
-
-    return parse
-
-
-def boolean(text: str) -> bool:
-    """An argparse type for Go-style booleans: ``--flag``, ``--flag=true``, ``--flag=false``."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true", "yes", "on"):
-        return True
-    if value in ("", "0", "f", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
-
-
-def parse_options(
-    argv: Sequence[str] | None, env: Mapping[str, str] | None = None, prog: str = ""
-) -> Options:
-    env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} operator.")
-    parser.add_argument(
-        "-n",
-        "--namespace",
-        action="append",
-        default=[],
-        help="namespace to watch (repeat or comma-separate); default: $WATCH_NAMESPACE, else all",
-    )
-    parser.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help=f"default: $METRICS_PORT, else {DEFAULT_METRICS_PORT} ({DEFAULT_INSECURE_METRICS_PORT} "
-        "with --metrics-secure=false)",
-    )
-    parser.add_argument(
-        "--metrics-secure",
-        type=boolean,
-        nargs="?",
-        const=True,
-        default=env.get("METRICS_SECURE") or "true",
-        help="serve /metrics over HTTPS, only to callers the API server authenticates and allows "
-        "`get` on /metrics; false: plain HTTP to anyone, for development (default: $METRICS_SECURE, "
-        "else true)",
-    )
-    parser.add_argument(
-        "--metrics-cert-dir",
-        default=env.get("METRICS_CERT_DIR") or "",
-        help="directory with tls.crt and tls.key for /metrics; without them a self-signed "
-        "certificate is made at start (default: $METRICS_CERT_DIR)",
-    )
-    parser.add_argument("--health-port", type=int, default=int(env.get("HEALTH_PORT", DEFAULT_PROBE_PORT)))
-    parser.add_argument(
-        "--log-format", choices=sorted(LOG_FORMATS), default=env.get("LOG_FORMAT", "plain") or "plain"
-    )
-    parser.add_argument("-v", "--verbose", action="store_true")
-    # argparse applies ``type`` to string defaults too, so a bad environment value is reported
-    # like a bad flag.
-    parser.add_argument(
-        "--max-concurrent-reconciles",
-        type=at_least(1, int),
-        default=env.get("MAX_CONCURRENT_RECONCILES") or str(DEFAULT_MAX_CONCURRENT_RECONCILES),
-        help="reconcile passes per controller at once (default: $MAX_CONCURRENT_RECONCILES, else "
-        f"{DEFAULT_MAX_CONCURRENT_RECONCILES})",
-    )
-    parser.add_argument(
-        "--kube-api-qps",
-        type=at_least(0.0, float),
-        default=env.get("KUBE_API_QPS") or str(DEFAULT_QPS),
-        help="client-side limit of API requests per second, 0 = none (default: $KUBE_API_QPS, else "
-        f"{DEFAULT_QPS:g}, as controller-runtime)",
-    )
-    parser.add_argument(
-        "--kube-api-burst",
-        type=at_least(0, int),
-        default=env.get("KUBE_API_BURST") or str(DEFAULT_BURST),
-        help=f"API requests at once above --kube-api-qps (default: $KUBE_API_BURST, else {DEFAULT_BURST})",
-    )
-    add_leader_election_options(parser, env, prog)
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    if args.kube_api_qps > 0 and args.kube_api_burst < 1:
-        parser.error("--kube-api-burst must be at least 1 when --kube-api-qps is not 0")
-    if args.all_namespaces:
-        namespaces: tuple[str, ...] = ()
-    elif args.namespace:
-        namespaces = split_namespaces(args.namespace)
-    else:
-        namespaces = split_namespaces([env.get("WATCH_NAMESPACE", "")])
-    lease_namespace = ""
-    if args.leader_elect:
-        if errors := leader.duration_errors(
-            args.leader_election_lease_duration,
-            args.leader_election_renew_deadline,
-            args.leader_election_retry_period,
-        ):
-            parser.error("; ".join(errors))
-        # The pod's own namespace, as controller-runtime's in-cluster default; on a host, the
-        # first watched namespace: where the operator's RBAC surely reaches.
-        lease_namespace = (
-            args.leader_election_namespace or env.get("POD_NAMESPACE") or next(iter(namespaces), "")
-        )
-        if not lease_namespace:
-            parser.error(
-                "--leader-elect needs a namespace for the Lease: set --leader-election-namespace "
-                "(LEADER_ELECTION_NAMESPACE), or POD_NAMESPACE (the downward API does in a pod), or "
-                "watch a namespace (--namespace)"
-            )
-    if args.metrics_port is None:
-        default_port = DEFAULT_METRICS_PORT if args.metrics_secure else DEFAULT_INSECURE_METRICS_PORT
-        args.metrics_port = int(env.get("METRICS_PORT") or default_port)
-    return Options(
-        namespaces,
-        args.metrics_port,
-        args.health_port,
-        args.log_format,
-        args.verbose,
-        max_concurrent_reconciles=args.max_concurrent_reconciles,
-        kube_api_qps=args.kube_api_qps,
-        kube_api_burst=args.kube_api_burst,
-        leader_elect=args.leader_elect,
-        leader_election_namespace=lease_namespace,
-        leader_election_id=args.leader_election_id,
-        lease_duration=args.leader_election_lease_duration,
-        renew_deadline=args.leader_election_renew_deadline,
-        retry_period=args.leader_election_retry_period,
-        metrics_secure=args.metrics_secure,
-        metrics_cert_dir=args.metrics_cert_dir,
-    )
-
-
-def add_leader_election_options(parser: argparse.ArgumentParser, env: Mapping[str, str], prog: str) -> None:
-    """kubebuilder's ``--leader-elect`` and controller-runtime's election settings (seconds)."""
-    parser.add_argument(
-        "--leader-elect",
-        type=boolean,
-        nargs="?",
-        const=True,
-        default=env.get("LEADER_ELECT") or "false",
-        help="elect a leader on a Lease, so that replicas can stand by; only the leader reconciles "
-        "(default: $LEADER_ELECT, else false)",
-    )
-    parser.add_argument(
-        "--leader-election-namespace",
-        default=env.get("LEADER_ELECTION_NAMESPACE") or "",
-        help="namespace of the Lease (default: $LEADER_ELECTION_NAMESPACE, else $POD_NAMESPACE, else "
-        "the first watched namespace)",
-    )
-    parser.add_argument(
-        "--leader-election-id",
-        default=env.get("LEADER_ELECTION_ID") or "",
-        help=f"name of the Lease (default: $LEADER_ELECTION_ID, else {leases.lease_name(prog or '<app>')})",
-    )
-    for name, default, what in (
-        ("lease-duration", leader.LEASE_DURATION, "how long standbys wait before taking an unrenewed Lease"),
-        ("renew-deadline", leader.RENEW_DEADLINE, "how long the leader acts without a successful renewal"),
-        ("retry-period", leader.RETRY_PERIOD, "how often the leader renews and standbys try"),
-    ):
-        var = f"LEADER_ELECTION_{name.replace('-', '_').upper()}"
-        parser.add_argument(
-            f"--leader-election-{name}",
-            type=at_least(0.0, float),
-            default=env.get(var) or str(default),
-            help=f"{what}, in seconds (default: ${var}, else {default:g})",
-        )
 
 
 @dataclass
@@ -438,7 +217,7 @@ class Runtime:
             self.readiness,
             self.options.metrics_port,
             self.options.probe_port,
-            blind_after=float(os.environ.get(WATCH_FAILURE_TIMEOUT_ENV) or DEFAULT_BLIND_AFTER),
+            blind_after=options.read(WATCH_FAILURE_TIMEOUT_ENV),
             metrics_tls=metrics_tls,
             metrics_auth=metrics_auth,
         )

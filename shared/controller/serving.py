@@ -18,6 +18,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -307,7 +308,7 @@ class Endpoints:
         )
         if not decision.allowed:
             # A 429 is a limit on new tokens' reviews: the next second may have room.
-            headers = {"Retry-After": "1"} if decision.status == 429 else None
+            headers = {"Retry-After": "1"} if decision.status == HTTPStatus.TOO_MANY_REQUESTS else None
             return web.Response(status=decision.status, text=decision.message, headers=headers)
         return await self._metrics(request)
 

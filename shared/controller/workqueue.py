@@ -8,29 +8,32 @@ kicks coalesce into one more pass, a pass returns when to look again, a failing 
 cut short (``SupersededError``). At most ``max_concurrent_reconciles`` passes run at once, the
 slots shared round-robin across namespaces (``FairSlots``) so one busy tenant cannot starve
 the others. Tasks exist only for running passes and backing-off loops, not per idle object.
-The details, and why the key is the name and not the UID, are ``Controller``'s docstring.
+The details, and why the key is the name and not the UID: ``Controller``'s docstring and
+``shared.controller.loop``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from shared.api.errors import SupersededError
 from shared.api.ownership import INSTANCE
 from shared.api.versions import is_later
-from shared.client.fair import RoundRobin
-from shared.client.kube import SupersededError
 from shared.controller import informer
 from shared.controller.caches import OwnerCache
+from shared.controller.loop import (
+    GATE_POLL,
+    Triggers,
+    reconcile_loop,
+)
 from shared.controller.metrics import Metrics
 from shared.controller.retry import DEFAULT, Backoff
-
-Reconcile = Callable[[], Awaitable[float | None]]
+from shared.controller.slots import FairSlots
 
 # controller-runtime defaults to 1 worker, because each worker there is a goroutine that blocks
 # on every API call. Our passes are coroutines that mostly wait for the API server, so several
@@ -39,7 +42,6 @@ Reconcile = Callable[[], Awaitable[float | None]]
 # are worked on at once after a restart; how fast their requests go out is the business of the
 # client's rate limiter (shared.client.kube), which a WebServer's batch of pod creates goes through too.
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
-GATE_POLL = 0.1  # seconds between looks at a closed gate
 
 
 class Request(NamedTuple):
@@ -89,308 +91,6 @@ def only_status_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     return all(a.get(key) == b.get(key) for key in _WAKING_METADATA)
 
 
-class RetryError(Exception):
-    """A failed pass that must still run again within ``not_after`` seconds (None: backoff only)."""
-
-    def __init__(self, message: str, not_after: float | None = None) -> None:
-        super().__init__(message)
-        self.not_after = not_after
-
-
-class ReconcileError(RetryError):
-    """How every operator's pass fails: ``reason`` (the Event's and condition's reason) and
-    ``message``, already reported in the object's status; retried with backoff, no later than
-    ``not_after`` seconds when given."""
-
-    def __init__(self, reason: str, message: str, not_after: float | None = None) -> None:
-        super().__init__(f"{reason}: {message}", not_after)
-        self.reason = reason
-        self.message = message
-
-
-class Triggers:
-    """Wake-up events per loop key (a ``Request`` in a Controller); lives on one event loop."""
-
-    def __init__(self) -> None:
-        self._events: dict[Hashable, asyncio.Event] = {}
-
-    def event(self, key: Hashable) -> asyncio.Event:
-        return self._events.setdefault(key, asyncio.Event())
-
-    def kick(self, key: Hashable) -> bool:
-        """Ask for one more pass for ``key``; returns whether a loop for it exists."""
-        ev = self._events.get(key)
-        if ev is None:
-            return False
-        ev.set()
-        return True
-
-    def forget(self, key: Hashable) -> None:
-        self._events.pop(key, None)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._events
-
-
-class FairSlots:
-    """At most ``limit`` holders at once, taking turns by group (namespace) when they wait
-    (``RoundRobin``), and no group holding more than ``limit - 1``.
-
-    A slot that comes free goes to the first waiter of the first group of the round, and that
-    group goes to the end of the round. The group of the holder that gives a slot back goes to
-    the end too, so a group that held slots while another queued up does not get the next one
-    ahead of it: with one slot, 100 holders waiting in group A and then one in group B, B is
-    served second.
-
-    Taking turns is not enough when a group's holders are slow (a WebServer creating 100 pods
-    holds its slot for as long as its requests wait for the client's rate limit): every slot
-    could be held by them, and a newcomer of another group would wait for the first of them to
-    end. So one group never holds the last slot (with a ``limit`` of 1 there is nothing to keep):
-    a group holding no slot finds one free at once unless other groups hold them. A single busy
-    group runs ``limit - 1`` holders at once, its waiters staying in line while the last slot
-    is free.
-
-    A slot is handed straight from the holder that gives it back to the waiter it goes to, so
-    no newcomer can take it in between; a waiter cancelled as it was handed one passes it on.
-
-    Who waits need not be a task: ``take_or_queue`` queues a key in the same line, and the
-    slot that comes to it is handed to ``start(key)``, held, which starts the key's work then
-    (``Controller`` starts a request's task only then). ``start`` returning False (the key
-    is no longer wanted) passes the slot on.
-    """
-
-    def __init__(self, limit: int, start: Callable[[Hashable], bool] | None = None) -> None:
-        if limit < 1:
-            raise ValueError(f"the limit must be >= 1, not {limit}")
-        self.limit = limit
-        self.per_group = max(1, limit - 1)
-        self._held = 0
-        self._held_by: dict[Hashable, int] = {}
-        self._at_most = 0  # groups holding per_group slots
-        self._waiters = RoundRobin()
-        self._start = start
-
-    @property
-    def held(self) -> int:
-        """Slots held now."""
-        return self._held
-
-    @property
-    def waiting(self) -> int:
-        """Holders waiting for a slot now, and keys queued for one."""
-        return len(self._waiters)
-
-    def held_by(self, group: Hashable) -> int:
-        return self._held_by.get(group, 0)
-
-    def slot(self, group: Hashable) -> _Slot:
-        """A reusable ``async with`` that holds one slot, waiting in ``group``."""
-        return _Slot(self, group)
-
-    def _may_take(self, group: Hashable) -> bool:
-        return self._held < self.limit and self._held_by.get(group, 0) < self.per_group
-
-    def _take(self, group: Hashable) -> None:
-        self._held += 1
-        held = self._held_by[group] = self._held_by.get(group, 0) + 1
-        self._at_most += held == self.per_group
-
-    def _give_back(self, group: Hashable) -> None:
-        held = self._held_by.pop(group) - 1
-        self._at_most -= held + 1 == self.per_group
-        if held:
-            self._held_by[group] = held
-        self._held -= 1
-
-    async def acquire(self, group: Hashable) -> None:
-        # A slot free for this group means no waiter may take it (release hands every slot it
-        # can to a waiter): nobody is passed over.
-        if self._may_take(group):
-            self._take(group)
-            return
-        await self._waiters.wait(group, abandon=lambda: self.release(group))
-
-    def try_acquire(self, group: Hashable) -> bool:
-        """Take a slot if one is free for ``group`` now, without waiting."""
-        if self._may_take(group):
-            self._take(group)
-            return True
-        return False
-
-    def take_or_queue(self, group: Hashable, key: Hashable) -> bool:
-        """Take a slot for ``key`` now (True), or queue ``key`` in ``group`` (False): the slot
-        that comes to it is handed to ``start(key)``. The caller queues a key once."""
-        if self._start is None:
-            raise RuntimeError("queueing keys needs a start function")
-        if self.try_acquire(group):
-            return True
-        self._waiters.put(group, key)
-        return False
-
-    def release(self, group: Hashable) -> None:
-        self._give_back(group)
-        self._waiters.to_back(group)  # its turn is over
-        # Only a group at its most is passed over (the one busy group, if any).
-        while (woken := self._waiters.wake(self._may_take if self._at_most else None)) is not None:
-            self._take(woken.group)  # the slot passes to it, held all along
-            if woken.item is None or self._start is None or self._start(woken.item):
-                return
-            self._give_back(woken.group)  # a key no longer wanted: the slot goes on
-
-
-class _Slot:
-    def __init__(self, slots: FairSlots, group: Hashable) -> None:
-        self._slots = slots
-        self._group = group
-
-    async def __aenter__(self) -> None:
-        await self._slots.acquire(self._group)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._slots.release(self._group)
-
-
-def _capped(after: float | None, most: float | None) -> float | None:
-    """``after`` (None: forever), but no more than ``most`` (None: no bound)."""
-    if most is None:
-        return after
-    return most if after is None else min(after, most)
-
-
-async def reconcile_loop(
-    key: Hashable,
-    reconcile: Reconcile,
-    triggers: Triggers,
-    stopped: Callable[[], bool],
-    *,
-    backoff: Backoff = DEFAULT,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
-    max_idle: float | None = None,
-    metrics: Metrics | None = None,
-    controller: str = "",
-    slots: FairSlots | None = None,
-    group: Hashable = None,
-    park: Callable[[float | None], None] | None = None,
-    due: float | None = None,
-) -> None:
-    """Run ``reconcile`` for ``key`` until ``stopped()``; see ``Controller``'s docstring.
-
-    ``max_idle`` bounds how long the loop sleeps without a kick (a safety net resync). Each
-    pass first takes one of ``slots`` (shared by the loops of one controller), waiting in
-    ``group`` (the key's namespace), and gives it back when it ends, before the loop sleeps.
-    With ``due``, the first pass's slot is already held, handed to the key in the queue where
-    it waited since ``due`` (``FairSlots.take_or_queue``); the loop gives it back.
-
-    With ``park``, a loop that would sleep after a pass that did not fail (and was not kicked
-    meanwhile) returns instead, calling ``park(seconds)`` (None: until a kick) first; one that
-    must run again at once (kicked during its pass, or cut short) but finds no slot free returns
-    too, calling ``park(0)`` (the caller queues its key for a slot). The caller starts a new
-    loop on the next kick, when the seconds are up, or when a slot is handed to the key. An
-    idle loop costs a task, an event and their frames, about 4 KB, for every object of a
-    cluster, and so does one waiting for a slot; a parked one costs nothing, or a timer, or a
-    place in the queue. A failing loop keeps its task (its backoff counts its consecutive
-    failures) and waits for its slot with it.
-    """
-    event = triggers.event(key)
-    failures = 0
-    held = slots is not None and due is not None  # the first pass's slot, handed in the queue
-    parked = False
-    try:
-        while not parked and not stopped():
-            if due is None:
-                due = time.monotonic()
-            if slots is not None and not held:
-                if not await _take_slot(slots, group, None if failures else park):
-                    break
-                held = True
-            try:
-                if stopped():  # gone while waiting for a slot
-                    break
-                # Cleared only now: kicks that came while waiting for a slot are seen by this pass.
-                event.clear()
-                started = time.monotonic()
-                if metrics is not None:
-                    metrics.queue_duration.labels(controller, controller).observe(started - due)
-                after, failures, outcome = await _one_pass(
-                    reconcile,
-                    failures,
-                    backoff=backoff,
-                    logger=logger,
-                    metrics=metrics,
-                    controller=controller,
-                )
-            finally:
-                if slots is not None and held:
-                    held = False
-                    slots.release(group)
-            due = None
-            if metrics is not None:
-                metrics.observe(controller, outcome[0], time.monotonic() - started, outcome[1])
-            parked = await _idle(event, _capped(after, max_idle), None if failures else park)
-    finally:
-        if slots is not None and held:
-            slots.release(group)  # handed a slot, never ran a pass: stopped before it
-        triggers.forget(key)
-
-
-async def _take_slot(slots: FairSlots, group: Hashable, park: Callable[[float | None], None] | None) -> bool:
-    """Take a slot for the next pass, waiting for it; with ``park``, only if one is free now:
-    else ``park(0)`` queues the key (no task waits for a slot) and the loop ends (False)."""
-    if park is None:
-        await slots.acquire(group)
-        return True
-    if slots.try_acquire(group):
-        return True
-    park(0.0)
-    return False
-
-
-async def _one_pass(
-    reconcile: Reconcile,
-    failures: int,
-    *,
-    backoff: Backoff,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None,
-    metrics: Metrics | None,
-    controller: str,
-) -> tuple[float | None, int, tuple[str, BaseException | None]]:
-    """One call of ``reconcile``, an active worker meanwhile: when to look again, the
-    consecutive failures since, and the outcome (controller-runtime's result, and the error)."""
-    if metrics is not None:
-        metrics.active_workers.labels(controller).inc()
-    try:
-        after = await reconcile()
-    except asyncio.CancelledError:
-        raise
-    except SupersededError:
-        return 0.0, failures, ("requeue", None)
-    except Exception as exc:
-        after = backoff.delay(failures)
-        if isinstance(exc, RetryError) and exc.not_after is not None:
-            after = min(after, exc.not_after)
-        failures += 1
-        if logger is not None:
-            logger.warning(f"reconcile failed (attempt {failures}, retrying in {after:.3g}s): {exc}")
-        return after, failures, ("error", exc)
-    finally:
-        if metrics is not None:
-            metrics.active_workers.labels(controller).dec()
-    return after, 0, ("success" if after is None else "requeue_after", None)
-
-
-async def _idle(
-    event: asyncio.Event, timeout: float | None, park: Callable[[float | None], None] | None
-) -> bool:
-    """Between two passes: park (True) if ``park`` is given, the wait is not zero and no kick
-    came during the pass; else wait for a kick or ``timeout`` (False)."""
-    if park is not None and timeout != 0 and not event.is_set():
-        park(timeout)
-        return True
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout=timeout)
-    return False
-
-
 ReconcileBody = Callable[[Mapping[str, Any]], Awaitable[float | None]]
 ForgetUid = Callable[[str], None]
 ForgetName = Callable[[str, str], None]
@@ -424,88 +124,11 @@ class Controller:
 
     At most ``max_concurrent_reconciles`` passes run at once over all requests, the slots that
     come free shared round-robin among the namespaces whose requests wait, and no namespace
-    holding the last one (see below); with ``metrics`` the limit is reported as
+    holding the last one (see the module docstring); with ``metrics`` the limit is reported as
     ``controller_runtime_max_concurrent_reconciles``.
 
     ``echo(body)`` tells whether a body carries the status the operator last wrote: a MODIFIED
     event that changes only that status wakes no pass (``only_status_changed``).
-
-    kopf calls handlers on changes of the object itself; a controller also has to react to its
-    children (a pod deleted by someone else), to time (a schedule boundary) and to its own
-    failures (backoff). controller-runtime solves this with a work queue of *requests* (a queue, a
-    dirty set, the set being processed) served by a fixed number of workers. Here a request that is
-    due (woken by a kick, or its delay is up) takes a free slot, or waits for one as a key in a
-    fair queue (``FairSlots``: one entry per request however often it is kicked meanwhile,
-    no task); it gets a task running ``reconcile_loop`` (see ``Controller``) when it gets
-    a slot, and the task ends (parks) when the request has no more immediate work: nothing to do
-    until a kick or until the delay its pass asked for (the next kick or its timer queues it
-    again), or a kick during the pass with no slot free (it goes back in the queue). So tasks
-    exist only for the passes running and for loops backing off after a failure: not for every
-    idle object, nor for every object at once when all are woken together (a relist, a restart,
-    a takeover): a task holds its coroutine's frames and an event, a key in the queue a reference.
-
-    A request is a namespace and a name (``Request``, controller-runtime's
-    ``reconcile.Request``), not an object's UID, and it carries no body: each pass starts by
-    reading the latest body stored for that name, which is what the watch last said (relists
-    included, see ``shared.controller.informer``). Why the name and not the UID:
-
-    - a delete and a re-create under the same name (``kubectl delete`` then ``apply``) is one
-      request whose next pass simply sees the new object, instead of two loops (the old object's,
-      perhaps still in a pass, and the new one's) racing over the same child names and, since
-      writes go by name, the same status. A pass still working for an object that was deleted or
-      replaced under its name is cut short (``SupersededError``), so it never acts for an object
-      that is gone;
-    - a pass never works from a captured body, so it cannot act on a state older than the one the
-      watch has delivered.
-
-    The UID still tells objects apart where it must: children are indexed by their controller's
-    UID (``OwnerCache``), so a predecessor's children are never counted as the
-    new object's; a child's event wakes the request of its controller's name; and state an
-    operator keeps per UID is dropped (``Controller.on_forget``) when the UID leaves its name,
-    deleted or replaced. A DELETED event of the object under the name ends its loop (after the
-    pass in flight, if any, is cut short); a late event of a replaced object changes nothing.
-
-    Within a loop:
-
-    - ``Triggers.kick`` (from a child's watch event, or the object's own) wakes the loop;
-      kicks that arrive while a reconcile runs coalesce into exactly one more pass, and kicks of
-      a request waiting in the queue into the pass it waits for;
-    - the reconcile function returns when to look again (``None`` = only on a kick), so a
-      schedule boundary is hit exactly instead of at a polling interval;
-    - a failing pass is retried after the shared ``Backoff`` for the number of
-      consecutive failures; a success resets it. A pass that failed in part but has a deadline of
-      its own (a schedule boundary) raises ``RetryError`` with ``not_after``: it is retried
-      no later than that, however long the backoff has grown, so an optional part that keeps
-      failing never delays what must happen on time.
-
-    With ``metrics``, each pass is one reconcile in controller-runtime's terms: ``success`` when
-    it returns ``None``, ``requeue_after`` when it returns a delay, ``error`` when it raises,
-    ``requeue`` when it was cut short (``SupersededError``) and runs again at once. A pass that
-    is due (kicked, its delay or backoff over) but waits for a slot is an item in
-    controller-runtime's queue: ``workqueue_depth`` counts them, ``workqueue_queue_duration_seconds``
-    is how long each waited.
-
-    Only one pass per request runs at a time (a request has one loop, the only caller, or one
-    place in the queue), so a reconcile never races itself. Across requests, ``Controller``
-    runs at most ``max_concurrent_reconciles`` passes at once (controller-runtime's option of that
-    name): after a restart or an outage every object wants a pass at the same moment, and without
-    a bound they would all hit the API server (and this process's memory) together. The bound is
-    a slot taken per pass, not per object, so an idle object (parked until a kick or a deadline)
-    holds no slot, and ``controller_runtime_active_workers`` counts the passes that hold one, not
-    those waiting.
-
-    The slots are shared fairly across namespaces (``FairSlots``): one that comes free goes
-    round-robin over the namespaces that have passes waiting, first come first served within each,
-    and no namespace holds the last one. One operator serves every namespace, and a namespace is a
-    tenant that can create as many objects as its quota allows: with one first-come-first-served
-    line, the passes of thousands of new WebServers in one namespace would stand in front of a
-    change in any other (``tools/bench/noisy_neighbour.py``, ``shared.client.fair``). A change in a
-    quiet namespace finds the last slot free, or waits for one slot to come free, however long the
-    line of a busy one; its requests then take turns with the busy one's at the client's rate limit
-    (``shared.client.kube.TokenBucket``). A single busy namespace runs ``max_concurrent_reconciles -
-    1`` passes at once. controller-runtime's queue has no such fairness (one FIFO per controller);
-    the API server's priority and fairness shares by user, and every request of the operator is one
-    user's.
     """
 
     def __init__(

@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from shared.client.kube import JSON, JSON_PATCH, MERGE_PATCH, ApiError, KubeClient
+from shared.api.errors import ApiError, NotFound
+from shared.client.kube import JSON, JSON_PATCH, MERGE_PATCH, KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
 READS = frozenset({"get", "list"})
@@ -520,7 +521,7 @@ class FakeKube(KubeClient):
         try:
             return json.dumps(await self.request("GET", path)).encode()
         except ApiError as exc:
-            if exc.status == 404:
+            if isinstance(exc, NotFound):
                 return None
             raise
 

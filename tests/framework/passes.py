@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from shared.api.clock import Clock
 from shared.api.description import OperatorDescription
-from shared.controller.builder import Context, Operator, Reconciler
+from shared.controller.builder import Operator
+from shared.controller.reconciler import Context, Reconciler
 from tests.framework.fakekube import FakeKube
 
 

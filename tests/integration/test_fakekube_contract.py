@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from shared.api.errors import ApiError
 from shared.client import kube as kube_module
-from shared.client.kube import ApiError, KubeClient, namespaced
+from shared.client.kube import KubeClient, namespaced
 from tests.framework.fakekube import FakeKube
 
 WS = "demo.k8s.io/v1alpha1"

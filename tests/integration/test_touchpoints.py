@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from shared.api.errors import SupersededError
 from shared.client import kube
-from shared.client.kube import KubeClient, SupersededError
+from shared.client.kube import KubeClient
 from shared.client.statuses import StatusWriter
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import Cluster

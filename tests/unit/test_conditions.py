@@ -148,7 +148,7 @@ def test_every_conflict_reason_stalls_and_transient_failures_do_not():
     # Where the ConflictError subclasses are defined (WebServer has none of its own).
     import operators.tdset.reconciler
     import shared.api.services
-    from shared.api.ownership import ConflictError
+    from shared.api.errors import ConflictError
 
     def subclasses(cls):
         return {cls} | {s for c in cls.__subclasses__() for s in subclasses(c)}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from operators.webserver import reconciler as webserver_reconciler
 from operators.webserver.reconciler import ConfigMaps, content_digest
-from shared.client.kube import ApiError
+from shared.api.errors import ApiError
 from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import METADATA_ONLY
 from tests.framework.fakekube import FakeKube, fail

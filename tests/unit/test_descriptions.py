@@ -30,8 +30,9 @@ from localcluster import images
 from operators import PACKAGES, description, descriptions
 from shared.api import leases
 from shared.api.description import OperatorDescription
-from shared.controller.builder import Operator
+from shared.controller.builder import Operator, run
 from shared.controller.metrics import TABLE, Metrics, ObjectCounter, ObjectGauge
+from shared.controller.reconciler import Reconciler
 from shared.controller.runtime import Runtime
 from shared.controller.watches import Watch
 from tools.generate import bundle, docs, manifests, monitoring
@@ -50,10 +51,12 @@ def test_packages_are_exactly_the_operator_packages():
     found = sorted(p.parent.name for p in (REPO / "operators").glob("*/__init__.py"))
     assert sorted(PACKAGES) == found, "register a new operator package in operators.PACKAGES"
     assert [d.name for d in descriptions()] == list(PACKAGES)
-    for name in PACKAGES:  # the entry point is the same two lines in every package
-        assert (REPO / "operators" / name / "__main__.py").read_text() == (
-            REPO / "operators" / "netperf" / "__main__.py"
-        ).read_text()
+    for name in PACKAGES:  # the entry point: run(DESCRIPTION, <its Reconciler subclass>)
+        main = importlib.import_module(f"operators.{name}.__main__")
+        assert main.DESCRIPTION is description(name)
+        reconcilers = [c for c in vars(main).values() if isinstance(c, type) and issubclass(c, Reconciler)]
+        assert [c.__module__ for c in reconcilers] == [f"operators.{name}.reconciler"]
+        assert main.run is run
 
 
 def test_names_do_not_collide_across_operators():
@@ -94,8 +97,13 @@ def test_the_builder_wires_what_the_description_declares(name):
     # The description points at the operator's own modules; it restates nothing.
     assert op.crd is schema.CRD and op.app == schema.APP
 
-    built = Operator(op, operators.reconciler(op))
-    assert type(built.reconciler).__module__ == op.reconciler_module
+    reconciler = importlib.import_module(f"operators.{name}.reconciler")
+    (cls,) = [
+        c
+        for c in vars(reconciler).values()
+        if isinstance(c, type) and issubclass(c, Reconciler) and c.__module__ == reconciler.__name__
+    ]
+    built = Operator(op, cls)
     assert built.controller.name == op.controller
     runtime = built.runtime
     assert (runtime.app, runtime.controllers) == (op.app, (op.controller,))
@@ -158,7 +166,6 @@ DESCRIPTION = OperatorDescription(
     name="fourth",
     app="fourth",
     crd=CRD,
-    reconcile="operators.fourth.reconciler:FourthReconciler",
     resources=(Resource("ConfigMap", "v1", "configmaps", verbs=("create",)),),
     display="Fourth",
     summary="Keeps one ConfigMap per Fourth.",
@@ -180,28 +187,20 @@ FOURTH_RECONCILER = '''
 
 from operators.fourth.description import DESCRIPTION
 from shared.controller import caches
+from shared.controller.reconciler import Reconciler
 
 
-class FourthReconciler:
+class FourthReconciler(Reconciler):
     def __init__(self, ctx):
-        self.ctx = ctx
+        super().__init__(ctx)
         self.things = ctx.metrics.gauge("fourth_things")
         self.configmaps = caches.OwnerCache(lambda body: body["metadata"]["name"])
 
     def watches(self):
-        return [self.ctx.owns(DESCRIPTION.resources[0], self.configmaps)]
+        return [self.ctx.owns(DESCRIPTION.resource("configmaps"), self.configmaps)]
 
     async def reconcile(self, body):
         return None
-
-    def is_echo(self, body):
-        return False
-
-    def primary_changed(self, event_type, body):
-        pass
-
-    def forget(self, uid):
-        pass
 '''
 
 
@@ -218,7 +217,8 @@ def fourth(tmp_path, monkeypatch):
     # An absolute example path: ``REPO / path`` is then that path (bundle reads REPO / example).
     (package / "description.py").write_text(textwrap.dedent(FOURTH_DESCRIPTION.format(example=str(example))))
     (package / "reconciler.py").write_text(FOURTH_RECONCILER)
-    (package / "__main__.py").write_text((REPO / "operators" / "netperf" / "__main__.py").read_text())
+    main = (REPO / "operators" / "netperf" / "__main__.py").read_text()
+    (package / "__main__.py").write_text(main.replace("netperf", "fourth").replace("Netperf", "Fourth"))
     monkeypatch.setattr(operators, "__path__", [*operators.__path__, str(tmp_path)])
     monkeypatch.setattr(operators, "PACKAGES", (*PACKAGES, "fourth"))
     importlib.invalidate_caches()
@@ -348,7 +348,8 @@ def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
 def test_a_fourth_operator_runs_through_the_shared_entry_point(fourth, monkeypatch):
     ran: list[tuple[Runtime, list[Watch]]] = []
     monkeypatch.setattr(Runtime, "run", lambda self, watches: ran.append((self, list(watches))))
-    operators.main("operators.fourth", ["--namespace", "team-a", "--metrics-port", "9999"])
+    main = importlib.import_module("operators.fourth.__main__")
+    main.run(main.DESCRIPTION, main.FourthReconciler, ["--namespace", "team-a", "--metrics-port", "9999"])
     ((runtime, watches),) = ran
     assert runtime.options.namespaces == ("team-a",)
     assert runtime.options.metrics_port == 9999
@@ -364,14 +365,13 @@ def test_a_fourth_operator_runs_through_the_shared_entry_point(fourth, monkeypat
         "resources": ["configmaps"],
         "verbs": ["create", "list", "watch"],
     } in fourth.rules
-    with pytest.raises(SystemExit):
-        operators.main(None)
 
 
 def test_a_description_refuses_what_would_break_a_tool():
     op = description("webserver")
     fields = {f: getattr(op, f) for f in op.__dataclass_fields__}
-    with pytest.raises(ValueError, match="module:Class"):
-        OperatorDescription(**{**fields, "reconcile": "operators.webserver.reconciler"})
+    assert op.resource("pods").kind == "Pod"
+    with pytest.raises(KeyError, match="0 resources named 'deployments'"):
+        op.resource("deployments")  # a reconciler binds its kinds by name, never by position
     with pytest.raises(ValueError, match="does not start with webserver_"):
         OperatorDescription(**{**fields, "metrics": (TABLE[0],)})

@@ -13,10 +13,10 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from shared.api.correlator import AGGREGATE_PREFIX, Correlator, FairQueue, SpamFilter, TokenBucket
+from shared.api.errors import ApiError, NotLeaderError
 from shared.api.lru import LRU
 from shared.client.events import MAX_MESSAGE, EventRecorder, event_manifest
-from shared.client.kube import ApiError, KubeClient
-from shared.client.leader import NotLeaderError
+from shared.client.kube import KubeClient
 
 WS = {
     "apiVersion": "demo.k8s.io/v1alpha1",

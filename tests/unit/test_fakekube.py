@@ -10,7 +10,8 @@ import datetime
 
 import pytest
 
-from shared.client.kube import ApiError, is_uid_mismatch, namespaced
+from shared.api.errors import ApiError
+from shared.client.kube import is_uid_mismatch, namespaced
 from tests.framework.fakekube import (
     Action,
     FakeKube,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from shared.api.errors import NotLeaderError
 from shared.client.kube import namespaced
-from shared.client.leader import ElectionConfig, LeaderElector, NotLeaderError
+from shared.client.leader import ElectionConfig, LeaderElector
 from tests.framework.fakekube import FakeKube, fail
 
 NS = "ns"

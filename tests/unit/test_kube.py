@@ -18,9 +18,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
+from shared.api.errors import ApiError
 from shared.client.kube import (
     MAX_RETRY_AFTER,
-    ApiError,
     FairConnections,
     KubeClient,
     TokenBucket,

@@ -11,9 +11,9 @@ import re
 import aiohttp
 import pytest
 
+from shared.api.errors import ApiError, NotLeaderError
 from shared.client import leader
-from shared.client.kube import ApiError
-from shared.client.leader import ElectionConfig, LeaderElector, NotLeaderError
+from shared.client.leader import ElectionConfig, LeaderElector
 
 T0 = datetime.datetime(2025, 3, 1, 12, 0, tzinfo=datetime.UTC)
 

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from localcluster.process import free_port
 from shared.api import metricsauth as rules
+from shared.api.errors import ApiError
 from shared.api.metricsauth import Decision, RateLimit, Reviews, Tokens, TTLCache, User
-from shared.client.kube import ApiError, is_write
+from shared.client.kube import is_write
 from shared.client.metricsauth import MetricsAuth
 from shared.controller import certs
 from shared.controller.metrics import Metrics

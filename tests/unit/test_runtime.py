@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.controller.runtime import Options, operator_identity, parse_options, split_namespaces
+from shared.controller.options import Options, parse_options, split_namespaces
+from shared.controller.runtime import operator_identity
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from shared.api import ownership
+from shared.api.errors import ApiError, SupersededError
 from shared.api.services import ServiceConflictError, manifest, view
 from shared.client import services
-from shared.client.kube import ApiError, SupersededError, namespaced
+from shared.client.kube import namespaced
 from shared.client.statuses import StatusWriter
 from tests.framework.fakekube import FakeKube, fail
 

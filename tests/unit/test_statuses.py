@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 
-from shared.client.kube import ApiError, SupersededError
+from shared.api.errors import ApiError, SupersededError
 from shared.client.statuses import StatusWriter
 
 BODY = {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}, "status": {"phase": "A"}}

@@ -21,9 +21,9 @@ from operators.tdset.reconciler import TDSetReconciler
 from operators.webserver.description import DESCRIPTION as WEBSERVER
 from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions
+from shared.api.errors import ReconcileError
 from shared.client.kube import namespaced
 from shared.controller.builder import UNEXPECTED, Operator
-from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube
 
 CASES = [

@@ -4,9 +4,12 @@ from typing import Any
 
 import pytest
 
+from shared.api.errors import RetryError
 from shared.controller.caches import OwnerCache
+from shared.controller.loop import Triggers, reconcile_loop
 from shared.controller.retry import Backoff
-from shared.controller.workqueue import Controller, FairSlots, RetryError, Triggers, reconcile_loop
+from shared.controller.slots import FairSlots
+from shared.controller.workqueue import Controller
 
 
 async def _until(predicate, timeout=10):

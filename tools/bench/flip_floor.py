@@ -47,7 +47,8 @@ def go_binary() -> Path:
 
 
 async def flip_all(args: argparse.Namespace) -> dict[str, object]:
-    from shared.client.kube import ApiError, KubeClient
+    from shared.api.errors import ApiError
+    from shared.client.kube import KubeClient
 
     uids: dict[str, str] = json.loads(Path(args.targets).read_text())
     connections = args.connections

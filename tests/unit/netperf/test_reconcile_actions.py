@@ -19,8 +19,8 @@ from operators.netperf.description import DESCRIPTION
 from operators.netperf.reconciler import NetperfReconciler
 from shared.api import conditions
 from shared.api.clock import Clock
+from shared.api.errors import ReconcileError
 from shared.client.kube import namespaced
-from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube, fail
 from tests.framework.netperfs import fixture
 from tests.framework.passes import OnePass

@@ -21,6 +21,7 @@ from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import VALIDATOR, TDSetReconciler
 from shared.api import conditions
 from shared.api.clock import Clock
+from shared.api.errors import TerminalError
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
 from tests.framework.passes import OnePass
@@ -408,7 +409,8 @@ def test_a_floor_above_a_cap_stored_before_the_rules_is_degraded_and_the_hpa_lef
     body["spec"]["schedulingConfig"] = [window(minReplicas=7, maxReplicas=6)]
     kube = FakeKube(body, hpa())
     p = HPAPass(kube)
-    assert p.run() is None
+    with pytest.raises(TerminalError):
+        p.run()
     assert kube.object(HPA_PATH)["spec"] == hpa()["spec"]
     degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and degraded["reason"] == "InvalidSpec"

@@ -30,10 +30,10 @@ from operators.tdset.reconciler import VALIDATOR, TDSetReconciler
 from operators.tdset.schema import CRD
 from shared.api import conditions
 from shared.api.clock import Clock
+from shared.api.errors import ReconcileError
 from shared.api.validation import FieldError
 from shared.client.kube import namespaced
 from shared.controller.builder import Operator
-from shared.controller.workqueue import ReconcileError
 from tests.framework.fakekube import FakeKube
 
 UTC = datetime.UTC

@@ -16,8 +16,8 @@ import pytest
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions, ownership
+from shared.api.errors import ReconcileError
 from shared.client.kube import namespaced
-from shared.controller.workqueue import ReconcileError
 from tests.framework.clocks import FrozenClock
 from tests.framework.fakekube import FakeKube
 from tests.framework.passes import OnePass

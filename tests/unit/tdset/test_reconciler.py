@@ -18,8 +18,8 @@ from operators.tdset.description import DESCRIPTION
 from operators.tdset.desired import AutoscalerView
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api.clock import Clock
+from shared.api.errors import ReconcileError
 from shared.controller.builder import Operator
-from shared.controller.workqueue import ReconcileError
 
 UTC = datetime.UTC
 

@@ -18,8 +18,8 @@ from operators.tdset import schedule, status, target
 from operators.tdset.description import DESCRIPTION
 from operators.tdset.reconciler import TDSetReconciler
 from shared.api import conditions
+from shared.api.errors import ReconcileError, TerminalError
 from shared.client.kube import namespaced
-from shared.controller.workqueue import ReconcileError
 from tests.framework.clocks import FrozenClock
 from tests.framework.fakekube import FakeKube, Resource, fail
 from tests.framework.passes import OnePass
@@ -116,7 +116,7 @@ class Pass(OnePass):
                 self.tds.started()
             if forget:
                 self.live.discard(forget)
-                self.tds.forget(forget)
+                self.operator.forget(forget)
             await self.tds.target_sweeps.wait()
             await self.tds.floor_sweeps.wait()
             await self.operator.events.flush()
@@ -575,7 +575,8 @@ def test_the_controller_checks_what_cel_checks(extra, fragment):
     kube = FakeKube(body, workload())
     p = Pass(kube)
     p.see(TDS_PATH)
-    p.run()
+    with pytest.raises(TerminalError):
+        p.run()
     assert kube.keys() == [("patch", "tdsets", NS, "shop", "status")]
     degraded = conditions.get(kube.object(TDS_PATH)["status"]["conditions"], "Degraded")
     assert degraded["reason"] == "InvalidSpec" and fragment in degraded["message"]

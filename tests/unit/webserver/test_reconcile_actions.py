@@ -17,8 +17,8 @@ from operators.webserver import reconciler
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.reconciler import WebServerReconciler
 from shared.api import conditions, ownership
-from shared.client.kube import ApiError, namespaced
-from shared.controller.workqueue import ReconcileError
+from shared.api.errors import ApiError, ReconcileError, TerminalError
+from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube, fail
 from tests.framework.passes import OnePass
 
@@ -171,8 +171,9 @@ def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch)
     checks: list[object] = []
     check = reconciler.VALIDATOR.errors
     monkeypatch.setattr(reconciler.VALIDATOR, "errors", lambda spec: checks.append(spec) or check(spec))
-    p.run()
-    p.run()
+    for _ in range(2):
+        with pytest.raises(TerminalError):
+            p.run()
     assert len(checks) == 1
     degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and degraded["reason"] == "InvalidSpec"
@@ -180,7 +181,7 @@ def test_the_spec_is_checked_against_the_schema_once_per_generation(monkeypatch)
     p.run()
     p.run()
     assert len(checks) == 2 and len(pod_names(kube)) == 1
-    p.ws.forget(kube.object(WS_PATH)["metadata"]["uid"])
+    p.operator.forget(kube.object(WS_PATH)["metadata"]["uid"])
     assert p.ws.spec_checked == {}
 
 
@@ -225,7 +226,8 @@ def test_a_reserved_pod_label_is_degraded_and_touches_no_pod():
     ws = webserver(1)
     ws["spec"]["podMetadata"] = {"labels": {"app.kubernetes.io/instance": "other"}}
     kube = FakeKube(ws)
-    Pass(kube).run()
+    with pytest.raises(TerminalError):
+        Pass(kube).run()
     assert [a.key[:2] for a in kube.writes()] == [("patch", "webservers")]
     degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
@@ -365,7 +367,8 @@ def test_a_progress_deadline_not_above_min_ready_seconds_is_degraded():
     ws = webserver(1)
     ws["spec"].update(progressDeadlineSeconds=30, minReadySeconds=30)
     kube = FakeKube(ws)
-    Pass(kube).run()
+    with pytest.raises(TerminalError):
+        Pass(kube).run()
     degraded = conditions.get(kube.object(WS_PATH)["status"]["conditions"], "Degraded")
     assert degraded is not None and degraded["reason"] == "InvalidSpec"
     assert "spec.progressDeadlineSeconds: progressDeadlineSeconds must be greater" in degraded["message"]
