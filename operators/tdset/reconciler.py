@@ -137,7 +137,22 @@ class Converged:
 
 
 class TDSetReconciler(Reconciler):
-    """See the module docstring; its dependencies come in ``ctx``."""
+    """The pass: the module docstring, then below. Its dependencies come in ``ctx``.
+
+    Every TDSet gets one reconcile loop (``shared.controller.workqueue.Controller``, made by
+    ``shared.controller.builder.Operator``), woken by changes of the TDSet, of the Deployment and
+    Service it controls (server-side label selectors, indexed by owner), of any
+    HorizontalPodAutoscaler in the watched namespaces (an HPA is the user's, not ours, so it is
+    indexed by the Deployment it targets), of the holiday ConfigMaps it reads (any of its namespace,
+    watched as metadata only and read by reference, ``HolidayMaps``) and by time: each pass
+    returns the delay to the calendar's next transition of any layer (capped by ``intervalMint``),
+    so a boundary is acted on when it is reached, not at the next poll.
+
+    Each pass is level-based: desired replicas come from ``.schedule.decide`` with the
+    operator's clock (``shared.api.clock.Clock``) and the TDSet's override annotation (the
+    layered calendar: overrides, holidays, windows, default, pre-warm); children from the watch
+    caches; the status is written whole and only when it changed.
+    """
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -729,9 +744,9 @@ class TDSetReconciler(Reconciler):
         """What is wrong with the spec: a function of the name and the spec alone, so checked
         once per generation: at a boundary shared by many TDSets, every pass would otherwise
         validate a spec that has not changed."""
-        checked = self.checked_specs.get(uid)
-        if generation and checked is not None and checked[0] == generation:
-            return checked[1]
+        checked = self.checked_specs.known(uid, generation)
+        if checked is not None:
+            return list(checked)
         errors = (
             VALIDATOR.errors(spec) or scaletarget.spec_errors(spec) or schedule.check(spec)
         ) + name_errors(name, service=bool(spec.get("service")))

@@ -56,13 +56,19 @@ def series(selector: str, values: str) -> dict:
     return {"series": selector, "values": values}
 
 
-def reconciles(errors_per_min: int) -> list[dict]:
+def reconciles(errors_per_min: int, terminal_per_min: int | None = None) -> list[dict]:
+    """TDSet reconciles: 60 a minute succeed, ``errors_per_min`` fail, of which ``terminal_per_min``
+    are terminal (an invalid spec; None: the series is not exported at all)."""
     ok, err = 'controller="tdset", result="success"', 'controller="tdset", result="error"'
-    return [
+    out = [
         series(f"controller_runtime_reconcile_total{{{ok}}}", "0+60x40"),
         series(f"controller_runtime_reconcile_total{{{err}}}", f"0+{errors_per_min}x40"),
         series('controller_runtime_reconcile_errors_total{controller="tdset"}', f"0+{errors_per_min}x40"),
     ]
+    if terminal_per_min is not None:
+        terminal = 'controller_runtime_terminal_reconcile_errors_total{controller="tdset"}'
+        out.append(series(terminal, f"0+{terminal_per_min}x40"))
+    return out
 
 
 def leaders(*status: str) -> list[dict]:
@@ -100,6 +106,9 @@ SCENARIOS = [
     *[(f"{op.capitalize()}OperatorNotScraped", UP_ALL, "16m", None, "") for op in PACKAGES],
     ("K8sOperatorsPyReconcileErrorsHigh", reconciles(60), "25m", {"controller": "tdset"}, "50%"),
     ("K8sOperatorsPyReconcileErrorsHigh", reconciles(3), "25m", None, ""),  # ~5%: below 10%
+    # A tenant's invalid specs (terminal errors) do not page; other errors beside them still do.
+    ("K8sOperatorsPyReconcileErrorsHigh", reconciles(60, 60), "25m", None, ""),
+    ("K8sOperatorsPyReconcileErrorsHigh", reconciles(60, 0), "25m", {"controller": "tdset"}, "50%"),
     ("NetperfTestFailed", [series(NP, "1x5")], "1m", {"namespace": "lab", "name": "np"}, ""),
     ("NetperfTestFailed", [series(NP, "0x5")], "1m", None, ""),
     (
