@@ -27,9 +27,10 @@ it again (as ``kubectl rollout resume`` does).
 **Automatic rollback** (``spec.rollout.autoRollback``): when the spec's revision exceeds its
 deadline, the pods go back to the last revision whose outcome is ``Available``, exactly its
 stored template (same hash: its surviving pods are kept as they are). ``status.rollback`` records
-that the spec's template (``fromHash``) was given up for ``toRevision``; it ends as soon as the
-spec's template changes (a fix, or the user reverting by hand to that same template: then
-nothing moves). Rules that keep it from looping: only a revision the spec asked for is ever
+that the spec's template (``fromHash``; ``fromSpecHash`` without the ConfigMap content) was given
+up for ``toRevision``; it ends as soon as the spec itself changes (a fix, or the user reverting by
+hand to that same template: then nothing moves). An edit of a referenced ConfigMap does not end
+it: the spec still asks for the template that failed. Rules that keep it from looping: only a revision the spec asked for is ever
 rolled back, never a rollback itself (a rollback target that misses the deadline too stays
 ``ProgressDeadlineExceeded`` for a human), and there is no target when the only difference is
 ConfigMap content (the operator does not keep old ConfigMap data: restore the ConfigMap).
@@ -137,6 +138,11 @@ def _entry(
     return entry
 
 
+def spec_hash_of(tpl: Mapping[str, Any]) -> str:
+    """The hash of a template without the ConfigMap content: what the spec alone asks for."""
+    return hash_of({k: v for k, v in tpl.items() if k != CONFIG_HASH})
+
+
 def _target(history: Sequence[dict[str, Any]], spec_tpl: Mapping[str, Any]) -> dict[str, Any] | None:
     """The last available revision, other than the spec's, that a rollback can go to."""
     without_config = {k: v for k, v in spec_tpl.items() if k != CONFIG_HASH}
@@ -164,10 +170,17 @@ def _bounded(history: list[dict[str, Any]], rollback: Mapping[str, Any] | None) 
 
 
 def _still_rolled_back(
-    history: Sequence[Mapping[str, Any]], rollback: dict[str, Any] | None, spec_hash: str
+    history: Sequence[Mapping[str, Any]], rollback: dict[str, Any] | None, spec_tpl: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
-    """The rollback in effect and its target's entry, while the spec asks for what it gave up."""
-    if rollback is None or rollback.get("fromHash") != spec_hash:
+    """The rollback in effect and its target's entry, while the spec asks for what it gave up
+    (whatever the ConfigMaps hold now; a rollback recorded without ``fromSpecHash``: exactly)."""
+    if rollback is None:
+        return None, None
+    if "fromSpecHash" in rollback:
+        same = rollback["fromSpecHash"] == spec_hash_of(spec_tpl)
+    else:
+        same = rollback.get("fromHash") == hash_of(spec_tpl)
+    if not same:
         return None, None
     kept = next(
         (e for e in history if e.get("revision") == rollback.get("toRevision") and "template" in e), None
@@ -238,7 +251,7 @@ def track(
     history = [dict(e) for e in current.get("history") or ()]
     options = spec.get("rollout") or {}
     paused = options.get("paused") is True
-    rollback, kept = _still_rolled_back(history, current.get("rollback"), spec_hash)
+    rollback, kept = _still_rolled_back(history, current.get("rollback"), spec_tpl)
     target_tpl, target_hash = spec_tpl, spec_hash
     if kept is not None:
         target_tpl, target_hash = dict(kept["template"]), str(kept["templateHash"])
@@ -266,7 +279,11 @@ def track(
             no_target = "no earlier revision that became available (with its template kept) to roll back to"
             break
         last["outcome"] = ROLLED_BACK
-        rollback = {"fromHash": spec_hash, "toRevision": int(target["revision"])}
+        rollback = {
+            "fromHash": spec_hash,
+            "fromSpecHash": spec_hash_of(spec_tpl),
+            "toRevision": int(target["revision"]),
+        }
         target_tpl, target_hash = dict(target["template"]), str(target["templateHash"])
         rolled_back = (
             f"revision {last['revision']} ({last['templateHash']}) made no progress for "

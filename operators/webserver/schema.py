@@ -600,10 +600,13 @@ STATUS_SCHEMA: dict[str, Any] = {
             "type": "object",
             "description": (
                 "Set while an automatic rollback is in effect: the spec's template (fromHash) was "
-                "given up for revision toRevision; cleared when the spec's template changes."
+                "given up for revision toRevision; cleared when the spec's template changes "
+                "(fromSpecHash: its hash without the referenced ConfigMaps' content, which an edit "
+                "of a ConfigMap leaves as it is)."
             ),
             "properties": {
                 "fromHash": {"type": "string"},
+                "fromSpecHash": {"type": "string"},
                 "toRevision": {"type": "integer"},
             },
         },

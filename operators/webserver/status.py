@@ -24,8 +24,9 @@ Conditions:
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
   a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
-  failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
-  current template and is ready, with no failure.
+  failed (retried, like a Deployment's ``ReplicaFailure``) and while a rollout is paused with
+  old pods (``RolloutPaused``: not done); ``Ready`` once every pod runs the current template and
+  is available, with no failure.
 """
 
 from __future__ import annotations
@@ -126,7 +127,11 @@ def compute(
     else:
         replica_failure = cond(REPLICA_FAILURE, False, "NoFailures", "all creates and deletes succeeded")
 
-    pending = (progressing["reason"], progressing["message"]) if progressing["status"] == "True" else None
+    # A paused rollout with old pods is not done either: Reconciling, never Ready (as kstatus
+    # judges a paused Deployment mid-rollout: InProgress).
+    pending = (
+        (progressing["reason"], progressing["message"]) if progressing["status"] in ("True", "Unknown") else None
+    )
     readiness = conditions.readiness(
         stalled=failure if failure and conditions.needs_a_human(failure[0]) else stalled,
         reconciling=failure or pending,

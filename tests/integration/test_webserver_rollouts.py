@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.webserver import desired
+from tests.framework import kstatus
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
@@ -94,7 +95,7 @@ def test_a_bad_image_rolls_back_to_exactly_the_previous_template(cluster, namesp
     patch_spec(cluster, namespace, "web", {"image": BAD_IMAGE})
     ws = rolled_back(cluster, namespace)
     bad = desired.template_hash(ws["spec"])
-    assert ws["status"]["rollback"] == {"fromHash": bad, "toRevision": 1}
+    assert ws["status"]["rollback"]["fromHash"] == bad and ws["status"]["rollback"]["toRevision"] == 1
     ws = converged(cluster, namespace, "web", 2)
     assert outcomes(ws) == [(1, "Available"), (2, "RolledBack"), (3, "Available")]
     assert ws["status"]["history"][1]["changed"] == ["image"]
@@ -122,6 +123,38 @@ def test_a_bad_image_rolls_back_to_exactly_the_previous_template(cluster, namesp
     ws = wait_for(reverted, 60, "web: rollback ended")
     assert ws["status"]["revision"] == 3 and conditions(ws)["Progressing"]["reason"] == "ReplicasReady"
     assert {p.metadata.name for p in active_pods(cluster, namespace, "web")} == names
+
+
+def test_a_configmap_edit_during_an_automatic_rollback_does_not_roll_the_bad_image_again(
+    cluster, namespace, operator
+):
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "site"}, "data": {"greeting": "hello"}})
+    spec = {
+        "replicas": 2,
+        "progressDeadlineSeconds": DEADLINE,
+        "rollout": {"autoRollback": True, "maxSurge": 1, "maxUnavailable": 0},
+        "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "site", "key": "greeting"}}}],
+    }
+    create(cluster, namespace, "web", spec)
+    converged(cluster, namespace, "web", 2)
+    patch_spec(cluster, namespace, "web", {"image": BAD_IMAGE})
+    rolled_back(cluster, namespace)
+    ws = converged(cluster, namespace, "web", 2)
+    good = {p.metadata.labels[desired.HASH_LABEL] for p in active_pods(cluster, namespace, "web")}
+    revision = ws["status"]["revision"]
+
+    core.patch_namespaced_config_map("site", namespace, {"data": {"greeting": "bonjour"}})
+
+    # A scale after the edit: the pass that makes the third pod reads the ConfigMap as edited,
+    # and the pod it creates is of the rollback's template, not the bad image's.
+    patch_spec(cluster, namespace, "web", {"replicas": 3})
+    ws = converged(cluster, namespace, "web", 3)
+    assert ws["status"]["revision"] == revision and ws["status"]["rollback"]["toRevision"] == 1
+    assert conditions(ws)["Progressing"]["reason"] == "RolledBack"
+    pods = active_pods(cluster, namespace, "web")
+    assert {p.metadata.labels[desired.HASH_LABEL] for p in pods} == good
+    assert all(c.image != BAD_IMAGE for p in pods for c in p.spec.containers)
 
 
 def test_without_auto_rollback_the_deadline_is_reported_and_a_fix_rolls_forward(cluster, namespace, operator):
@@ -158,6 +191,9 @@ def test_pause_holds_a_template_change_until_resumed(cluster, namespace, operato
 
     ws = wait_for(held, 60, "web: Progressing RolloutPaused")
     assert ws["status"]["progress"]["paused"] is True
+    # Old pods, held: not done. Not Ready, and kstatus (Flux, Helm --wait) keeps waiting.
+    assert (conditions(ws)["Ready"]["status"], conditions(ws)["Reconciling"]["status"]) == ("False", "True")
+    assert kstatus.status_of(ws) == "InProgress"
     assert {p.metadata.name for p in active_pods(cluster, namespace, "web")} == names
 
     patch_spec(cluster, namespace, "web", {"rollout": {"paused": False}})
