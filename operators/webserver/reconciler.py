@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import desired, rollout, status
+from operators.webserver import desired, fastrollback, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
@@ -321,6 +321,7 @@ class WebServerReconciler:
 
         service = bool((spec.get("service") or {}).get("enabled"))
         errors = await self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
+        errors += fastrollback.errors(spec, current)  # a rollbackTo the history cannot run
         if errors:
             if await self.api.status.write(
                 body, status.invalid(errors=errors, generation=generation, current=current, now=now)
@@ -334,7 +335,8 @@ class WebServerReconciler:
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = await self.configmaps.lookup(namespace, name, desired.config_refs(spec))
         track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
-        plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
+        moves = fastrollback.fast_spec(spec) if track.manual else spec  # a fast rollback: all at once
+        plan = desired.plan(name, moves, observed, config_hash, now, thash=track.hash, paused=track.paused)
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
@@ -396,6 +398,8 @@ class WebServerReconciler:
             # rollback in the status, decides it again and says it then, not twice.
             self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
             self.rollbacks.labels(namespace, name).inc()
+        if track.fast is not None:
+            self.ctx.events.record(body, type="Normal", reason="FastRollback", message=track.fast)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.

@@ -34,6 +34,9 @@ it: the spec still asks for the template that failed. Rules that keep it from lo
 rolled back, never a rollback itself (a rollback target that misses the deadline too stays
 ``ProgressDeadlineExceeded`` for a human), and there is no target when the only difference is
 ConfigMap content (the operator does not keep old ConfigMap data: restore the ConfigMap).
+
+**Fast rollback** (``spec.rollout.rollbackTo``, :mod:`.fastrollback`): the same mechanism,
+asked for by a human: ``status.rollback`` with ``manual``, held while the field is set.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.webserver import fastrollback
 from operators.webserver.desired import PodView, hash_of, is_available, min_ready_seconds
 from operators.webserver.schema import ROLLOUT_OUTCOMES
 
@@ -100,7 +104,13 @@ class Rollout:
     rollback: dict[str, Any] | None  # the spec's template given up, while it is
     paused: bool
     rolled_back: str | None = None  # this pass started an automatic rollback: the message
+    fast: str | None = None  # this pass started a fast rollback (spec.rollout.rollbackTo): the message
     no_target: str | None = None  # why a missed deadline was not rolled back
+
+    @property
+    def manual(self) -> bool:
+        """A fast rollback (``spec.rollout.rollbackTo``) is in effect: all pods at once."""
+        return bool(self.rollback and self.rollback.get("manual"))
 
     @property
     def current(self) -> dict[str, Any]:
@@ -188,6 +198,40 @@ def _still_rolled_back(
     return (rollback, kept) if kept is not None else (None, None)
 
 
+def _rollback_in_effect(
+    spec: Mapping[str, Any],
+    spec_tpl: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]],
+    recorded: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None, str | None]:
+    """The rollback in effect, its target's entry, and the message of a fast rollback that
+    starts now (:mod:`.fastrollback`: the spec's ``rollbackTo`` wins over an automatic one)."""
+    ask = fastrollback.requested(spec)
+    if ask is None:
+        if recorded is not None and recorded.get("manual"):
+            return None, None, None  # the field cleared: the spec's template again
+        rollback, kept = _still_rolled_back(history, recorded, spec_tpl)
+        return rollback, kept, None
+    entry, _ = fastrollback.resolve(history, recorded, ask)
+    if entry is None:
+        return None, None, None  # a field error: the reconciler moves nothing
+    rollback = fastrollback.record(entry, ask, hash_of(spec_tpl), spec_hash_of(spec_tpl))
+    same = (
+        recorded is not None
+        and recorded.get("manual")
+        and recorded.get("toRevision") == rollback["toRevision"]
+    )
+    message = (
+        None
+        if same
+        else (
+            f"spec.rollout.rollbackTo: every pod to revision {entry['revision']} "
+            f"({entry['templateHash']}) at once, skipping the rollout's steps"
+        )
+    )
+    return rollback, entry, message
+
+
 def _progressed(
     prog: dict[str, Any], target_hash: str, available: int, old: int, now: datetime.datetime
 ) -> tuple[dict[str, Any], bool]:
@@ -251,7 +295,8 @@ def track(
     history = [dict(e) for e in current.get("history") or ()]
     options = spec.get("rollout") or {}
     paused = options.get("paused") is True
-    rollback, kept = _still_rolled_back(history, current.get("rollback"), spec_tpl)
+    rollback, kept, fast = _rollback_in_effect(spec, spec_tpl, history, current.get("rollback"))
+    paused = paused and rollback is None  # a fast rollback skips the pause
     target_tpl, target_hash = spec_tpl, spec_hash
     if kept is not None:
         target_tpl, target_hash = dict(kept["template"]), str(kept["templateHash"])
@@ -302,6 +347,7 @@ def track(
         paused=paused,
         rolled_back=rolled_back,
         no_target=no_target,
+        fast=fast,
     )
 
 

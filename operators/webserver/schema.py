@@ -353,6 +353,8 @@ HEALTH_SCHEMA: dict[str, Any] = {
     },
 }
 
+ROLLBACK_NOT_PAUSED = "rollbackTo skips the rollout's pause: paused must be false while it is set"
+
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Desired state of a group of identical web-server pods.",
@@ -457,6 +459,27 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": MAX_REPLICAS,
                     "description": "Pods allowed above replicas while old pods are replaced.",
                 },
+                "rollbackTo": {
+                    "type": "object",
+                    "description": (
+                        "Fast rollback: while set, every pod runs this revision's template as kept in "
+                        "status.history, all created at once (no pause, no steps, no analysis; an old "
+                        "pod goes once a new one is available), whatever the spec's template. "
+                        "Clearing it rolls the spec's template out again. A revision not in the "
+                        "history with its template is an error (Degraded), nothing moves."
+                    ),
+                    "properties": {
+                        "revision": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "default": 0,
+                            "description": (
+                                "A revision of status.history; 0: the previous one, the last "
+                                "Available revision other than the one running when it is set."
+                            ),
+                        },
+                    },
+                },
                 "maxUnavailable": {
                     "type": "integer",
                     "minimum": 0,
@@ -476,7 +499,12 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "message": (
                         "maxSurge and maxUnavailable must not both be 0: no old pod could be replaced"
                     ),
-                }
+                },
+                {
+                    "rule": "!has(self.rollbackTo) || !has(self.paused) || !self.paused",
+                    "message": ROLLBACK_NOT_PAUSED,
+                    "fieldPath": ".rollbackTo",
+                },
             ],
         },
         "disruptionBudget": {
@@ -607,6 +635,14 @@ STATUS_SCHEMA: dict[str, Any] = {
             "properties": {
                 "fromHash": {"type": "string"},
                 "fromSpecHash": {"type": "string"},
+                "manual": {
+                    "type": "boolean",
+                    "description": "A fast rollback asked for by spec.rollout.rollbackTo.",
+                },
+                "requested": {
+                    "type": "integer",
+                    "description": "The rollbackTo revision asked for (0: the previous one).",
+                },
                 "toRevision": {"type": "integer"},
             },
         },
@@ -650,6 +686,13 @@ def _deadline_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     return []
 
 
+def _rollback_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    options = spec.get("rollout") or {}
+    if options.get("rollbackTo") is not None and options.get("paused") is True:
+        return [FieldError("spec.rollout.rollbackTo", ROLLBACK_NOT_PAUSED)]
+    return []
+
+
 def _qualified(key: str) -> bool:
     return bool(re.match(QUALIFIED_NAME, key)) and ("/" not in key or key.index("/") <= 253)
 
@@ -686,7 +729,13 @@ def rule_errors(spec: Mapping[str, Any]) -> list[FieldError]:
                     f"spec.envFrom[{i}]", "envFrom entries need exactly one of configMapRef and secretRef"
                 )
             )
-    return errors + _volume_errors(spec) + _pod_metadata_errors(spec) + _deadline_errors(spec)
+    return (
+        errors
+        + _volume_errors(spec)
+        + _pod_metadata_errors(spec)
+        + _deadline_errors(spec)
+        + _rollback_errors(spec)
+    )
 
 
 def _volume_errors(spec: Mapping[str, Any]) -> list[FieldError]:

@@ -10,7 +10,8 @@ Conditions:
   ``ReplicasReady`` once every desired pod runs the current template and is available. From
   :mod:`.rollout`: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
   True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
-  rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
+  rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``;
+  True with ``FastRollback`` then False with ``RollbackComplete`` for ``rollout.rollbackTo``.
 - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
   the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
   also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
@@ -130,7 +131,9 @@ def compute(
     # A paused rollout with old pods is not done either: Reconciling, never Ready (as kstatus
     # judges a paused Deployment mid-rollout: InProgress).
     pending = (
-        (progressing["reason"], progressing["message"]) if progressing["status"] in ("True", "Unknown") else None
+        (progressing["reason"], progressing["message"])
+        if progressing["status"] in ("True", "Unknown")
+        else None
     )
     readiness = conditions.readiness(
         stalled=failure if failure and conditions.needs_a_human(failure[0]) else stalled,
@@ -173,6 +176,13 @@ def _rollout_progress(
         elif rollout.rollback is not None:
             message += "; it was itself a rollback, so it is not rolled back again"
         return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
+    if rollout.manual and rollout.rollback is not None:
+        target = f"spec.rollout.rollbackTo: revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
+        if progressing["status"] == "True":
+            message = f"{target}, every pod at once; {progressing['message']}"
+            return cond(conditions.PROGRESSING, True, "FastRollback", message), None
+        message = f"{target} runs on every pod; clear rollbackTo to roll the spec's template out"
+        return cond(conditions.PROGRESSING, False, "RollbackComplete", message), None
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
         target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"

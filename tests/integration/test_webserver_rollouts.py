@@ -129,7 +129,9 @@ def test_a_configmap_edit_during_an_automatic_rollback_does_not_roll_the_bad_ima
     cluster, namespace, operator
 ):
     core = client.CoreV1Api(cluster.api)
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "site"}, "data": {"greeting": "hello"}})
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "site"}, "data": {"greeting": "hello"}}
+    )
     spec = {
         "replicas": 2,
         "progressDeadlineSeconds": DEADLINE,
@@ -307,3 +309,59 @@ def test_a_node_drain_evicts_through_the_budget(cluster, namespace, operator):
         assert all(p.spec.node_name != node for p in pods)
     finally:
         subprocess.run([*base, "uncordon", node], capture_output=True, check=False)
+
+
+def hashes(cluster: Cluster, namespace: str) -> set[str]:
+    return {p.metadata.labels[desired.HASH_LABEL] for p in active_pods(cluster, namespace, "web")}
+
+
+def test_fast_rollback_by_one_field_to_the_previous_or_any_kept_revision(cluster, namespace, operator):
+    create(cluster, namespace, "web", {"replicas": 3, "image": "nginx:1"})
+    v1 = desired.template_hash(converged(cluster, namespace, "web", 3)["spec"])
+    patch_spec(cluster, namespace, "web", {"image": "nginx:2"})
+    v2 = desired.template_hash(converged(cluster, namespace, "web", 3)["spec"])
+    assert hashes(cluster, namespace) == {v2}
+
+    with pytest.raises(ApiException) as err:  # admission: no pause with it
+        patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": {}, "paused": True}})
+    assert err.value.status == 422 and "spec.rollout.rollbackTo" in err.value.body
+
+    patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": {}}})  # the previous one
+
+    def complete() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        seen = ws["status"].get("observedGeneration") == ws["metadata"]["generation"]
+        return ws if seen and conditions(ws)["Progressing"]["reason"] == "RollbackComplete" else None
+
+    ws = wait_for(complete, 60, "web: Progressing RollbackComplete")
+    ws = converged(cluster, namespace, "web", 3)
+    assert hashes(cluster, namespace) == {v1}
+    assert ws["status"]["rollback"]["toRevision"] == 1 and ws["status"]["rollback"]["manual"] is True
+    assert conditions(ws)["Ready"]["status"] == "True" and conditions(ws)["Stalled"]["status"] == "False"
+    events = client.CoreV1Api(cluster.api).list_namespaced_event(
+        namespace, field_selector="involvedObject.name=web,reason=FastRollback"
+    )
+    assert any("revision 1" in e.message for e in events.items)
+
+    # A revision the history does not have: Degraded on the field, no pod moved.
+    names = {p.metadata.name for p in active_pods(cluster, namespace, "web")}
+    patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": {"revision": 42}}})
+
+    def degraded() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        cond = conditions(ws).get("Degraded") or {}
+        return ws if cond.get("status") == "True" else None
+
+    ws = wait_for(degraded, 60, "web: Degraded for rollbackTo 42")
+    assert (
+        "spec.rollout.rollbackTo.revision: revision 42 is not in status.history"
+        in (conditions(ws)["Degraded"]["message"])
+    )
+    assert {p.metadata.name for p in active_pods(cluster, namespace, "web")} == names
+
+    # Any kept revision by number; then the field cleared: the spec's template rolls out again.
+    patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": {"revision": 2}}})
+    wait_for(lambda: hashes(cluster, namespace) == {v2} or None, 60, "web: pods of revision 2")
+    patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": None}})
+    ws = converged(cluster, namespace, "web", 3)
+    assert "rollback" not in ws["status"] and hashes(cluster, namespace) == {v2}
