@@ -31,11 +31,15 @@ def requested(spec: Mapping[str, Any]) -> int | None:
 
 
 def _kept(history: Sequence[Mapping[str, Any]], revision: int) -> Mapping[str, Any] | None:
-    return next((e for e in history if e.get("revision") == revision and "template" in e), None)
+    found: Mapping[str, Any] | None = next(
+        (e for e in history if e.get("revision") == revision and "template" in e), None
+    )
+    return found
 
 
 def _previous(history: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     running = history[-1].get("templateHash") if history else None
+    entry: Mapping[str, Any]
     for entry in reversed(history):
         if entry.get("outcome") == AVAILABLE and "template" in entry and entry.get("templateHash") != running:
             return entry
@@ -59,8 +63,8 @@ def resolve(
         return entry, None
     entry = _kept(history, ask)
     if entry is None:
-        kept = [int(e["revision"]) for e in history if "template" in e]
-        return None, f"revision {ask} is not in status.history with its template (kept: {kept})"
+        revisions = [int(e["revision"]) for e in history if "template" in e]
+        return None, f"revision {ask} is not in status.history with its template (kept: {revisions})"
     return entry, None
 
 

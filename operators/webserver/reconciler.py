@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import desired, fastrollback, rollout, status
+from operators.webserver import canary, desired, fastrollback, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
@@ -312,6 +312,74 @@ class WebServerReconciler:
             )
         return failure
 
+    def plan_pods(
+        self,
+        name: str,
+        *,
+        spec: Mapping[str, Any],
+        current: Mapping[str, Any] | None,
+        observed: Sequence[desired.PodView],
+        config_hash: str,
+        now: Any,
+    ) -> tuple[rollout.Rollout, desired.Plan, canary.CanaryState | None, list[int]]:
+        """Where the rollout stands and what to do with the pods: the rolling update's plan, or
+        all at once for a fast rollback (:mod:`.fastrollback`), or a canary step's split
+        (:mod:`.canary`: its stable pods, created from the stable template, come apart)."""
+        recorded = (current or {}).get("canary")
+        hold = canary.holding(spec, recorded)
+        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now, hold=hold)
+        moves = fastrollback.fast_spec(spec) if track.manual else spec
+        plan = desired.plan(name, moves, observed, config_hash, now, thash=track.hash, paused=track.paused)
+        step = canary.advance(
+            spec,
+            track.history,
+            recorded,
+            observed,
+            now,
+            target_hash=track.hash,
+            rollback=track.rollback is not None,
+        )
+        if step is None or step.promoted or track.paused:
+            return track, plan, step, []
+        split = canary.plan(name, spec, observed, step, now)
+        return (
+            track,
+            desired.Plan(create_slots=split.canary_slots, delete=split.delete),
+            step,
+            split.stable_slots,
+        )
+
+    async def create_planned(  # noqa: PLR0917 -- the pass's plan, in its parts
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        plan: desired.Plan,
+        track: rollout.Rollout,
+        step: canary.CanaryState | None,
+        stable_slots: list[int],
+        config_hash: str,
+    ) -> tuple[str, str] | None:
+        """Create the planned pods of the template to run, then a canary step's stable pods
+        from the stable revision's template; returns the first failure."""
+        failure = None
+        if plan.create_slots:
+            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
+        if stable_slots and failure is None and step is not None:
+            failure = await self.create_pods(body, spec, stable_slots, config_hash, step.stable_template)
+        return failure
+
+    def announce(self, body: Mapping[str, Any], track: rollout.Rollout) -> None:
+        """The Events of a rollback this pass started, after the status recording it is written."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if track.rolled_back is not None:
+            # Said once, after the status that records the rollback is written: a write that
+            # fails (a conflict, the API server away) raises, and the next pass, finding no
+            # rollback in the status, decides it again and says it then, not twice.
+            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
+            self.rollbacks.labels(namespace, name).inc()
+        if track.fast is not None:
+            self.ctx.events.record(body, type="Normal", reason="FastRollback", message=track.fast)
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -334,9 +402,9 @@ class WebServerReconciler:
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = await self.configmaps.lookup(namespace, name, desired.config_refs(spec))
-        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
-        moves = fastrollback.fast_spec(spec) if track.manual else spec  # a fast rollback: all at once
-        plan = desired.plan(name, moves, observed, config_hash, now, thash=track.hash, paused=track.paused)
+        track, plan, step, stable_slots = self.plan_pods(
+            name, spec=spec, current=current, observed=observed, config_hash=config_hash, now=now
+        )
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
@@ -364,8 +432,8 @@ class WebServerReconciler:
                 self.expectations.cancel(uid, [n for n, _ in failed])
                 failure = ("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
-        if plan.create_slots and failure is None:
-            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
+        if failure is None:
+            failure = await self.create_planned(body, spec, plan, track, step, stable_slots, config_hash)
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
@@ -390,16 +458,10 @@ class WebServerReconciler:
             now=now,
             config_hash=config_hash,
             rollout=track,
+            canary=step,
         )
         await self.api.status.write(body, new_status)
-        if track.rolled_back is not None:
-            # Said once, after the status that records the rollback is written: a write that
-            # fails (a conflict, the API server away) raises, and the next pass, finding no
-            # rollback in the status, decides it again and says it then, not twice.
-            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
-            self.rollbacks.labels(namespace, name).inc()
-        if track.fast is not None:
-            self.ctx.events.record(body, type="Normal", reason="FastRollback", message=track.fast)
+        self.announce(body, track)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
@@ -409,5 +471,9 @@ class WebServerReconciler:
             raise ReconcileError(*failure)
         # minReadySeconds: look again when the next ready pod becomes available; a rollout in
         # progress: when its deadline passes (no pod event may come: a pod that never starts).
-        waits = [desired.next_available_in(spec, observed, now), rollout.deadline_in(track, spec, now)]
+        waits = [
+            desired.next_available_in(spec, observed, now),
+            rollout.deadline_in(track, spec, now),
+            step.wake_in if step is not None else None,  # a timed canary pause ends
+        ]
         return min((w for w in waits if w is not None), default=None)

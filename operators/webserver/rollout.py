@@ -26,14 +26,15 @@ it again (as ``kubectl rollout resume`` does).
 
 **Automatic rollback** (``spec.rollout.autoRollback``): when the spec's revision exceeds its
 deadline, the pods go back to the last revision whose outcome is ``Available``, exactly its
-stored template (same hash: its surviving pods are kept as they are). ``status.rollback`` records
-that the spec's template (``fromHash``; ``fromSpecHash`` without the ConfigMap content) was given
-up for ``toRevision``; it ends as soon as the spec itself changes (a fix, or the user reverting by
-hand to that same template: then nothing moves). An edit of a referenced ConfigMap does not end
-it: the spec still asks for the template that failed. Rules that keep it from looping: only a revision the spec asked for is ever
-rolled back, never a rollback itself (a rollback target that misses the deadline too stays
-``ProgressDeadlineExceeded`` for a human), and there is no target when the only difference is
-ConfigMap content (the operator does not keep old ConfigMap data: restore the ConfigMap).
+stored template (same hash: its surviving pods are kept as they are). ``status.rollback``
+records that the spec's template (``fromHash``; ``fromSpecHash`` without the ConfigMap content)
+was given up for ``toRevision``; it ends as soon as the spec itself changes (a fix, or the user
+reverting by hand to that same template: then nothing moves). An edit of a referenced
+ConfigMap does not end it: the spec still asks for the template that failed. Rules that keep
+it from looping: only a revision the spec asked for is ever rolled back, never a rollback
+itself (a rollback target that misses the deadline too stays ``ProgressDeadlineExceeded`` for
+a human), and there is no target when the only difference is ConfigMap content (the operator
+does not keep old ConfigMap data: restore the ConfigMap).
 
 **Fast rollback** (``spec.rollout.rollbackTo``, :mod:`.fastrollback`): the same mechanism,
 asked for by a human: ``status.rollback`` with ``manual``, held while the field is set.
@@ -288,8 +289,11 @@ def track(
     current: Mapping[str, Any] | None,
     pods: Sequence[PodView],
     now: datetime.datetime,
+    *,
+    hold: bool = False,
 ) -> Rollout:
-    """The rollout after this pass, from the status (``current``) and the pods."""
+    """The rollout after this pass, from the status (``current``) and the pods (``hold``: it
+    waits by design, a canary's pause step: the deadline does not run, as while paused)."""
     current = current or {}
     spec_hash = hash_of(spec_tpl)
     history = [dict(e) for e in current.get("history") or ()]
@@ -314,7 +318,9 @@ def track(
                 entry["rollbackOf"] = int(rollback["toRevision"])
             history.append(entry)
         last = history[-1]
-        prog = _judge(last, spec=spec, pods=pods, target_hash=target_hash, prog=prog, paused=paused, now=now)
+        prog = _judge(
+            last, spec=spec, pods=pods, target_hash=target_hash, prog=prog, paused=paused or hold, now=now
+        )
         if last["outcome"] != DEADLINE_EXCEEDED or "rollbackOf" in last or rollback is not None:
             break
         if options.get("autoRollback") is not True:
@@ -353,7 +359,7 @@ def track(
 
 def deadline_in(state: Rollout, spec: Mapping[str, Any], now: datetime.datetime) -> float | None:
     """Seconds until the current rollout's progress deadline passes (the pass to run then)."""
-    if state.outcome != PROGRESSING or state.paused:
+    if state.outcome != PROGRESSING or state.paused or state.progress.get("paused"):
         return None
     since = _parse(str(state.progress.get("at", "")))
     if since is None:

@@ -353,6 +353,9 @@ HEALTH_SCHEMA: dict[str, Any] = {
     },
 }
 
+MAX_CANARY_STEPS = 20
+STEP_ONE_OF = "a canary step has exactly one of weight and pause"
+CANARY_NEEDS_STEPS = "strategy Canary needs canary.steps"
 ROLLBACK_NOT_PAUSED = "rollbackTo skips the rollout's pause: paused must be false while it is set"
 
 SPEC_SCHEMA: dict[str, Any] = {
@@ -459,6 +462,65 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": MAX_REPLICAS,
                     "description": "Pods allowed above replicas while old pods are replaced.",
                 },
+                "strategy": {
+                    "type": "string",
+                    "enum": ["RollingUpdate", "Canary"],
+                    "default": "RollingUpdate",
+                    "description": (
+                        "RollingUpdate (maxSurge, maxUnavailable) or Canary: the new template gets "
+                        "the share of the pods each canary step's weight asks for, the rest run the "
+                        "last Available revision, all behind the one Service."
+                    ),
+                },
+                "canary": {
+                    "type": "object",
+                    "description": (
+                        "The steps of a Canary rollout, in order; after the last one every pod runs "
+                        "the new template. A weight step is done when exactly that split of pods is "
+                        "available: canary pods = replicas x weight / 100 rounded half up, at least 1 "
+                        "above weight 0, at most replicas - 1 below 100 (status.canary shows it)."
+                    ),
+                    "properties": {
+                        "steps": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": MAX_CANARY_STEPS,
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "weight": {
+                                        "type": "integer",
+                                        "minimum": 0,
+                                        "maximum": 100,
+                                        "description": "Percent of the pods to run the new template.",
+                                    },
+                                    "pause": {
+                                        "type": "object",
+                                        "description": "Hold: for seconds, or without them until resumed.",
+                                        "properties": {
+                                            "seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+                                        },
+                                    },
+                                },
+                                "x-kubernetes-validations": [
+                                    {"rule": "has(self.weight) != has(self.pause)", "message": STEP_ONE_OF}
+                                ],
+                            },
+                        },
+                        "resume": {
+                            "type": "object",
+                            "description": (
+                                "Releases the pause steps without seconds of one canary revision, up to "
+                                "and including step (status.canary.revision and .step say which)."
+                            ),
+                            "properties": {
+                                "revision": {"type": "integer", "minimum": 1},
+                                "step": {"type": "integer", "minimum": 0},
+                            },
+                            "required": ["revision", "step"],
+                        },
+                    },
+                },
                 "rollbackTo": {
                     "type": "object",
                     "description": (
@@ -499,6 +561,14 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "message": (
                         "maxSurge and maxUnavailable must not both be 0: no old pod could be replaced"
                     ),
+                },
+                {
+                    "rule": (
+                        "!has(self.strategy) || self.strategy != 'Canary' || "
+                        "(has(self.canary) && has(self.canary.steps))"
+                    ),
+                    "message": CANARY_NEEDS_STEPS,
+                    "fieldPath": ".canary",
                 },
                 {
                     "rule": "!has(self.rollbackTo) || !has(self.paused) || !self.paused",
@@ -624,6 +694,25 @@ STATUS_SCHEMA: dict[str, Any] = {
                 "paused": {"type": "boolean"},
             },
         },
+        "canary": {
+            "type": "object",
+            "description": (
+                "Set while a Canary rollout runs: its revision, the step (steps: how many), since "
+                "when, the weight in force and the split it makes against the stable revision."
+            ),
+            "properties": {
+                "revision": {"type": "integer"},
+                "step": {"type": "integer"},
+                "steps": {"type": "integer"},
+                "stepStartedAt": {"type": "string", "format": "date-time"},
+                "weight": {"type": "integer"},
+                "canaryHash": {"type": "string"},
+                "stableHash": {"type": "string"},
+                "stableRevision": {"type": "integer"},
+                "canaryPods": {"type": "integer"},
+                "stablePods": {"type": "integer"},
+            },
+        },
         "rollback": {
             "type": "object",
             "description": (
@@ -688,9 +777,16 @@ def _deadline_errors(spec: Mapping[str, Any]) -> list[FieldError]:
 
 def _rollback_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     options = spec.get("rollout") or {}
+    errors = [
+        FieldError(f"spec.rollout.canary.steps[{i}]", STEP_ONE_OF)
+        for i, step in enumerate((options.get("canary") or {}).get("steps") or ())
+        if ("weight" in step) == ("pause" in step)
+    ]
+    if options.get("strategy") == "Canary" and not (options.get("canary") or {}).get("steps"):
+        errors.append(FieldError("spec.rollout.canary", CANARY_NEEDS_STEPS))
     if options.get("rollbackTo") is not None and options.get("paused") is True:
-        return [FieldError("spec.rollout.rollbackTo", ROLLBACK_NOT_PAUSED)]
-    return []
+        errors.append(FieldError("spec.rollout.rollbackTo", ROLLBACK_NOT_PAUSED))
+    return errors
 
 
 def _qualified(key: str) -> bool:

@@ -33,9 +33,10 @@ Conditions:
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from operators.webserver.canary import CanaryState
 from operators.webserver.desired import (
     Plan,
     PodView,
@@ -69,6 +70,7 @@ def compute(
     now: datetime.datetime,
     config_hash: str = "",
     rollout: Rollout | None = None,
+    canary: CanaryState | None = None,
 ) -> dict[str, Any]:
     """The complete status to write for one pass (compare with the current one before writing).
 
@@ -115,6 +117,8 @@ def compute(
     stalled: tuple[str, str] | None = None
     if rollout is not None:
         progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
+    if canary is not None and stalled is None and progressing["reason"] not in ("RolloutPaused",):
+        progressing = _canary_progress(canary, progressing, cond)
 
     need = min_available(spec)
     available = cond(
@@ -144,6 +148,8 @@ def compute(
     )
     previous = (current or {}).get("conditions")
     fields = rollout.status_fields() if rollout is not None else {}
+    # None removes it (the status writer drops nulls from the status it writes whole).
+    fields["canary"] = canary.status_field() if canary is not None else None
     return {
         **fields,
         "replicas": len(active),
@@ -177,12 +183,7 @@ def _rollout_progress(
             message += "; it was itself a rollback, so it is not rolled back again"
         return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), (DEADLINE_EXCEEDED, message)
     if rollout.manual and rollout.rollback is not None:
-        target = f"spec.rollout.rollbackTo: revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
-        if progressing["status"] == "True":
-            message = f"{target}, every pod at once; {progressing['message']}"
-            return cond(conditions.PROGRESSING, True, "FastRollback", message), None
-        message = f"{target} runs on every pod; clear rollbackTo to roll the spec's template out"
-        return cond(conditions.PROGRESSING, False, "RollbackComplete", message), None
+        return _fast_rollback_progress(rollout, revision, progressing, cond), None
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
         target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
@@ -195,6 +196,40 @@ def _rollout_progress(
         message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
         return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None
     return progressing, None
+
+
+def _fast_rollback_progress(
+    rollout: Rollout,
+    revision: str,
+    progressing: conditions.Condition,
+    cond: Callable[..., conditions.Condition],
+) -> conditions.Condition:
+    """``Progressing`` of a fast rollback (``spec.rollout.rollbackTo``): never stalled, a human asked."""
+    rollback = rollout.rollback or {}
+    target = (
+        f"spec.rollout.rollbackTo: revision {rollback.get('toRevision')}'s template "
+        f"({rollout.hash}, now {revision})"
+    )
+    if progressing["status"] == "True":
+        message = f"{target}, every pod at once; {progressing['message']}"
+        return cond(conditions.PROGRESSING, True, "FastRollback", message)
+    message = f"{target} runs on every pod; clear rollbackTo to roll the spec's template out"
+    return cond(conditions.PROGRESSING, False, "RollbackComplete", message)
+
+
+def _canary_progress(
+    canary: CanaryState, progressing: conditions.Condition, cond: Callable[..., conditions.Condition]
+) -> conditions.Condition:
+    """``Progressing`` during a canary: the step, its weight and split; a pause step holding."""
+    where = (
+        f"canary revision {canary.revision} step {canary.step}/{canary.steps} at weight {canary.weight}%: "
+        f"{canary.canary_pods} canary, {canary.stable_pods} stable pods (revision {canary.stable_revision})"
+    )
+    if canary.promoted:
+        return progressing  # every pod to the canary now: the rolling update's own words
+    if canary.waiting is not None:
+        return cond(conditions.PROGRESSING, "Unknown", "CanaryPaused", f"{where}; {canary.waiting}")
+    return cond(conditions.PROGRESSING, True, "CanaryStep", f"{where}; {progressing['message']}")
 
 
 def invalid(

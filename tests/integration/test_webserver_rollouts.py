@@ -22,7 +22,7 @@ from tests.framework import kstatus
 from tests.framework.cluster import Cluster
 from tests.framework.operator_process import OperatorProcess
 from tests.framework.waits import wait_for
-from tests.framework.webservers import active_pods, conditions, converged, create, get, patch_spec
+from tests.framework.webservers import active_pods, conditions, converged, create, get, patch_spec, ready
 
 BAD_IMAGE = "localcluster.dev/unpullable:latest"
 DEADLINE = 5
@@ -365,3 +365,67 @@ def test_fast_rollback_by_one_field_to_the_previous_or_any_kept_revision(cluster
     patch_spec(cluster, namespace, "web", {"rollout": {"rollbackTo": None}})
     ws = converged(cluster, namespace, "web", 3)
     assert "rollback" not in ws["status"] and hashes(cluster, namespace) == {v2}
+
+
+CANARY_STEPS = [{"weight": 25}, {"pause": {}}, {"weight": 50}, {"pause": {"seconds": 1}}]
+
+
+def by_hash(cluster: Cluster, namespace: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in active_pods(cluster, namespace, "web"):
+        if ready(p):
+            h = p.metadata.labels[desired.HASH_LABEL]
+            out[h] = out.get(h, 0) + 1
+    return out
+
+
+def test_canary_admission_refuses_malformed_steps(cluster, namespace):
+    for canary, where in (
+        ({"steps": [{"weight": 10, "pause": {}}]}, "spec.rollout.canary.steps[0]"),
+        ({}, "spec.rollout.canary"),
+    ):
+        with pytest.raises(ApiException) as err:
+            create(
+                cluster,
+                namespace,
+                "bad",
+                {"replicas": 1, "rollout": {"strategy": "Canary", "canary": canary}},
+            )
+        assert err.value.status == 422 and where in err.value.body
+
+
+def test_canary_steps_split_the_pods_pause_until_resumed_and_promote(cluster, namespace, operator):
+    rollout_spec = {"strategy": "Canary", "canary": {"steps": CANARY_STEPS}}
+    create(cluster, namespace, "web", {"replicas": 4, "image": "nginx:1", "rollout": rollout_spec})
+    v1 = desired.template_hash(converged(cluster, namespace, "web", 4)["spec"])
+    patch_spec(cluster, namespace, "web", {"image": "nginx:2"})
+
+    def paused_at(step: int, split: dict[str, int]):
+        def check() -> dict | None:
+            ws = get(cluster, namespace, "web")
+            st = ws["status"]
+            c = conditions(ws).get("Progressing") or {}
+            at_step = (st.get("canary") or {}).get("step") == step and c.get("reason") == "CanaryPaused"
+            return ws if at_step and by_hash(cluster, namespace) == split else None
+
+        return check
+
+    ws = get(cluster, namespace, "web")
+    v2 = desired.template_hash(ws["spec"])
+    ws = wait_for(paused_at(1, {v2: 1, v1: 3}), 60, "web: canary at 25 % (1 of 4), paused at step 1")
+    assert ws["status"]["canary"]["weight"] == 25 and ws["status"]["canary"]["stableRevision"] == 1
+    assert conditions(ws)["Ready"]["status"] == "False" and kstatus.status_of(ws) == "InProgress"
+    assert len(active_pods(cluster, namespace, "web")) == 4
+
+    # The HPA (or kubectl scale) during the pause: the same weight over 8 pods.
+    patch_spec(cluster, namespace, "web", {"replicas": 8})
+    wait_for(paused_at(1, {v2: 2, v1: 6}), 60, "web: 2 of 8 canary pods")
+
+    revision = ws["status"]["canary"]["revision"]
+    patch_spec(
+        cluster, namespace, "web", {"rollout": {"canary": {"resume": {"revision": revision, "step": 1}}}}
+    )
+    ws = converged(cluster, namespace, "web", 8)
+    assert by_hash(cluster, namespace) == {v2: 8}
+    assert outcomes(ws) == [(1, "Available"), (2, "Available")] and "canary" not in ws["status"]
+    assert conditions(ws)["Ready"]["status"] == "True"
