@@ -17,7 +17,7 @@ rollout is the rolling update.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,7 @@ class CanaryState:
     stable_pods: int
     waiting: str | None  # a pause step holding: why (until resumed, or for how long)
     wake_in: float | None  # seconds until a timed pause ends
+    analyzing: bool = False  # a settled weight step waits for the analysis to pass
 
     @property
     def promoted(self) -> bool:
@@ -147,6 +148,22 @@ def _settled(
     return True
 
 
+def _pausing(
+    spec: Mapping[str, Any], pause_step: Mapping[str, Any], revision: int, step: int, held: datetime.timedelta
+) -> tuple[str | None, float | None]:
+    """Why a pause step still holds (None: it is over) and, when timed, the seconds left."""
+    seconds = (pause_step.get("pause") or {}).get("seconds")
+    if _resumed(spec, revision, step):
+        return None, None
+    if seconds is None:
+        resume = f"spec.rollout.canary.resume {{revision: {revision}, step: {step}}}"
+        return f"step {step} pauses until resumed: {resume}", None
+    left = int(seconds) - held.total_seconds()
+    if left <= 0:
+        return None, None
+    return f"step {step} pauses {seconds}s ({int(left)}s left)", left + 1.0
+
+
 def advance(
     spec: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]],
@@ -156,8 +173,11 @@ def advance(
     *,
     target_hash: str,
     rollback: bool,
+    gate: Callable[[int, int], bool] | None = None,
 ) -> CanaryState | None:
-    """The canary after this pass, or None when the rollout is not one (see the module doc)."""
+    """The canary after this pass, or None when the rollout is not one (see the module doc).
+
+    ``gate(revision, step)``: whether a settled weight step may end (the analysis passed)."""
     step_list = steps(spec)
     if not step_list or rollback or not history or history[-1].get("templateHash") != target_hash:
         return None
@@ -177,28 +197,18 @@ def advance(
     hashes = (target_hash, str(stable["templateHash"]))
     waiting: str | None = None
     wake_in: float | None = None
+    analyzing = False
     while step < len(step_list):
         current_step = step_list[step]
         if "weight" in current_step:
             if not _settled(pods, spec, split(replicas, int(current_step["weight"])), hashes, now):
                 break
+            if gate is not None and not gate(revision, step):
+                analyzing = True
+                break
         else:
-            pause = current_step.get("pause") or {}
-            seconds = pause.get("seconds")
-            if _resumed(spec, revision, step) or (
-                seconds is not None and (now - started).total_seconds() >= int(seconds)
-            ):
-                pass
-            else:
-                if seconds is None:
-                    waiting = (
-                        f"step {step} pauses until resumed: spec.rollout.canary.resume "
-                        f"{{revision: {revision}, step: {step}}}"
-                    )
-                else:
-                    left = int(seconds) - (now - started).total_seconds()
-                    wake_in = max(0.0, left) + 1.0
-                    waiting = f"step {step} pauses {seconds}s ({max(0, int(left))}s left)"
+            waiting, wake_in = _pausing(spec, current_step, revision, step, now - started)
+            if waiting is not None:
                 break
         step += 1
         started = now
@@ -218,16 +228,17 @@ def advance(
         stable_pods=stable_pods,
         waiting=waiting,
         wake_in=wake_in,
+        analyzing=analyzing,
     )
 
 
 def holding(spec: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> bool:
-    """The last pass left the canary in a pause step: the progress deadline does not run."""
+    """The last pass left the canary in a pause step or analysing: the deadline does not run."""
     step_list = steps(spec)
     if not recorded or not step_list:
         return False
     step = int(recorded.get("step", 0))
-    return step < len(step_list) and "pause" in step_list[step]
+    return step < len(step_list) and ("pause" in step_list[step] or "analysis" in recorded)
 
 
 @dataclass(frozen=True)

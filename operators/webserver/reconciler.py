@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import canary, desired, fastrollback, rollout, status
+from operators.webserver import analysis, canary, desired, fastrollback, rollout, status
 from operators.webserver.api import DeleteExpectations, WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
@@ -143,6 +143,8 @@ class WebServerReconciler:
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
         self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
+        self.canary_aborts = ctx.metrics.counter("webserver_canary_aborts_total")
+        self.analysis = analysis.Analyzer(ctx.controller.kick)
 
     def watches(self) -> Sequence[Watch]:
         return [
@@ -171,6 +173,7 @@ class WebServerReconciler:
         self.expectations.forget(uid)
         self.api.status.forget(uid)
         self.spec_checked.pop(uid, None)
+        self.analysis.stop(uid)
 
     async def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
         """The CRD schema's errors of ``spec``, checked once per generation: the API server
@@ -314,22 +317,31 @@ class WebServerReconciler:
 
     def plan_pods(
         self,
-        name: str,
+        owner: tuple[str, str, str],
         *,
         spec: Mapping[str, Any],
         current: Mapping[str, Any] | None,
         observed: Sequence[desired.PodView],
         config_hash: str,
         now: Any,
-    ) -> tuple[rollout.Rollout, desired.Plan, canary.CanaryState | None, list[int]]:
+    ) -> tuple[rollout.Rollout, desired.Plan, canary.CanaryState | None, list[int], dict[str, Any] | None]:
         """Where the rollout stands and what to do with the pods: the rolling update's plan, or
         all at once for a fast rollback (:mod:`.fastrollback`), or a canary step's split
-        (:mod:`.canary`: its stable pods, created from the stable template, come apart)."""
+        (:mod:`.canary`: its stable pods, created from the stable template, come apart),
+        judged by its analysis (:mod:`.analysis`: a failure aborts it). ``owner``: namespace,
+        name, UID."""
+        uid = owner[2]
         recorded = (current or {}).get("canary")
         hold = canary.holding(spec, recorded)
-        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now, hold=hold)
+        abort = self.analysis_failed(uid, recorded)
+        track = rollout.track(
+            spec, desired.template(spec, config_hash), current, observed, now, hold=hold, abort=abort
+        )
         moves = fastrollback.fast_spec(spec) if track.manual else spec
-        plan = desired.plan(name, moves, observed, config_hash, now, thash=track.hash, paused=track.paused)
+        plan = desired.plan(
+            owner[1], moves, observed, config_hash, now, thash=track.hash, paused=track.paused
+        )
+        opts = analysis.options(spec)
         step = canary.advance(
             spec,
             track.history,
@@ -338,16 +350,76 @@ class WebServerReconciler:
             now,
             target_hash=track.hash,
             rollback=track.rollback is not None,
+            gate=(lambda revision, at: self.analysis_passed(uid, revision, at)) if opts else None,
         )
         if step is None or step.promoted or track.paused:
-            return track, plan, step, []
-        split = canary.plan(name, spec, observed, step, now)
+            self.analysis.stop(uid)
+            return track, plan, step, [], None
+        figures = self.analyze(
+            owner, spec=spec, step=step, observed=observed, canary_tpl=track.template, opts=opts
+        )
+        split = canary.plan(owner[1], spec, observed, step, now)
         return (
             track,
             desired.Plan(create_slots=split.canary_slots, delete=split.delete),
             step,
             split.stable_slots,
+            figures,
         )
+
+    def analyze(
+        self,
+        owner: tuple[str, str, str],
+        *,
+        spec: Mapping[str, Any],
+        step: canary.CanaryState,
+        observed: Sequence[desired.PodView],
+        canary_tpl: Mapping[str, Any],
+        opts: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        """Probe the canary and stable pods during a weight step with analysis; its figures."""
+        steps = canary.steps(spec)
+        if opts is None or "weight" not in steps[step.step]:
+            self.analysis.stop(owner[2])
+            return None
+        ports = {"canary": int(canary_tpl["port"]), "stable": int(step.stable_template["port"])}
+        hashes = {"canary": step.canary_hash, "stable": step.stable_hash}
+        targets = {
+            group: [
+                f"http://{p.ip}:{ports[group]}{opts['path']}"
+                for p in observed
+                if p.active and p.ready and p.ip and p.template_hash == thash
+            ]
+            for group, thash in hashes.items()
+        }
+        got = self.analysis.observe(owner[2], owner[:2], (step.revision, step.step), targets, opts)
+        verdict, message = analysis.judge(*got, opts)
+        return {
+            "step": step.step,
+            "canary": got[0].status(),
+            "stable": got[1].status(),
+            "verdict": {True: "Pass", False: "Fail", None: "Pending"}[verdict],
+            "message": message,
+        }
+
+    def analysis_passed(self, uid: str, revision: int, step: int) -> bool:
+        run = self.analysis.runs.get(uid)
+        return (
+            run is not None
+            and run.key == (revision, step)
+            and analysis.judge(*run.figures(), run.opts)[0] is True
+        )
+
+    def analysis_failed(self, uid: str, recorded: Mapping[str, Any] | None) -> str | None:
+        """The figures of a failed analysis of the step the last pass recorded, or None."""
+        run = self.analysis.runs.get(uid)
+        if run is None or not recorded or run.key != (recorded.get("revision"), recorded.get("step")):
+            return None
+        verdict, message = analysis.judge(*run.figures(), run.opts)
+        if verdict is not False:
+            return None
+        self.analysis.stop(uid)
+        return message
 
     async def create_planned(  # noqa: PLR0917 -- the pass's plan, in its parts
         self,
@@ -375,8 +447,10 @@ class WebServerReconciler:
             # Said once, after the status that records the rollback is written: a write that
             # fails (a conflict, the API server away) raises, and the next pass, finding no
             # rollback in the status, decides it again and says it then, not twice.
-            self.ctx.events.record(body, type="Warning", reason="RolledBack", message=track.rolled_back)
-            self.rollbacks.labels(namespace, name).inc()
+            aborted = "analysis" in (track.rollback or {})
+            reason = "CanaryAborted" if aborted else "RolledBack"
+            self.ctx.events.record(body, type="Warning", reason=reason, message=track.rolled_back)
+            (self.canary_aborts if aborted else self.rollbacks).labels(namespace, name).inc()
         if track.fast is not None:
             self.ctx.events.record(body, type="Normal", reason="FastRollback", message=track.fast)
 
@@ -402,8 +476,13 @@ class WebServerReconciler:
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = await self.configmaps.lookup(namespace, name, desired.config_refs(spec))
-        track, plan, step, stable_slots = self.plan_pods(
-            name, spec=spec, current=current, observed=observed, config_hash=config_hash, now=now
+        track, plan, step, stable_slots, figures = self.plan_pods(
+            (namespace, name, uid),
+            spec=spec,
+            current=current,
+            observed=observed,
+            config_hash=config_hash,
+            now=now,
         )
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
@@ -459,6 +538,7 @@ class WebServerReconciler:
             config_hash=config_hash,
             rollout=track,
             canary=step,
+            analysis=figures,
         )
         await self.api.status.write(body, new_status)
         self.announce(body, track)
@@ -466,6 +546,7 @@ class WebServerReconciler:
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
         self.rollbacks.labels(namespace, name)
+        self.canary_aborts.labels(namespace, name)
         if failure is not None:
             self.ctx.events.record(body, type="Warning", reason=failure[0], message=failure[1])
             raise ReconcileError(*failure)

@@ -291,9 +291,12 @@ def track(
     now: datetime.datetime,
     *,
     hold: bool = False,
+    abort: str | None = None,
 ) -> Rollout:
     """The rollout after this pass, from the status (``current``) and the pods (``hold``: it
-    waits by design, a canary's pause step: the deadline does not run, as while paused)."""
+    waits by design, a canary's pause step: the deadline does not run, as while paused;
+    ``abort``: a canary analysis failed, with these figures: back to the last available
+    revision now, as an automatic rollback, ``status.rollback.analysis`` saying why)."""
     current = current or {}
     spec_hash = hash_of(spec_tpl)
     history = [dict(e) for e in current.get("history") or ()]
@@ -321,9 +324,14 @@ def track(
         prog = _judge(
             last, spec=spec, pods=pods, target_hash=target_hash, prog=prog, paused=paused or hold, now=now
         )
-        if last["outcome"] != DEADLINE_EXCEEDED or "rollbackOf" in last or rollback is not None:
+        aborting = abort is not None and last["outcome"] == PROGRESSING
+        if (
+            (last["outcome"] != DEADLINE_EXCEEDED and not aborting)
+            or "rollbackOf" in last
+            or rollback is not None
+        ):
             break
-        if options.get("autoRollback") is not True:
+        if options.get("autoRollback") is not True and not aborting:
             break
         target = _target(history, spec_tpl)
         if target is None:
@@ -341,6 +349,12 @@ def track(
             f"{progress_deadline(spec)}s: rolling back to revision {target['revision']} "
             f"({target['templateHash']})"
         )
+        if aborting:
+            rollback["analysis"] = str(abort)
+            rolled_back = (
+                f"canary revision {last['revision']} ({last['templateHash']}) failed its analysis, "
+                f"{abort}: back to revision {target['revision']} ({target['templateHash']})"
+            )
 
     history = _bounded(history, rollback)
     return Rollout(

@@ -354,6 +354,7 @@ HEALTH_SCHEMA: dict[str, Any] = {
 }
 
 MAX_CANARY_STEPS = 20
+TIMEOUT_WITHIN_INTERVAL = "timeoutSeconds must not be above intervalSeconds"
 STEP_ONE_OF = "a canary step has exactly one of weight and pause"
 CANARY_NEEDS_STEPS = "strategy Canary needs canary.steps"
 ROLLBACK_NOT_PAUSED = "rollbackTo skips the rollout's pause: paused must be false while it is set"
@@ -507,6 +508,61 @@ SPEC_SCHEMA: dict[str, Any] = {
                                 ],
                             },
                         },
+                        "analysis": {
+                            "type": "object",
+                            "description": (
+                                "The operator's own analysis of each weight step: it sends GET path to "
+                                "every canary and stable pod each intervalSeconds (timeoutSeconds each, "
+                                "a new connection each) and, once the canary has samples requests, "
+                                "lets the step end when the canary's success rate (2xx/3xx) is at "
+                                "least minSuccessPercent and its p95 latency within maxP95Milliseconds "
+                                "and maxP95OverStablePercent of the stable's (when set); else aborts: "
+                                "back to the stable revision, Degraded with the figures."
+                            ),
+                            "properties": {
+                                "path": {
+                                    "type": "string",
+                                    "default": "/",
+                                    "maxLength": 1024,
+                                    "pattern": "^/[!-~]*$",
+                                },
+                                "intervalSeconds": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 300,
+                                    "default": 5,
+                                },
+                                "timeoutSeconds": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 60,
+                                    "default": 2,
+                                },
+                                "samples": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 20},
+                                "minSuccessPercent": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "maximum": 100,
+                                    "default": 99,
+                                },
+                                "maxP95Milliseconds": {"type": "integer", "minimum": 1, "maximum": 60000},
+                                "maxP95OverStablePercent": {
+                                    "type": "integer",
+                                    "minimum": 100,
+                                    "maximum": 100000,
+                                },
+                            },
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": (
+                                        "!has(self.timeoutSeconds) || !has(self.intervalSeconds) || "
+                                        "self.timeoutSeconds <= self.intervalSeconds"
+                                    ),
+                                    "message": TIMEOUT_WITHIN_INTERVAL,
+                                    "fieldPath": ".timeoutSeconds",
+                                }
+                            ],
+                        },
                         "resume": {
                             "type": "object",
                             "description": (
@@ -622,6 +678,12 @@ SPEC_SCHEMA: dict[str, Any] = {
     },
 }
 
+_FIGURES: dict[str, Any] = {
+    "requests": {"type": "integer"},
+    "successes": {"type": "integer"},
+    "p95Milliseconds": {"type": "number"},
+}
+
 # status.history[].outcome (operators.webserver.rollout keeps them).
 ROLLOUT_OUTCOMES = ("Progressing", "Available", "ProgressDeadlineExceeded", "RolledBack", "Superseded")
 
@@ -711,6 +773,20 @@ STATUS_SCHEMA: dict[str, Any] = {
                 "stableRevision": {"type": "integer"},
                 "canaryPods": {"type": "integer"},
                 "stablePods": {"type": "integer"},
+                "analysis": {
+                    "type": "object",
+                    "description": (
+                        "The analysis of the step: requests, successes and p95 of the canary and "
+                        "the stable pods, the verdict (Pending, Pass, Fail) and the figures said."
+                    ),
+                    "properties": {
+                        "step": {"type": "integer"},
+                        "canary": {"type": "object", "properties": _FIGURES},
+                        "stable": {"type": "object", "properties": _FIGURES},
+                        "verdict": {"type": "string", "enum": ["Pending", "Pass", "Fail"]},
+                        "message": {"type": "string"},
+                    },
+                },
             },
         },
         "rollback": {
@@ -724,6 +800,10 @@ STATUS_SCHEMA: dict[str, Any] = {
             "properties": {
                 "fromHash": {"type": "string"},
                 "fromSpecHash": {"type": "string"},
+                "analysis": {
+                    "type": "string",
+                    "description": "Set when a canary analysis failed: its figures.",
+                },
                 "manual": {
                     "type": "boolean",
                     "description": "A fast rollback asked for by spec.rollout.rollbackTo.",
@@ -782,6 +862,9 @@ def _rollback_errors(spec: Mapping[str, Any]) -> list[FieldError]:
         for i, step in enumerate((options.get("canary") or {}).get("steps") or ())
         if ("weight" in step) == ("pause" in step)
     ]
+    check = (options.get("canary") or {}).get("analysis") or {}
+    if int(check.get("timeoutSeconds", 2)) > int(check.get("intervalSeconds", 5)):
+        errors.append(FieldError("spec.rollout.canary.analysis.timeoutSeconds", TIMEOUT_WITHIN_INTERVAL))
     if options.get("strategy") == "Canary" and not (options.get("canary") or {}).get("steps"):
         errors.append(FieldError("spec.rollout.canary", CANARY_NEEDS_STEPS))
     if options.get("rollbackTo") is not None and options.get("paused") is True:

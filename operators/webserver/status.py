@@ -21,7 +21,8 @@ Conditions:
   with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
   ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
 - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
-  CRD schema (:mod:`shared.api.validation`); then nothing else is touched.
+  CRD schema (:mod:`shared.api.validation`); then nothing else is touched. True with
+  ``CanaryAnalysisFailed`` and the figures while a canary whose analysis failed is rolled back.
 - ``Reconciling``/``Stalled``/``Ready`` (:func:`shared.api.conditions.readiness`, what kstatus and
   Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
   a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
@@ -71,10 +72,12 @@ def compute(
     config_hash: str = "",
     rollout: Rollout | None = None,
     canary: CanaryState | None = None,
+    analysis: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The complete status to write for one pass (compare with the current one before writing).
 
-    ``rollout``: the revisions and deadline (:mod:`.rollout`); its template is the current one."""
+    ``rollout``: the revisions and deadline (:mod:`.rollout`); its template is the current one;
+    ``canary``: a canary step (:mod:`.canary`), ``analysis`` its figures for ``status.canary``."""
     replicas = int(spec.get("replicas", 0))
     thash = rollout.hash if rollout is not None else template_hash(spec, config_hash)
     active = [p for p in pods if p.active]
@@ -117,7 +120,7 @@ def compute(
     stalled: tuple[str, str] | None = None
     if rollout is not None:
         progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
-    if canary is not None and stalled is None and progressing["reason"] not in ("RolloutPaused",):
+    if canary is not None and stalled is None:
         progressing = _canary_progress(canary, progressing, cond)
 
     need = min_available(spec)
@@ -149,7 +152,7 @@ def compute(
     previous = (current or {}).get("conditions")
     fields = rollout.status_fields() if rollout is not None else {}
     # None removes it (the status writer drops nulls from the status it writes whole).
-    fields["canary"] = canary.status_field() if canary is not None else None
+    fields["canary"] = _canary_field(canary, analysis)
     return {
         **fields,
         "replicas": len(active),
@@ -164,7 +167,7 @@ def compute(
             available,
             progressing,
             replica_failure,
-            degraded([], generation=generation, now=now),
+            _degraded(rollout, generation, now),
             *readiness,
         ),
     }
@@ -186,6 +189,8 @@ def _rollout_progress(
         return _fast_rollback_progress(rollout, revision, progressing, cond), None
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
+        if "analysis" in rollout.rollback:
+            given_up = f"the spec's template ({rollout.rollback['fromHash']}) failed its canary analysis"
         target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
         if progressing["status"] == "True":
             message = f"{given_up}: rolling back to {target}; {progressing['message']}"
@@ -196,6 +201,16 @@ def _rollout_progress(
         message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
         return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None
     return progressing, None
+
+
+def _degraded(rollout: Rollout | None, generation: int, now: datetime.datetime) -> conditions.Condition:
+    """``Degraded``: False, or True with the figures while a failed canary analysis holds it back."""
+    figures = ((rollout.rollback or {}).get("analysis") if rollout is not None else None) or None
+    if figures is None:
+        return degraded([], generation=generation, now=now)
+    return conditions.make(
+        "Degraded", True, "CanaryAnalysisFailed", str(figures), generation=generation, now=now
+    )
 
 
 def _fast_rollback_progress(
@@ -217,6 +232,16 @@ def _fast_rollback_progress(
     return cond(conditions.PROGRESSING, False, "RollbackComplete", message)
 
 
+def _canary_field(canary: CanaryState | None, analysis: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``status.canary``: the step and split, and the analysis' figures when it runs."""
+    if canary is None:
+        return None
+    field = canary.status_field()
+    if analysis is not None:
+        field["analysis"] = dict(analysis)
+    return field
+
+
 def _canary_progress(
     canary: CanaryState, progressing: conditions.Condition, cond: Callable[..., conditions.Condition]
 ) -> conditions.Condition:
@@ -225,8 +250,10 @@ def _canary_progress(
         f"canary revision {canary.revision} step {canary.step}/{canary.steps} at weight {canary.weight}%: "
         f"{canary.canary_pods} canary, {canary.stable_pods} stable pods (revision {canary.stable_revision})"
     )
-    if canary.promoted:
+    if canary.promoted or progressing["reason"] == "RolloutPaused":
         return progressing  # every pod to the canary now: the rolling update's own words
+    if canary.analyzing:
+        return cond(conditions.PROGRESSING, True, "CanaryAnalysis", f"{where}; the analysis runs")
     if canary.waiting is not None:
         return cond(conditions.PROGRESSING, "Unknown", "CanaryPaused", f"{where}; {canary.waiting}")
     return cond(conditions.PROGRESSING, True, "CanaryStep", f"{where}; {progressing['message']}")
