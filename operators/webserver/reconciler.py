@@ -9,8 +9,10 @@ WebServer and its pods from the watch caches, finds where its rollout stands wit
 :mod:`.rollout` (from the status alone: revisions, the deadline, an automatic rollback, which
 it announces once, after the status recording it is written, with a Warning Event and
 ``webserver_rollbacks_total``), plans with
-:mod:`.desired`, acts through :mod:`.api` and writes the status from :mod:`.status` only when
-it differs from what is there.
+:mod:`.desired` (or a fast rollback's all-at-once, :mod:`.fastrollback`, or a canary step's
+split, :mod:`.canary`, judged by probes that run beside the passes, :mod:`.analysis`), acts
+through :mod:`.api` and writes the status from :mod:`.status` only when it differs from what
+is there.
 
 A WebServer may reference any ConfigMap of its namespace: ConfigMaps are watched as metadata
 only, and the referenced ones read when a pass needs them (:mod:`shared.controller.configmaps`);

@@ -670,11 +670,31 @@ def test_canary_by_pod_ratio_judged_by_the_operator_then_aborted_and_fast_rolled
 
     wait_for(all_on_v1, 240, "every request answered by revision 1")
     to_fast = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+
+    # Against it, a rolling rollback by hand: the spec put back to revision 2's template, as a
+    # RollingUpdate (maxSurge 1, maxUnavailable 1 of 4), timed the same way.
+    started = datetime.datetime.now(datetime.UTC)
+    patch(
+        {
+            "volumes": None,
+            "args": None,
+            "rollout": {"strategy": "RollingUpdate", "canary": None, "rollbackTo": None},
+        }
+    )
+
+    def all_on_v2() -> bool:
+        return exactly_ready(installed, ns, "web", 4) and all(
+            revision_of(installed, ip) == (200, v2) for _ in range(40)
+        )
+
+    wait_for(all_on_v2, 240, "every request answered by revision 2")
+    to_rolling = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
     print(
         f"canary 25 % of 4: {share:.3f} of 400 requests; good canary to its pause {to_pause:.1f}s, "
         f"resume to promoted {to_promoted:.1f}s; bad canary to aborted {to_aborted:.1f}s "
         f"({bad} of {len(seen)} requests answered 500 by the canary, 0 by stable); "
-        f"fast rollback to all traffic on revision 1 {to_fast:.1f}s"
+        f"fast rollback to all traffic on revision 1 {to_fast:.1f}s; "
+        f"rolling rollback by hand to all traffic on revision 2 {to_rolling:.1f}s"
     )
 
 
