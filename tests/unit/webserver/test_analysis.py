@@ -32,7 +32,7 @@ OPTS = {**analysis.DEFAULTS, "samples": 3, "intervalSeconds": 1, "timeoutSeconds
     over=st.one_of(st.none(), st.integers(100, 100000)),
 )
 def test_judge_passes_exactly_when_every_threshold_set_holds(
-    n, ok, p95, stable_p95, min_success, max_p95, over
+    *, n, ok, p95, stable_p95, min_success, max_p95, over
 ):
     ok = min(ok, n)
     opts = {**analysis.DEFAULTS, "samples": n, "minSuccessPercent": min_success}
