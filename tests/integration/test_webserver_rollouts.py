@@ -383,6 +383,10 @@ def test_canary_admission_refuses_malformed_steps(cluster, namespace):
     for canary, where in (
         ({"steps": [{"weight": 10, "pause": {}}]}, "spec.rollout.canary.steps[0]"),
         ({}, "spec.rollout.canary"),
+        (
+            {"steps": [{"weight": 10}], "analysis": {"intervalSeconds": 1, "timeoutSeconds": 2}},
+            "spec.rollout.canary.analysis.timeoutSeconds",
+        ),
     ):
         with pytest.raises(ApiException) as err:
             create(
