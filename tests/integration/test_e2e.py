@@ -592,6 +592,7 @@ def test_canary_by_pod_ratio_judged_by_the_operator_then_aborted_and_fast_rolled
 
     co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", ws)
     wait_for(lambda: exactly_ready(installed, ns, "web", 4), 180, "4 WebServer pods Ready")
+    wait_for(lambda: installed.core.read_namespaced_service("web", ns), 60, "the WebServer's Service")
     ip = cluster_ips(installed, ns, ("web",))["web"]
     wait_for(
         lambda: all(revision_of(installed, ip)[0] == 200 for _ in range(10)), 120, "the Service answering"
