@@ -99,7 +99,7 @@ class CanaryState:
         return self.step >= self.steps
 
     def status_field(self) -> dict[str, Any]:
-        return {
+        out = {
             "revision": self.revision,
             "step": self.step,
             "steps": self.steps,
@@ -111,6 +111,9 @@ class CanaryState:
             "canaryPods": self.canary_pods,
             "stablePods": self.stable_pods,
         }
+        if self.analyzing:
+            out["analyzing"] = True
+        return out
 
 
 def _stable(history: Sequence[Mapping[str, Any]], canary_hash: str) -> Mapping[str, Any] | None:
@@ -233,12 +236,13 @@ def advance(
 
 
 def holding(spec: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> bool:
-    """The last pass left the canary in a pause step or analysing: the deadline does not run."""
+    """The last pass left the canary in a pause step, or its split made and waiting for the
+    analysis: the deadline does not run (it does while the split's pods start)."""
     step_list = steps(spec)
     if not recorded or not step_list:
         return False
     step = int(recorded.get("step", 0))
-    return step < len(step_list) and ("pause" in step_list[step] or "analysis" in recorded)
+    return step < len(step_list) and ("pause" in step_list[step] or recorded.get("analyzing") is True)
 
 
 @dataclass(frozen=True)

@@ -773,6 +773,10 @@ STATUS_SCHEMA: dict[str, Any] = {
                 "stableRevision": {"type": "integer"},
                 "canaryPods": {"type": "integer"},
                 "stablePods": {"type": "integer"},
+                "analyzing": {
+                    "type": "boolean",
+                    "description": "The step's split is made and waits for the analysis to pass.",
+                },
                 "analysis": {
                     "type": "object",
                     "description": (

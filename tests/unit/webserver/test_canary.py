@@ -186,3 +186,27 @@ def test_a_fast_rollback_during_a_canary_ends_it_on_the_stable_revision():
     back = {**V2, "rollout": {**V2["rollout"], "rollbackTo": {}}}
     sim.step(spec=back).settle()
     assert sim.counts() == {desired.template_hash(V1): 4} and sim.st.get("canary") is None
+
+
+def test_the_deadline_runs_while_a_steps_pods_start_and_stops_while_the_analysis_judges():
+    analysed = {"steps": [{"weight": 25}], "analysis": {"samples": 5}}
+    spec = {**V1, "progressDeadlineSeconds": 30, "rollout": {"strategy": "Canary", "canary": analysed}}
+    h1 = desired.template_hash(spec)
+    settled = {"step": 0, "revision": 2, "canaryHash": "x"}
+    assert not canary.holding(spec, settled)  # pods of the split still starting: the deadline runs
+    assert canary.holding(spec, {**settled, "analyzing": True})
+    # The state a gate that has not passed yet leaves: analyzing, recorded, then held.
+    history = [
+        {"revision": 1, "templateHash": h1, "outcome": "Available", "template": desired.template(spec)},
+        {"revision": 2, "templateHash": "x", "outcome": "Progressing"},
+    ]
+    observed = [PodView(f"p{i}", h, "t", "Running", True, True) for i, h in enumerate([h1, h1, h1, "x"])]
+    state = canary.advance(
+        spec, history, None, observed, at(0), target_hash="x", rollback=False, gate=lambda r, s: False
+    )
+    assert state is not None and state.analyzing and state.step == 0
+    assert canary.holding(spec, state.status_field())
+    passed = canary.advance(
+        spec, history, None, observed, at(0), target_hash="x", rollback=False, gate=lambda r, s: True
+    )
+    assert passed is not None and passed.promoted
