@@ -433,3 +433,30 @@ def test_canary_steps_split_the_pods_pause_until_resumed_and_promote(cluster, na
     assert by_hash(cluster, namespace) == {v2: 8}
     assert outcomes(ws) == [(1, "Available"), (2, "Available")] and "canary" not in ws["status"]
     assert conditions(ws)["Ready"]["status"] == "True"
+
+
+def test_a_canary_whose_probes_fail_is_aborted_back_to_stable_with_the_figures(cluster, namespace, operator):
+    # kwok's pods have addresses but serve nothing: every probe of the analysis fails, which is
+    # what a canary answering errors looks like to it (the real node's test has real answers).
+    analysed = {
+        "steps": [{"weight": 25}, {"pause": {}}],
+        "analysis": {"intervalSeconds": 1, "timeoutSeconds": 1, "samples": 3},
+    }
+    create(cluster, namespace, "web", {"replicas": 4, "rollout": {"strategy": "Canary", "canary": analysed}})
+    v1 = desired.template_hash(converged(cluster, namespace, "web", 4)["spec"])
+    patch_spec(cluster, namespace, "web", {"image": "nginx:1.27"})
+
+    def aborted() -> dict | None:
+        ws = get(cluster, namespace, "web")
+        degraded = conditions(ws).get("Degraded") or {}
+        return ws if degraded.get("reason") == "CanaryAnalysisFailed" else None
+
+    ws = wait_for(aborted, 120, "web: Degraded CanaryAnalysisFailed")
+    message = conditions(ws)["Degraded"]["message"]
+    assert "canary 0/" in message and "success 0.0 % < 99 %" in message
+    assert ws["status"]["rollback"]["analysis"] == message and ws["status"]["rollback"]["toRevision"] == 1
+    assert outcomes(ws)[:2] == [(1, "Available"), (2, "RolledBack")]
+    assert any("failed its analysis" in m for m in warnings(cluster, namespace, "CanaryAborted"))
+    ws = converged(cluster, namespace, "web", 4)
+    assert by_hash(cluster, namespace) == {v1: 4}
+    assert conditions(ws)["Ready"]["status"] == "False" and conditions(ws)["Stalled"]["status"] == "True"
