@@ -121,13 +121,6 @@ class Analyzer:
         self.kick = kick
         self.runs: dict[str, Run] = {}
         self._limit = asyncio.Semaphore(in_flight)
-        self._session: aiohttp.ClientSession | None = None
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            # No connection kept: each probe is a new connection, as a Service spreads them.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
-        return self._session
 
     def observe(
         self,
@@ -153,28 +146,37 @@ class Analyzer:
             run.task.cancel()
 
     async def close(self) -> None:
+        """Stop every run and wait for their sessions to close."""
+        tasks = [run.task for run in self.runs.values() if run.task is not None]
         for uid in list(self.runs):
             self.stop(uid)
-        if self._session is not None:
-            await self._session.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _probe(self, run: Run, owner: tuple[str, str]) -> None:
         mine = asyncio.Semaphore(PER_OWNER)
-        while True:
-            started = time.monotonic()
-            groups = [(g, url) for g, urls in run.targets.items() for url in urls]
-            results = await asyncio.gather(*(self._one(url, run.opts, mine) for _, url in groups))
-            for (group, _), outcome in zip(groups, results, strict=True):
-                run.outcomes[group].append(outcome)
-            self.kick(*owner)  # a pass records the figures and judges
-            await asyncio.sleep(max(0.0, float(run.opts["intervalSeconds"]) - (time.monotonic() - started)))
+        # One session per run, closed when it stops; no connection kept: each probe is a new
+        # connection, as a Service spreads them.
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            while True:
+                started = time.monotonic()
+                groups = [(g, url) for g, urls in run.targets.items() for url in urls]
+                results = await asyncio.gather(
+                    *(self._one(session, url, run.opts, mine) for _, url in groups)
+                )
+                for (group, _), outcome in zip(groups, results, strict=True):
+                    run.outcomes[group].append(outcome)
+                self.kick(*owner)  # a pass records the figures and judges
+                left = float(run.opts["intervalSeconds"]) - (time.monotonic() - started)
+                await asyncio.sleep(max(0.0, left))
 
-    async def _one(self, url: str, opts: Mapping[str, Any], mine: asyncio.Semaphore) -> tuple[bool, float]:
+    async def _one(
+        self, session: aiohttp.ClientSession, url: str, opts: Mapping[str, Any], mine: asyncio.Semaphore
+    ) -> tuple[bool, float]:
         timeout = float(opts["timeoutSeconds"])
         async with mine, self._limit:
             began = time.monotonic()
             try:
-                async with self.session().get(
+                async with session.get(
                     url, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False
                 ) as answer:
                     ok = 200 <= answer.status < 400
