@@ -388,7 +388,7 @@ class WebServerReconciler:
         hashes = {"canary": step.canary_hash, "stable": step.stable_hash}
         targets = {
             group: [
-                f"http://{p.ip}:{ports[group]}{opts['path']}"
+                f"http://{f'[{p.ip}]' if ':' in p.ip else p.ip}:{ports[group]}{opts['path']}"
                 for p in observed
                 if p.active and p.ready and p.ip and p.template_hash == thash
             ]
