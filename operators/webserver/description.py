@@ -64,6 +64,12 @@ spec: {replicas: 3, image: nginxdemos/hello}
             "Automatic rollbacks of a WebServer (a rollout past progressDeadlineSeconds)",
             NAMESPACED,
         ),
+        MetricSpec(
+            "webserver_canary_aborts_total",
+            "counter",
+            "Canaries of a WebServer aborted by the operator's analysis (back to the stable revision)",
+            NAMESPACED,
+        ),
     ),
     alerts=(
         Alert(

@@ -52,6 +52,7 @@ class PodView:
     # The kubelet's message when it cannot start the container with its configuration (e.g. a
     # Secret named by env or envFrom that does not exist: CreateContainerConfigError).
     config_error: str = ""
+    ip: str = ""  # status.podIP: what a canary analysis probes
 
     @property
     def active(self) -> bool:
@@ -79,6 +80,7 @@ def pod_view(body: Mapping[str, Any]) -> PodView:
         uid=meta.get("uid") or "",
         ready_since=(ready or {}).get("lastTransitionTime") or "",
         config_error=config_error,
+        ip=status.get("podIP") or "",
     )
 
 

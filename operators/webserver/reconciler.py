@@ -8,9 +8,10 @@ so a pod deleted by someone else is replaced at once, not at a resync. Each pass
 WebServer and its pods from the watch caches, finds where its rollout stands with
 ``.rollout`` (from the status alone: revisions, the deadline, an automatic rollback, which
 it announces once, after the status recording it is written, with a Warning Event and
-``webserver_rollbacks_total``), plans with
-``.desired``, acts through ``.api`` and writes the status from ``.status`` only when
-it differs from what is there.
+``webserver_rollbacks_total``), plans with ``.desired`` (or a fast rollback's
+all-at-once, ``.fastrollback``, or a canary step's split, ``.canary``, judged by probes that run
+beside the passes, ``.analysis``), acts through ``.api`` and writes the status from ``.status``
+only when it differs from what is there.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from operators.webserver import desired, rollout, status
+from operators.webserver import analysis, canary, desired, fastrollback, rollout, status
 from operators.webserver.api import WebServerAPI
 from operators.webserver.description import DESCRIPTION
 from operators.webserver.schema import APP, CRD, rule_errors
@@ -155,6 +156,8 @@ class WebServerReconciler(Reconciler):
         self.desired_gauge = ctx.metrics.gauge("webserver_desired_replicas")
         self.ready_gauge = ctx.metrics.gauge("webserver_ready_replicas")
         self.rollbacks = ctx.metrics.counter("webserver_rollbacks_total")
+        self.canary_aborts = ctx.metrics.counter("webserver_canary_aborts_total")
+        self.analysis = analysis.Analyzer(ctx.controller.kick)
 
     def watches(self) -> Sequence[Watch]:
         return [
@@ -173,6 +176,7 @@ class WebServerReconciler(Reconciler):
     def forget(self, uid: str) -> None:
         """A WebServer deleted, or replaced under its name: its pending deletes go."""
         self.expectations.forget(uid)
+        self.analysis.stop(uid)
 
     async def spec_errors(self, uid: str, generation: int, spec: Mapping[str, Any]) -> list[FieldError]:
         """The CRD schema's errors of ``spec``, checked once per generation: the API server
@@ -307,6 +311,145 @@ class WebServerReconciler(Reconciler):
             self.ctx.event(body, "SuccessfulCreate", f"Created pods: {', '.join(created)}")
         return failure
 
+    def plan_pods(
+        self,
+        owner: tuple[str, str, str],
+        *,
+        spec: Mapping[str, Any],
+        current: Mapping[str, Any] | None,
+        observed: Sequence[desired.PodView],
+        config_hash: str,
+        now: Any,
+    ) -> tuple[rollout.Rollout, desired.Plan, canary.CanaryState | None, list[int], dict[str, Any] | None]:
+        """Where the rollout stands and what to do with the pods: the rolling update's plan, or
+        all at once for a fast rollback (``.fastrollback``), or a canary step's split
+        (``.canary``: its stable pods, created from the stable template, come apart),
+        judged by its analysis (``.analysis``: a failure aborts it). ``owner``: namespace,
+        name, UID."""
+        uid = owner[2]
+        recorded = (current or {}).get("canary")
+        hold = canary.holding(spec, recorded)
+        abort = self.analysis_failed(uid, recorded)
+        track = rollout.track(
+            spec, desired.template(spec, config_hash), current, observed, now, hold=hold, abort=abort
+        )
+        moves = fastrollback.fast_spec(spec) if track.manual else spec
+        plan = desired.plan(
+            owner[1], moves, observed, config_hash, now, thash=track.hash, paused=track.paused
+        )
+        opts = analysis.options(spec)
+        step = canary.advance(
+            spec,
+            track.history,
+            recorded,
+            observed,
+            now,
+            target_hash=track.hash,
+            rollback=track.rollback is not None,
+            gate=(lambda revision, at: self.analysis_passed(uid, revision, at)) if opts else None,
+        )
+        if step is None or step.promoted or track.paused:
+            self.analysis.stop(uid)
+            return track, plan, step, [], None
+        figures = self.analyze(
+            owner, spec=spec, step=step, observed=observed, canary_tpl=track.template, opts=opts
+        )
+        split = canary.plan(owner[1], spec, observed, step, now)
+        return (
+            track,
+            desired.Plan(create_slots=split.canary_slots, delete=split.delete),
+            step,
+            split.stable_slots,
+            figures,
+        )
+
+    def analyze(
+        self,
+        owner: tuple[str, str, str],
+        *,
+        spec: Mapping[str, Any],
+        step: canary.CanaryState,
+        observed: Sequence[desired.PodView],
+        canary_tpl: Mapping[str, Any],
+        opts: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        """Probe the canary and stable pods during a weight step with analysis; its figures."""
+        steps = canary.steps(spec)
+        if opts is None or "weight" not in steps[step.step]:
+            self.analysis.stop(owner[2])
+            return None
+        ports = {"canary": int(canary_tpl["port"]), "stable": int(step.stable_template["port"])}
+        hashes = {"canary": step.canary_hash, "stable": step.stable_hash}
+        targets = {
+            group: [
+                f"http://{f'[{p.ip}]' if ':' in p.ip else p.ip}:{ports[group]}{opts['path']}"
+                for p in observed
+                if p.active and p.ready and p.ip and p.template_hash == thash
+            ]
+            for group, thash in hashes.items()
+        }
+        got = self.analysis.observe(owner[2], owner[:2], (step.revision, step.step), targets, opts)
+        verdict, message = analysis.judge(*got, opts)
+        return {
+            "step": step.step,
+            "canary": got[0].status(),
+            "stable": got[1].status(),
+            "verdict": {True: "Pass", False: "Fail", None: "Pending"}[verdict],
+            "message": message,
+        }
+
+    def analysis_passed(self, uid: str, revision: int, step: int) -> bool:
+        run = self.analysis.runs.get(uid)
+        return (
+            run is not None
+            and run.key == (revision, step)
+            and analysis.judge(*run.figures(), run.opts)[0] is True
+        )
+
+    def analysis_failed(self, uid: str, recorded: Mapping[str, Any] | None) -> str | None:
+        """The figures of a failed analysis of the step the last pass recorded, or None."""
+        run = self.analysis.runs.get(uid)
+        if run is None or not recorded or run.key != (recorded.get("revision"), recorded.get("step")):
+            return None
+        verdict, message = analysis.judge(*run.figures(), run.opts)
+        if verdict is not False:
+            return None
+        self.analysis.stop(uid)
+        return message
+
+    async def create_planned(  # noqa: PLR0917 -- the pass's plan, in its parts
+        self,
+        body: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        plan: desired.Plan,
+        track: rollout.Rollout,
+        step: canary.CanaryState | None,
+        stable_slots: list[int],
+        config_hash: str,
+    ) -> Failure | None:
+        """Create the planned pods of the template to run, then a canary step's stable pods
+        from the stable revision's template; returns the first failure."""
+        failure = None
+        if plan.create_slots:
+            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
+        if stable_slots and failure is None and step is not None:
+            failure = await self.create_pods(body, spec, stable_slots, config_hash, step.stable_template)
+        return failure
+
+    def announce(self, body: Mapping[str, Any], track: rollout.Rollout) -> None:
+        """The Events of a rollback this pass started, after the status recording it is written."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if track.rolled_back is not None:
+            # Said once, after the status that records the rollback is written: a write that
+            # fails (a conflict, the API server away) raises, and the next pass, finding no
+            # rollback in the status, decides it again and says it then, not twice.
+            aborted = "analysis" in (track.rollback or {})
+            reason = "CanaryAborted" if aborted else "RolledBack"
+            self.ctx.event(body, reason, track.rolled_back, "Warning")
+            (self.canary_aborts if aborted else self.rollbacks).labels(namespace, name).inc()
+        if track.fast is not None:
+            self.ctx.event(body, "FastRollback", track.fast, "Normal")
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -316,6 +459,7 @@ class WebServerReconciler(Reconciler):
 
         service = bool((spec.get("service") or {}).get("enabled"))
         errors = await self.spec_errors(uid, generation, spec) + name_errors(name, service=service)
+        errors += fastrollback.errors(spec, current)  # a rollbackTo the history cannot run
         if errors:
             message = "; ".join(map(str, errors))
             if await self.api.status.write(
@@ -327,8 +471,14 @@ class WebServerReconciler(Reconciler):
         failure = await self.adopt_orphans(body)
         observed = self.expectations.apply(uid, self.pods.children(namespace, uid))
         config_hash, missing = await self.configmaps.lookup(namespace, name, desired.config_refs(spec))
-        track = rollout.track(spec, desired.template(spec, config_hash), current, observed, now)
-        plan = desired.plan(name, spec, observed, config_hash, now, thash=track.hash, paused=track.paused)
+        track, plan, step, stable_slots, figures = self.plan_pods(
+            (namespace, name, uid),
+            spec=spec,
+            current=current,
+            observed=observed,
+            config_hash=config_hash,
+            now=now,
+        )
         if missing is not None:
             # Pods of this template could not start: leave every pod as it is until it exists.
             plan = desired.Plan()
@@ -355,8 +505,8 @@ class WebServerReconciler(Reconciler):
                 self.expectations.cancel(uid, [n for n, _ in failed])
                 failure = Failure("FailedDelete", f"deleting {failed[0][0]}: {reason_of(failed[0][1])}")
 
-        if plan.create_slots and failure is None:
-            failure = await self.create_pods(body, spec, plan.create_slots, config_hash, track.template)
+        if failure is None:
+            failure = await self.create_planned(body, spec, plan, track, step, stable_slots, config_hash)
 
         # Whatever happened to the pods: a quota refusing one more pod must not keep the Service
         # from being created, deleted (enabled: false) or changed (a paid LoadBalancer).
@@ -379,22 +529,24 @@ class WebServerReconciler(Reconciler):
             now=now,
             config_hash=config_hash,
             rollout=track,
+            canary=step,
+            analysis=figures,
         )
         await self.api.status.write(body, new_status)
-        if track.rolled_back is not None:
-            # Said once, after the status that records the rollback is written: a write that
-            # fails (a conflict, the API server away) raises, and the next pass, finding no
-            # rollback in the status, decides it again and says it then, not twice.
-            self.ctx.event(body, "RolledBack", track.rolled_back, "Warning")
-            self.rollbacks.labels(namespace, name).inc()
+        self.announce(body, track)
         self.desired_gauge.labels(namespace, name).set(int(spec.get("replicas") or 0))
         self.ready_gauge.labels(namespace, name).set(new_status.get("readyReplicas") or 0)
         # The series exists from the first pass at 0, so increase() and alerts see the first rollback.
         self.rollbacks.labels(namespace, name)
+        self.canary_aborts.labels(namespace, name)
         if failure is not None:
             self.ctx.event(body, failure.reason, failure.message, "Warning")
             raise ReconcileError(*failure)
         # minReadySeconds: look again when the next ready pod becomes available; a rollout in
         # progress: when its deadline passes (no pod event may come: a pod that never starts).
-        waits = [desired.next_available_in(spec, observed, now), rollout.deadline_in(track, spec, now)]
+        waits = [
+            desired.next_available_in(spec, observed, now),
+            rollout.deadline_in(track, spec, now),
+            step.wake_in if step is not None else None,  # a timed canary pause ends
+        ]
         return min((w for w in waits if w is not None), default=None)

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.webserver import fastrollback
 from operators.webserver.desired import PodView, hash_of, is_available, min_ready_seconds
 from operators.webserver.schema import ROLLOUT_OUTCOMES
 
@@ -101,7 +102,13 @@ class Rollout:
     rollback: dict[str, Any] | None  # the spec's template given up, while it is
     paused: bool
     rolled_back: str | None = None  # this pass started an automatic rollback: the message
+    fast: str | None = None  # this pass started a fast rollback (spec.rollout.rollbackTo): the message
     no_target: str | None = None  # why a missed deadline was not rolled back
+
+    @property
+    def manual(self) -> bool:
+        """A fast rollback (``spec.rollout.rollbackTo``) is in effect: all pods at once."""
+        return bool(self.rollback and self.rollback.get("manual"))
 
     @property
     def current(self) -> dict[str, Any]:
@@ -139,6 +146,11 @@ def _entry(
     return entry
 
 
+def spec_hash_of(tpl: Mapping[str, Any]) -> str:
+    """The hash of a template without the ConfigMap content: what the spec alone asks for."""
+    return hash_of({k: v for k, v in tpl.items() if k != CONFIG_HASH})
+
+
 def _target(history: Sequence[dict[str, Any]], spec_tpl: Mapping[str, Any]) -> dict[str, Any] | None:
     """The last available revision, other than the spec's, that a rollback can go to."""
     without_config = {k: v for k, v in spec_tpl.items() if k != CONFIG_HASH}
@@ -166,15 +178,56 @@ def _bounded(history: list[dict[str, Any]], rollback: Mapping[str, Any] | None) 
 
 
 def _still_rolled_back(
-    history: Sequence[Mapping[str, Any]], rollback: dict[str, Any] | None, spec_hash: str
+    history: Sequence[Mapping[str, Any]], rollback: dict[str, Any] | None, spec_tpl: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
-    """The rollback in effect and its target's entry, while the spec asks for what it gave up."""
-    if rollback is None or rollback.get("fromHash") != spec_hash:
+    """The rollback in effect and its target's entry, while the spec asks for what it gave up
+    (whatever the ConfigMaps hold now; a rollback recorded without ``fromSpecHash``: exactly)."""
+    if rollback is None:
+        return None, None
+    if "fromSpecHash" in rollback:
+        same = rollback["fromSpecHash"] == spec_hash_of(spec_tpl)
+    else:
+        same = rollback.get("fromHash") == hash_of(spec_tpl)
+    if not same:
         return None, None
     kept = next(
         (e for e in history if e.get("revision") == rollback.get("toRevision") and "template" in e), None
     )
     return (rollback, kept) if kept is not None else (None, None)
+
+
+def _rollback_in_effect(
+    spec: Mapping[str, Any],
+    spec_tpl: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]],
+    recorded: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None, str | None]:
+    """The rollback in effect, its target's entry, and the message of a fast rollback that
+    starts now (``.fastrollback``: the spec's ``rollbackTo`` wins over an automatic one)."""
+    ask = fastrollback.requested(spec)
+    if ask is None:
+        if recorded is not None and recorded.get("manual"):
+            return None, None, None  # the field cleared: the spec's template again
+        rollback, kept = _still_rolled_back(history, recorded, spec_tpl)
+        return rollback, kept, None
+    entry, _ = fastrollback.resolve(history, recorded, ask)
+    if entry is None:
+        return None, None, None  # a field error: the reconciler moves nothing
+    rollback = fastrollback.record(entry, ask, hash_of(spec_tpl), spec_hash_of(spec_tpl))
+    same = (
+        recorded is not None
+        and recorded.get("manual")
+        and recorded.get("toRevision") == rollback["toRevision"]
+    )
+    message = (
+        None
+        if same
+        else (
+            f"spec.rollout.rollbackTo: every pod to revision {entry['revision']} "
+            f"({entry['templateHash']}) at once, skipping the rollout's steps"
+        )
+    )
+    return rollback, entry, message
 
 
 def _progressed(
@@ -233,14 +286,21 @@ def track(
     current: Mapping[str, Any] | None,
     pods: Sequence[PodView],
     now: datetime.datetime,
+    *,
+    hold: bool = False,
+    abort: str | None = None,
 ) -> Rollout:
-    """The rollout after this pass, from the status (``current``) and the pods."""
+    """The rollout after this pass, from the status (``current``) and the pods (``hold``: it
+    waits by design, a canary's pause step: the deadline does not run, as while paused;
+    ``abort``: a canary analysis failed, with these figures: back to the last available
+    revision now, as an automatic rollback, ``status.rollback.analysis`` saying why)."""
     current = current or {}
     spec_hash = hash_of(spec_tpl)
     history = [dict(e) for e in current.get("history") or ()]
     options = spec.get("rollout") or {}
     paused = options.get("paused") is True
-    rollback, kept = _still_rolled_back(history, current.get("rollback"), spec_hash)
+    rollback, kept, fast = _rollback_in_effect(spec, spec_tpl, history, current.get("rollback"))
+    paused = paused and rollback is None  # a fast rollback skips the pause
     target_tpl, target_hash = spec_tpl, spec_hash
     if kept is not None:
         target_tpl, target_hash = dict(kept["template"]), str(kept["templateHash"])
@@ -258,23 +318,40 @@ def track(
                 entry["rollbackOf"] = int(rollback["toRevision"])
             history.append(entry)
         last = history[-1]
-        prog = _judge(last, spec=spec, pods=pods, target_hash=target_hash, prog=prog, paused=paused, now=now)
-        if last["outcome"] != DEADLINE_EXCEEDED or "rollbackOf" in last or rollback is not None:
+        prog = _judge(
+            last, spec=spec, pods=pods, target_hash=target_hash, prog=prog, paused=paused or hold, now=now
+        )
+        aborting = abort is not None and last["outcome"] == PROGRESSING
+        if (
+            (last["outcome"] != DEADLINE_EXCEEDED and not aborting)
+            or "rollbackOf" in last
+            or rollback is not None
+        ):
             break
-        if options.get("autoRollback") is not True:
+        if options.get("autoRollback") is not True and not aborting:
             break
         target = _target(history, spec_tpl)
         if target is None:
             no_target = "no earlier revision that became available (with its template kept) to roll back to"
             break
         last["outcome"] = ROLLED_BACK
-        rollback = {"fromHash": spec_hash, "toRevision": int(target["revision"])}
+        rollback = {
+            "fromHash": spec_hash,
+            "fromSpecHash": spec_hash_of(spec_tpl),
+            "toRevision": int(target["revision"]),
+        }
         target_tpl, target_hash = dict(target["template"]), str(target["templateHash"])
         rolled_back = (
             f"revision {last['revision']} ({last['templateHash']}) made no progress for "
             f"{progress_deadline(spec)}s: rolling back to revision {target['revision']} "
             f"({target['templateHash']})"
         )
+        if aborting:
+            rollback["analysis"] = str(abort)
+            rolled_back = (
+                f"canary revision {last['revision']} ({last['templateHash']}) failed its analysis, "
+                f"{abort}: back to revision {target['revision']} ({target['templateHash']})"
+            )
 
     history = _bounded(history, rollback)
     return Rollout(
@@ -287,12 +364,13 @@ def track(
         paused=paused,
         rolled_back=rolled_back,
         no_target=no_target,
+        fast=fast,
     )
 
 
 def deadline_in(state: Rollout, spec: Mapping[str, Any], now: datetime.datetime) -> float | None:
     """Seconds until the current rollout's progress deadline passes (the pass to run then)."""
-    if state.outcome != PROGRESSING or state.paused:
+    if state.outcome != PROGRESSING or state.paused or state.progress.get("paused"):
         return None
     since = _parse(str(state.progress.get("at", "")))
     if since is None:

@@ -353,6 +353,12 @@ HEALTH_SCHEMA: dict[str, Any] = {
     },
 }
 
+MAX_CANARY_STEPS = 20
+TIMEOUT_WITHIN_INTERVAL = "timeoutSeconds must not be above intervalSeconds"
+STEP_ONE_OF = "a canary step has exactly one of weight and pause"
+CANARY_NEEDS_STEPS = "strategy Canary needs canary.steps"
+ROLLBACK_NOT_PAUSED = "rollbackTo skips the rollout's pause: paused must be false while it is set"
+
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Desired state of a group of identical web-server pods.",
@@ -457,6 +463,141 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "maximum": MAX_REPLICAS,
                     "description": "Pods allowed above replicas while old pods are replaced.",
                 },
+                "strategy": {
+                    "type": "string",
+                    "enum": ["RollingUpdate", "Canary"],
+                    "default": "RollingUpdate",
+                    "description": (
+                        "RollingUpdate (maxSurge, maxUnavailable) or Canary: the new template gets "
+                        "the share of the pods each canary step's weight asks for, the rest run the "
+                        "last Available revision, all behind the one Service."
+                    ),
+                },
+                "canary": {
+                    "type": "object",
+                    "description": (
+                        "The steps of a Canary rollout, in order; after the last one every pod runs "
+                        "the new template. A weight step is done when exactly that split of pods is "
+                        "available: canary pods = replicas x weight / 100 rounded half up, at least 1 "
+                        "above weight 0, at most replicas - 1 below 100 (status.canary shows it)."
+                    ),
+                    "properties": {
+                        "steps": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": MAX_CANARY_STEPS,
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "weight": {
+                                        "type": "integer",
+                                        "minimum": 0,
+                                        "maximum": 100,
+                                        "description": "Percent of the pods to run the new template.",
+                                    },
+                                    "pause": {
+                                        "type": "object",
+                                        "description": "Hold: for seconds, or without them until resumed.",
+                                        "properties": {
+                                            "seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+                                        },
+                                    },
+                                },
+                                "x-kubernetes-validations": [
+                                    {"rule": "has(self.weight) != has(self.pause)", "message": STEP_ONE_OF}
+                                ],
+                            },
+                        },
+                        "analysis": {
+                            "type": "object",
+                            "description": (
+                                "The operator's own analysis of each weight step: it sends GET path to "
+                                "every canary and stable pod each intervalSeconds (timeoutSeconds each, "
+                                "a new connection each) and, once the canary has samples requests, "
+                                "lets the step end when the canary's success rate (2xx/3xx) is at "
+                                "least minSuccessPercent and its p95 latency within maxP95Milliseconds "
+                                "and maxP95OverStablePercent of the stable's (when set); else aborts: "
+                                "back to the stable revision, Degraded with the figures."
+                            ),
+                            "properties": {
+                                "path": {
+                                    "type": "string",
+                                    "default": "/",
+                                    "maxLength": 1024,
+                                    "pattern": "^/[!-~]*$",
+                                },
+                                "intervalSeconds": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 300,
+                                    "default": 5,
+                                },
+                                "timeoutSeconds": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 60,
+                                    "default": 2,
+                                },
+                                "samples": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 20},
+                                "minSuccessPercent": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "maximum": 100,
+                                    "default": 99,
+                                },
+                                "maxP95Milliseconds": {"type": "integer", "minimum": 1, "maximum": 60000},
+                                "maxP95OverStablePercent": {
+                                    "type": "integer",
+                                    "minimum": 100,
+                                    "maximum": 100000,
+                                },
+                            },
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": (
+                                        "!has(self.timeoutSeconds) || !has(self.intervalSeconds) || "
+                                        "self.timeoutSeconds <= self.intervalSeconds"
+                                    ),
+                                    "message": TIMEOUT_WITHIN_INTERVAL,
+                                    "fieldPath": ".timeoutSeconds",
+                                }
+                            ],
+                        },
+                        "resume": {
+                            "type": "object",
+                            "description": (
+                                "Releases the pause steps without seconds of one canary revision, up to "
+                                "and including step (status.canary.revision and .step say which)."
+                            ),
+                            "properties": {
+                                "revision": {"type": "integer", "minimum": 1},
+                                "step": {"type": "integer", "minimum": 0},
+                            },
+                            "required": ["revision", "step"],
+                        },
+                    },
+                },
+                "rollbackTo": {
+                    "type": "object",
+                    "description": (
+                        "Fast rollback: while set, every pod runs this revision's template as kept in "
+                        "status.history, all created at once (no pause, no steps, no analysis; an old "
+                        "pod goes once a new one is available), whatever the spec's template. "
+                        "Clearing it rolls the spec's template out again. A revision not in the "
+                        "history with its template is an error (Degraded), nothing moves."
+                    ),
+                    "properties": {
+                        "revision": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "default": 0,
+                            "description": (
+                                "A revision of status.history; 0: the previous one, the last "
+                                "Available revision other than the one running when it is set."
+                            ),
+                        },
+                    },
+                },
                 "maxUnavailable": {
                     "type": "integer",
                     "minimum": 0,
@@ -476,7 +617,20 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "message": (
                         "maxSurge and maxUnavailable must not both be 0: no old pod could be replaced"
                     ),
-                }
+                },
+                {
+                    "rule": (
+                        "!has(self.strategy) || self.strategy != 'Canary' || "
+                        "(has(self.canary) && has(self.canary.steps))"
+                    ),
+                    "message": CANARY_NEEDS_STEPS,
+                    "fieldPath": ".canary",
+                },
+                {
+                    "rule": "!has(self.rollbackTo) || !has(self.paused) || !self.paused",
+                    "message": ROLLBACK_NOT_PAUSED,
+                    "fieldPath": ".rollbackTo",
+                },
             ],
         },
         "disruptionBudget": {
@@ -522,6 +676,12 @@ SPEC_SCHEMA: dict[str, Any] = {
             ],
         },
     },
+}
+
+_FIGURES: dict[str, Any] = {
+    "requests": {"type": "integer"},
+    "successes": {"type": "integer"},
+    "p95Milliseconds": {"type": "number"},
 }
 
 # status.history[].outcome (operators.webserver.rollout keeps them).
@@ -596,14 +756,66 @@ STATUS_SCHEMA: dict[str, Any] = {
                 "paused": {"type": "boolean"},
             },
         },
+        "canary": {
+            "type": "object",
+            "description": (
+                "Set while a Canary rollout runs: its revision, the step (steps: how many), since "
+                "when, the weight in force and the split it makes against the stable revision."
+            ),
+            "properties": {
+                "revision": {"type": "integer"},
+                "step": {"type": "integer"},
+                "steps": {"type": "integer"},
+                "stepStartedAt": {"type": "string", "format": "date-time"},
+                "weight": {"type": "integer"},
+                "canaryHash": {"type": "string"},
+                "stableHash": {"type": "string"},
+                "stableRevision": {"type": "integer"},
+                "canaryPods": {"type": "integer"},
+                "stablePods": {"type": "integer"},
+                "analyzing": {
+                    "type": "boolean",
+                    "description": "The step's split is made and waits for the analysis to pass.",
+                },
+                "analysis": {
+                    "type": "object",
+                    "description": (
+                        "The analysis of the step: requests, successes and p95 of the canary and "
+                        "the stable pods, the verdict (Pending, Pass, Fail) and the figures said."
+                    ),
+                    "properties": {
+                        "step": {"type": "integer"},
+                        "canary": {"type": "object", "properties": _FIGURES},
+                        "stable": {"type": "object", "properties": _FIGURES},
+                        "verdict": {"type": "string", "enum": ["Pending", "Pass", "Fail"]},
+                        "message": {"type": "string"},
+                    },
+                },
+            },
+        },
         "rollback": {
             "type": "object",
             "description": (
                 "Set while an automatic rollback is in effect: the spec's template (fromHash) was "
-                "given up for revision toRevision; cleared when the spec's template changes."
+                "given up for revision toRevision; cleared when the spec's template changes "
+                "(fromSpecHash: its hash without the referenced ConfigMaps' content, which an edit "
+                "of a ConfigMap leaves as it is)."
             ),
             "properties": {
                 "fromHash": {"type": "string"},
+                "fromSpecHash": {"type": "string"},
+                "analysis": {
+                    "type": "string",
+                    "description": "Set when a canary analysis failed: its figures.",
+                },
+                "manual": {
+                    "type": "boolean",
+                    "description": "A fast rollback asked for by spec.rollout.rollbackTo.",
+                },
+                "requested": {
+                    "type": "integer",
+                    "description": "The rollbackTo revision asked for (0: the previous one).",
+                },
                 "toRevision": {"type": "integer"},
             },
         },
@@ -647,6 +859,23 @@ def _deadline_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     return []
 
 
+def _rollback_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    options = spec.get("rollout") or {}
+    errors = [
+        FieldError(f"spec.rollout.canary.steps[{i}]", STEP_ONE_OF)
+        for i, step in enumerate((options.get("canary") or {}).get("steps") or ())
+        if ("weight" in step) == ("pause" in step)
+    ]
+    check = (options.get("canary") or {}).get("analysis") or {}
+    if int(check.get("timeoutSeconds", 2)) > int(check.get("intervalSeconds", 5)):
+        errors.append(FieldError("spec.rollout.canary.analysis.timeoutSeconds", TIMEOUT_WITHIN_INTERVAL))
+    if options.get("strategy") == "Canary" and not (options.get("canary") or {}).get("steps"):
+        errors.append(FieldError("spec.rollout.canary", CANARY_NEEDS_STEPS))
+    if options.get("rollbackTo") is not None and options.get("paused") is True:
+        errors.append(FieldError("spec.rollout.rollbackTo", ROLLBACK_NOT_PAUSED))
+    return errors
+
+
 def _qualified(key: str) -> bool:
     return bool(re.match(QUALIFIED_NAME, key)) and ("/" not in key or key.index("/") <= 253)
 
@@ -683,7 +912,13 @@ def rule_errors(spec: Mapping[str, Any]) -> list[FieldError]:
                     f"spec.envFrom[{i}]", "envFrom entries need exactly one of configMapRef and secretRef"
                 )
             )
-    return errors + _volume_errors(spec) + _pod_metadata_errors(spec) + _deadline_errors(spec)
+    return (
+        errors
+        + _volume_errors(spec)
+        + _pod_metadata_errors(spec)
+        + _deadline_errors(spec)
+        + _rollback_errors(spec)
+    )
 
 
 def _volume_errors(spec: Mapping[str, Any]) -> list[FieldError]:

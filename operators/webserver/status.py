@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from operators.webserver.canary import CanaryState
 from operators.webserver.desired import (
     Plan,
     PodView,
@@ -40,10 +41,13 @@ def compute(
     now: datetime.datetime,
     config_hash: str = "",
     rollout: Rollout | None = None,
+    canary: CanaryState | None = None,
+    analysis: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The complete status to write for one pass (compare with the current one before writing).
 
-    ``rollout``: the revisions and deadline (``.rollout``); its template is the current one.
+    ``rollout``: the revisions and deadline (``.rollout``); its template is the current one;
+    ``canary``: a canary step (``.canary``), ``analysis`` its figures for ``status.canary``.
 
     Conditions:
 
@@ -55,7 +59,8 @@ def compute(
       ``ReplicasReady`` once every desired pod runs the current template and is available. From
       ``.rollout``: False with ``ProgressDeadlineExceeded`` when the rollout missed its deadline,
       True with ``RollingBack`` then False with ``RolledBack`` during and after an automatic
-      rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``.
+      rollback (both of these also ``Stalled``: a human decides), Unknown with ``RolloutPaused``;
+      True with ``FastRollback`` then False with ``RollbackComplete`` for ``rollout.rollbackTo``.
     - ``ReplicaFailure``: True with ``FailedCreate``/``FailedDelete`` and the API's message when
       the last pass could not create or delete a pod, like the ReplicaSet controller's condition;
       also ``FailedService``, and ``ServiceConflict`` when the Service's name belongs to someone
@@ -65,12 +70,14 @@ def compute(
       with the kubelet's message when a pod cannot start for its configuration (a missing Secret);
       ``PodDisruptionBudgetConflict`` when the budget's name belongs to someone else.
     - ``Degraded``: True with ``InvalidSpec`` and the field paths when the spec does not match the
-      CRD schema (``shared.api.validation``); then nothing else is touched.
+      CRD schema (``shared.api.validation``); then nothing else is touched. True with
+      ``CanaryAnalysisFailed`` and the figures while a canary whose analysis failed is rolled back.
     - ``Reconciling``/``Stalled``/``Ready`` (``shared.api.conditions.readiness``, what kstatus and
       Argo CD judge): ``Stalled`` for an invalid spec or a name conflict (``ServiceConflict``: only
       a human can resolve it); ``Reconciling`` while ``Progressing`` is True or a create/delete
-      failed (retried, like a Deployment's ``ReplicaFailure``); ``Ready`` once every pod runs the
-      current template and is ready, with no failure.
+      failed (retried, like a Deployment's ``ReplicaFailure``) and while a rollout is paused with
+      old pods (``RolloutPaused``: not done); ``Ready`` once every pod runs the current template
+      and is available, with no failure.
     """
     replicas = int(spec.get("replicas", 0))
     thash = rollout.hash if rollout is not None else template_hash(spec, config_hash)
@@ -114,6 +121,8 @@ def compute(
     stalled: Failure | None = None
     if rollout is not None:
         progressing, stalled = _rollout_progress(rollout, spec, progressing, cond)
+    if canary is not None and stalled is None:
+        progressing = _canary_progress(canary, progressing, cond)
 
     need = min_available(spec)
     available = cond(
@@ -127,7 +136,13 @@ def compute(
     else:
         replica_failure = cond(REPLICA_FAILURE, False, "NoFailures", "all creates and deletes succeeded")
 
-    pending = (progressing["reason"], progressing["message"]) if progressing["status"] == "True" else None
+    # A paused rollout with old pods is not done either: Reconciling, never Ready (as kstatus
+    # judges a paused Deployment mid-rollout: InProgress).
+    pending = (
+        (progressing["reason"], progressing["message"])
+        if progressing["status"] in ("True", "Unknown")
+        else None
+    )
     readiness = conditions.readiness(
         stalled=failure if failure and conditions.needs_a_human(failure[0]) else stalled,
         reconciling=failure or pending,
@@ -137,6 +152,8 @@ def compute(
     )
     previous = (current or {}).get("conditions")
     fields = rollout.status_fields() if rollout is not None else {}
+    # None removes it (the status writer drops nulls from the status it writes whole).
+    fields["canary"] = _canary_field(canary, analysis)
     return {
         **fields,
         "replicas": len(active),
@@ -151,7 +168,7 @@ def compute(
             available,
             progressing,
             replica_failure,
-            degraded([], generation=generation, now=now),
+            _degraded(rollout, generation, now),
             *readiness,
         ),
     }
@@ -171,8 +188,12 @@ def _rollout_progress(
         return cond(conditions.PROGRESSING, False, DEADLINE_EXCEEDED, message), Failure(
             DEADLINE_EXCEEDED, message
         )
+    if rollout.manual and rollout.rollback is not None:
+        return _fast_rollback_progress(rollout, revision, progressing, cond), None
     if rollout.rollback is not None:
         given_up = f"the spec's template ({rollout.rollback['fromHash']}) missed its progress deadline"
+        if "analysis" in rollout.rollback:
+            given_up = f"the spec's template ({rollout.rollback['fromHash']}) failed its canary analysis"
         target = f"revision {rollout.rollback['toRevision']}'s template ({rollout.hash}, now {revision})"
         if progressing["status"] == "True":
             message = f"{given_up}: rolling back to {target}; {progressing['message']}"
@@ -183,6 +204,62 @@ def _rollout_progress(
         message = f"spec.rollout.paused: {progressing['message']}, none replaced until resumed"
         return cond(conditions.PROGRESSING, "Unknown", "RolloutPaused", message), None
     return progressing, None
+
+
+def _degraded(rollout: Rollout | None, generation: int, now: datetime.datetime) -> conditions.Condition:
+    """``Degraded``: False, or True with the figures while a failed canary analysis holds it back."""
+    figures = ((rollout.rollback or {}).get("analysis") if rollout is not None else None) or None
+    if figures is None:
+        return degraded([], generation=generation, now=now)
+    return conditions.make(
+        "Degraded", True, "CanaryAnalysisFailed", str(figures), generation=generation, now=now
+    )
+
+
+def _fast_rollback_progress(
+    rollout: Rollout,
+    revision: str,
+    progressing: conditions.Condition,
+    cond: Callable[..., conditions.Condition],
+) -> conditions.Condition:
+    """``Progressing`` of a fast rollback (``spec.rollout.rollbackTo``): never stalled, a human asked."""
+    rollback = rollout.rollback or {}
+    target = (
+        f"spec.rollout.rollbackTo: revision {rollback.get('toRevision')}'s template "
+        f"({rollout.hash}, now {revision})"
+    )
+    if progressing["status"] == "True":
+        message = f"{target}, every pod at once; {progressing['message']}"
+        return cond(conditions.PROGRESSING, True, "FastRollback", message)
+    message = f"{target} runs on every pod; clear rollbackTo to roll the spec's template out"
+    return cond(conditions.PROGRESSING, False, "RollbackComplete", message)
+
+
+def _canary_field(canary: CanaryState | None, analysis: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``status.canary``: the step and split, and the analysis' figures when it runs."""
+    if canary is None:
+        return None
+    field = canary.status_field()
+    if analysis is not None:
+        field["analysis"] = dict(analysis)
+    return field
+
+
+def _canary_progress(
+    canary: CanaryState, progressing: conditions.Condition, cond: Callable[..., conditions.Condition]
+) -> conditions.Condition:
+    """``Progressing`` during a canary: the step, its weight and split; a pause step holding."""
+    where = (
+        f"canary revision {canary.revision} step {canary.step}/{canary.steps} at weight {canary.weight}%: "
+        f"{canary.canary_pods} canary, {canary.stable_pods} stable pods (revision {canary.stable_revision})"
+    )
+    if canary.promoted or progressing["reason"] == "RolloutPaused":
+        return progressing  # every pod to the canary now: the rolling update's own words
+    if canary.analyzing:
+        return cond(conditions.PROGRESSING, True, "CanaryAnalysis", f"{where}; the analysis runs")
+    if canary.waiting is not None:
+        return cond(conditions.PROGRESSING, "Unknown", "CanaryPaused", f"{where}; {canary.waiting}")
+    return cond(conditions.PROGRESSING, True, "CanaryStep", f"{where}; {progressing['message']}")
 
 
 def invalid(

@@ -531,6 +531,178 @@ def test_a_bad_image_rolls_back_by_itself_while_the_service_keeps_answering(inst
     print(f"bad rollout to rollback done: {took:.1f}s (deadline 20s), {traffic.ok['web']} requests, 0 failed")
 
 
+BROKEN_NGINX = """worker_processes 1;
+pid /tmp/nginx.pid;
+error_log stderr;
+events { worker_connections 512; }
+http {
+    access_log off;
+    client_body_temp_path /tmp/nginx-client-body;
+    proxy_temp_path /tmp/nginx-proxy;
+    fastcgi_temp_path /tmp/nginx-fastcgi;
+    uwsgi_temp_path /tmp/nginx-uwsgi;
+    scgi_temp_path /tmp/nginx-scgi;
+    server {
+        listen 8080 default_server;
+        location = /healthz { return 200 "ok\\n"; }
+        location / { default_type text/html; return 500 "<title>$hostname</title>broken\\n"; }
+    }
+}
+"""
+
+
+def revision_of(installed: Install, ip: str) -> tuple[int, str]:
+    """One request through the Service (a new connection): its status and the answering pod's
+    template hash (the page names the pod: web-<hash>-<slot>); status 0 and the error when it
+    was not answered."""
+    try:
+        with DIRECT.open(f"http://{ip}/", timeout=5) as resp:
+            status, body = resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read().decode(errors="replace")
+    except OSError as exc:  # refused, reset, timed out: a failed request, kept as one
+        return 0, repr(exc)
+    title = body.split("<title>", 1)[-1].split("</title>", 1)[0]
+    return status, title.rsplit("-", 2)[-2] if title.count("-") >= 2 else ""
+
+
+def test_canary_by_pod_ratio_judged_by_the_operator_then_aborted_and_fast_rolled_back(installed, ns):
+    """#43's proof on the real node. A canary at 25 % of 4 pods (1 pod) with the operator's own
+    HTTP analysis: through the Service, the share of requests answered by the canary is within
+    7.5 points of 25 % over 400 new connections (3.5 standard deviations of a binomial 400 x
+    0.25); the good canary is promoted; a canary answering 500 is aborted by the analysis and
+    no request answered by a stable pod fails; a fast rollback moves every request to the
+    revision asked for. Prints the times (docs/benchmarks.md)."""
+    installed.core.create_namespaced_config_map(
+        ns, {"metadata": {"name": "broken"}, "data": {"nginx.conf": BROKEN_NGINX}}
+    )
+    ws = webserver(installed, "web", 4)
+    ws["spec"]["readinessPath"] = "/healthz"
+    ws["spec"]["rollout"] = {
+        "strategy": "Canary",
+        "canary": {
+            "steps": [{"weight": 25}, {"pause": {}}],
+            "analysis": {"intervalSeconds": 1, "timeoutSeconds": 1, "samples": 10, "minSuccessPercent": 99},
+        },
+    }
+    co = installed.co
+
+    def patch(spec: dict[str, Any]) -> None:
+        co.patch_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", "web", {"spec": spec})
+
+    co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", ns, "webservers", ws)
+    wait_for(lambda: exactly_ready(installed, ns, "web", 4), 180, "4 WebServer pods Ready")
+    wait_for(lambda: installed.core.read_namespaced_service("web", ns), 60, "the WebServer's Service")
+    ip = cluster_ips(installed, ns, ("web",))["web"]
+    wait_for(
+        lambda: all(revision_of(installed, ip)[0] == 200 for _ in range(10)), 120, "the Service answering"
+    )
+    v1 = ws_status(installed, ns, "web")["history"][0]["templateHash"]
+
+    # A good canary (an env change), held at 25 % by the pause after its analysis passed.
+    started = datetime.datetime.now(datetime.UTC)
+    patch({"env": [{"name": "RELEASE", "value": "2"}]})
+
+    def held() -> dict[str, Any] | None:
+        st = ws_status(installed, ns, "web")
+        return st if (st.get("canary") or {}).get("step") == 1 else None
+
+    st = wait_for(held, 240, "the canary past its analysis, paused at step 1")
+    to_pause = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    v2 = st["canary"]["canaryHash"]
+    assert st["canary"]["stableHash"] == v1 and (st["canary"]["canaryPods"], st["canary"]["stablePods"]) == (
+        1,
+        3,
+    )
+    wait_for(lambda: exactly_ready(installed, ns, "web", 4), 120, "1 canary and 3 stable pods Ready")
+    answers = [revision_of(installed, ip) for _ in range(400)]
+    assert all(status == 200 for status, _ in answers)
+    share = sum(h == v2 for _, h in answers) / len(answers)
+    assert {h for _, h in answers} == {v1, v2}
+    assert abs(share - 0.25) <= 0.075, share
+
+    revision = st["canary"]["revision"]
+    started = datetime.datetime.now(datetime.UTC)
+    patch({"rollout": {"canary": {"resume": {"revision": revision, "step": 1}}}})
+
+    def promoted() -> dict[str, Any] | None:
+        st = ws_status(installed, ns, "web")
+        hashes = {p.metadata.labels["demo.k8s.io/template-hash"] for p in ready_pods(installed, ns, "web")}
+        done = st.get("lastRolloutOutcome") == "Available" and st.get("revision") == revision
+        return st if done and hashes == {v2} and exactly_ready(installed, ns, "web", 4) else None
+
+    wait_for(promoted, 240, "the canary promoted: every pod revision 2")
+    to_promoted = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+
+    # A canary answering 500 on / (ready all the same: /healthz answers): the analysis aborts it.
+    started = datetime.datetime.now(datetime.UTC)
+    patch(
+        {
+            "volumes": [{"name": "conf", "configMap": {"name": "broken"}, "mountPath": "/etc/web"}],
+            "args": ["nginx", "-e", "stderr", "-g", "daemon off;", "-c", "/etc/web/nginx.conf"],
+        }
+    )
+    seen: list[tuple[int, str]] = []
+
+    def aborted() -> dict[str, Any] | None:
+        seen.extend(revision_of(installed, ip) for _ in range(5))
+        st = ws_status(installed, ns, "web")
+        degraded = next((c for c in st.get("conditions", ()) if c["type"] == "Degraded"), {})
+        hashes = {p.metadata.labels["demo.k8s.io/template-hash"] for p in web_pods(installed, ns, "web")}
+        done = degraded.get("reason") == "CanaryAnalysisFailed" and hashes == {v2}
+        return st if done else None
+
+    st = wait_for(aborted, 240, "the bad canary aborted, only revision 2's pods left")
+    to_aborted = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    assert "success" in st["rollback"]["analysis"] and st["rollback"]["toRevision"] == revision
+    assert all(status == 200 for status, h in seen if h == v2), seen  # no stable answer failed
+    assert not [h for status, h in seen if status == 0]  # every request answered
+    assert all(h == v2 or status == 500 for status, h in seen)
+    bad = len([1 for status, _ in seen if status != 200])
+    events = installed.core.list_namespaced_event(
+        ns, field_selector="involvedObject.name=web,reason=CanaryAborted"
+    )
+    assert [e.type for e in events.items] == ["Warning"]
+
+    # Fast rollback to revision 1: from the field change to every request answered by it.
+    started = datetime.datetime.now(datetime.UTC)
+    patch({"rollout": {"rollbackTo": {"revision": 1}}})
+
+    def all_on_v1() -> bool:
+        return exactly_ready(installed, ns, "web", 4) and all(
+            revision_of(installed, ip) == (200, v1) for _ in range(40)
+        )
+
+    wait_for(all_on_v1, 240, "every request answered by revision 1")
+    to_fast = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+
+    # Against it, a rolling rollback by hand: the spec put back to revision 2's template, as a
+    # RollingUpdate (maxSurge 1, maxUnavailable 1 of 4), timed the same way.
+    started = datetime.datetime.now(datetime.UTC)
+    patch(
+        {
+            "volumes": None,
+            "args": None,
+            "rollout": {"strategy": "RollingUpdate", "canary": None, "rollbackTo": None},
+        }
+    )
+
+    def all_on_v2() -> bool:
+        return exactly_ready(installed, ns, "web", 4) and all(
+            revision_of(installed, ip) == (200, v2) for _ in range(40)
+        )
+
+    wait_for(all_on_v2, 240, "every request answered by revision 2")
+    to_rolling = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    print(
+        f"canary 25 % of 4: {share:.3f} of 400 requests; good canary to its pause {to_pause:.1f}s, "
+        f"resume to promoted {to_promoted:.1f}s; bad canary to aborted {to_aborted:.1f}s "
+        f"({bad} of {len(seen)} requests answered 500 by the canary, 0 by stable); "
+        f"fast rollback to all traffic on revision 1 {to_fast:.1f}s; "
+        f"rolling rollback by hand to all traffic on revision 2 {to_rolling:.1f}s"
+    )
+
+
 def test_tdset_deployment_pods_run_and_flip_at_a_boundary(installed, baseline_ns):
     """A TDSet's pods really run; a window set to open at the next whole minute scales them then.
 

@@ -63,7 +63,11 @@ def test_no_progress_past_the_deadline_rolls_back_to_exactly_the_last_available_
     state, st = track(BAD, st, stuck, 71)
     assert state.rolled_back is not None and "rolling back to revision 1" in state.rolled_back
     assert state.hash == good and state.template == desired.template(GOOD)
-    assert st["rollback"] == {"fromHash": bad, "toRevision": 1}
+    assert st["rollback"] == {
+        "fromHash": bad,
+        "fromSpecHash": rollout.spec_hash_of(desired.template(BAD)),
+        "toRevision": 1,
+    }
     assert [(e["revision"], e["outcome"]) for e in st["history"]] == [
         (1, "Available"),
         (2, "RolledBack"),
@@ -105,7 +109,7 @@ def test_a_fix_during_the_wait_or_the_rollback_is_a_new_revision_and_ends_the_ro
 
     _, st = track(BAD, st, pods(good, 2), 40)
     _, st = track(BAD, st, pods(good, 2), 101)  # rolled back to revision 1 (as revision 5)
-    assert st["rollback"] == {"fromHash": desired.template_hash(BAD), "toRevision": 1}
+    assert st["rollback"]["fromHash"] == desired.template_hash(BAD) and st["rollback"]["toRevision"] == 1
     state, st = track(fixed, st, pods(good, 2), 110)
     assert st["rollback"] is None and state.hash == desired.template_hash(fixed) and state.revision == 6
 
@@ -195,3 +199,33 @@ def test_an_unset_deadline_leaves_room_for_min_ready_seconds():
         rollout.progress_deadline({"replicas": 1, "minReadySeconds": 900, "progressDeadlineSeconds": 901})
         == 901
     )
+
+
+def test_a_configmap_edit_during_an_automatic_rollback_keeps_it():
+    # The bad image, with the referenced ConfigMaps' content c1, was rolled back; editing a
+    # ConfigMap (c2) leaves the spec's image as bad as it was: the rollback stays.
+    good, bad = desired.template_hash(GOOD, "c1"), desired.template_hash(BAD, "c1")
+    _, st = track(GOOD, None, [], 0, "c1")
+    _, st = track(GOOD, st, pods(good, 2), 5, "c1")
+    _, st = track(BAD, st, pods(good, 2), 10, "c1")
+    state, st = track(BAD, st, pods(good, 2), 71, "c1")
+    assert state.rolled_back is not None and state.hash == good
+    state, st = track(BAD, st, pods(good, 2), 80, "c2")
+    assert st["rollback"] is not None and st["rollback"]["fromHash"] == bad
+    assert state.hash == good and state.template == desired.template(GOOD, "c1")
+    assert (state.revision, state.outcome, state.rolled_back) == (3, "Available", None)
+    # A change of the spec's template itself still ends it.
+    fixed = {**GOOD, "image": "nginx:2"}
+    state, st = track(fixed, st, pods(good, 2), 90, "c2")
+    assert st["rollback"] is None and state.hash == desired.template_hash(fixed, "c2")
+
+
+def test_a_rollback_recorded_before_spec_hashes_still_ends_on_a_spec_change_only():
+    # A status written before the rollback kept the spec's hash without ConfigMap content.
+    good = desired.template_hash(GOOD)
+    st = available_good()
+    _, st = track(BAD, st, pods(good, 2), 10)
+    _, st = track(BAD, st, pods(good, 2), 71)
+    st = {**st, "rollback": {"fromHash": desired.template_hash(BAD), "toRevision": 1}}
+    state, st = track(BAD, st, pods(good, 2), 80)
+    assert st["rollback"] is not None and state.hash == good

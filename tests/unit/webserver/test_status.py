@@ -138,3 +138,36 @@ def test_invalid_spec_stalls_and_a_fixed_one_clears_it():
     fixed = compute(observed=pods(3), current=bad)
     assert readiness(fixed)["Stalled"] == ("False", "ReplicasReady")
     assert readiness(fixed)["Ready"] == ("True", "ReplicasReady")
+
+
+def test_a_paused_rollout_with_old_pods_is_not_ready_and_kstatus_agrees():
+    from operators.webserver import rollout
+    from tests.framework import kstatus
+
+    spec = {**SPEC, "rollout": {"paused": True}}
+    current = rollout.track(spec, desired.template(spec), None, pods(3, thash="old"), NOW)
+    st = status.compute(
+        name="web",
+        spec=spec,
+        generation=4,
+        pods=pods(3, thash="old"),
+        plan=Plan(),
+        failure=None,
+        current=None,
+        now=NOW,
+        rollout=current,
+    )
+    assert by_type(st)["Progressing"]["reason"] == "RolloutPaused"
+    assert readiness(st) == {
+        "Reconciling": ("True", "RolloutPaused"),
+        "Stalled": ("False", "RolloutPaused"),
+        "Ready": ("False", "RolloutPaused"),
+    }
+    obj = {
+        "apiVersion": "example.k8s.io/v1",
+        "kind": "WebServer",
+        "metadata": {"name": "web", "namespace": "default", "generation": 4},
+        "spec": spec,
+        "status": st,
+    }
+    assert kstatus.status_of(obj) == "InProgress"
