@@ -58,6 +58,9 @@ TOOLS: dict[str, dict[str, str]] = {
     "grpc-health-probe": {"grpc_health_probe": "github.com/grpc-ecosystem/grpc-health-probe"},
     "kstatus": {"kstatus": "."},  # main.go in the wrapper module itself
     "robfigcron": {"robfigcron": "."},
+    "syft": {"syft": "github.com/anchore/syft/cmd/syft"},
+    "cosign": {"cosign": "github.com/sigstore/cosign/v2/cmd/cosign"},
+    "preflight": {"preflight": "github.com/redhat-openshift-ecosystem/openshift-preflight/cmd/preflight"},
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.
