@@ -697,6 +697,11 @@ BASE_IMAGE = "debian:bookworm-slim"
 # bookworm's python3/python3-venv (unchanged since its release); the interpreter they depend on,
 # python3.11, follows bookworm-security.
 PYTHON3_VERSION = "3.11.2-1+b1"
+# The labels preflight's HasRequiredLabels asks of every image (name, vendor, version, release,
+# summary, description, maintainer); release counts rebuilds of one version.
+VENDOR = "k8s-operators-py"
+MAINTAINER = "k8s-operators-py maintainers (https://github.com/k8s-operators-py/k8s-operators-py)"
+RELEASE = "1"
 OPERATOR_UID = 65532
 OPERATOR_USER = "nonroot"  # distroless's name for 65532 (Debian has a group "operator", GID 37)
 
@@ -740,6 +745,7 @@ ENV PATH=/venv/bin:$PATH \\
     PYTHONDONTWRITEBYTECODE=1 \\
     PYTHONUNBUFFERED=1
 COPY --from=build /venv /venv
+COPY LICENSE /licenses/LICENSE
 USER {OPERATOR_UID}:{OPERATOR_UID}
 WORKDIR /home/{OPERATOR_USER}
 EXPOSE {DEFAULT_METRICS_PORT} {DEFAULT_PROBE_PORT}
@@ -748,7 +754,14 @@ LABEL org.opencontainers.image.title="{op.deployment}" \\
       org.opencontainers.image.description="{op.summary}" \\
       org.opencontainers.image.source="https://github.com/k8s-operators-py/k8s-operators-py" \\
       org.opencontainers.image.version="{version}" \\
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \\
+      name="{op.deployment}" \\
+      vendor="{VENDOR}" \\
+      version="{version}" \\
+      release="{RELEASE}" \\
+      summary="The {op.display} operator" \\
+      description="{op.summary}" \\
+      maintainer="{MAINTAINER}"
 ENTRYPOINT ["python", "-m", "operators.{op.name}"]
 """
 
