@@ -83,8 +83,17 @@ catalog: gotools ## Render the file-based catalog with opm (offline) and validat
 validate: gotools ## operator-sdk bundle validate (operatorframework suite) and opm validate
 	$(BIN)/python -m tools.check.olm_validate
 
+.PHONY: preflight
+preflight: venv ## openshift-preflight's offline checks: the CSV's, and every built image's (make images first)
+	$(BIN)/python -m tools.check.preflight operator
+	$(BIN)/python -m tools.check.preflight container
+
+.PHONY: signing-key
+signing-key: venv ## Make (or reuse) this machine's cosign key pair (~/.cache/k8s-operators-py/signing), print cosign.pub
+	$(BIN)/python -m localcluster.signing key
+
 .PHONY: images
-images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
+images: venv ## Build every image and its SPDX SBOM (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
 	$(BIN)/python -m localcluster.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
 
 # The end-to-end and OLM suites and `make run`'s real node need root; without it there is
