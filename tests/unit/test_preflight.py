@@ -188,3 +188,23 @@ def test_whiteouts_remove_files_of_lower_layers():
         member.size = 10 if name == "licenses/LICENSE" else 0
         preflight._apply(files, member)
     assert files == {"licenses": -1}
+
+
+@pytest.mark.parametrize(
+    ("text", "violates"),
+    [
+        ("Red Hat", True),
+        ("redhat-operator", True),
+        ("acme for Red Hat OpenShift", False),
+        ("acme, for Red Hat, by Red Hat", True),
+        ("k8s-operators-py", False),
+        ("shredhat", True),
+    ],
+)
+def test_red_hat_trademark_rule_is_preflights(text, violates):
+    assert preflight.violates_red_hat_trademark(text) is violates
+
+
+def test_a_container_named_after_red_hat_is_prohibited(tmp_path):
+    path = archive(tmp_path, "registry.example/redhat-thing:1.0")
+    assert container_verdicts(path)["HasProhibitedContainerName"] is False

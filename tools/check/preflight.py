@@ -264,9 +264,25 @@ def has_required_label(image: Image) -> tuple[bool, str]:
     )
 
 
+def violates_red_hat_trademark(text: str) -> bool:
+    """Preflight's rule: "Red Hat" may only appear as "for Red Hat", never leading."""
+    lower = text.lower()
+    starting = re.match(r"^[^a-z0-9]*red[^a-z0-9]*hat", lower) is not None
+    count = len(re.findall(r"red[^a-z0-9]*hat", lower))
+    count -= starting
+    count -= re.search(r"for[^a-z0-9]*red[^a-z0-9]*hat", lower) is not None
+    return starting or count > 0
+
+
 def has_no_prohibited_labels(image: Image) -> tuple[bool, str]:
-    bad = [label for label in TRADEMARK_LABELS if "red hat" in image.labels.get(label, "").lower()]
+    bad = [label for label in TRADEMARK_LABELS if violates_red_hat_trademark(image.labels.get(label, ""))]
     return not bad, f"labels naming Red Hat: {bad}" if bad else "no label names Red Hat"
+
+
+def has_prohibited_container_name(image: Image) -> tuple[bool, str]:
+    name = image.ref.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    bad = violates_red_hat_trademark(name)
+    return not bad, f"the name {name!r} uses Red Hat's trademark" if bad else f"name {name}"
 
 
 def run_as_non_root(image: Image) -> tuple[bool, str]:
@@ -283,6 +299,7 @@ CONTAINER_CHECKS: dict[str, Callable[[Image], tuple[bool, str]]] = {
     "HasRequiredLabel": has_required_label,
     "HasNoProhibitedLabels": has_no_prohibited_labels,
     "RunAsNonRoot": run_as_non_root,
+    "HasProhibitedContainerName": has_prohibited_container_name,
 }
 
 
