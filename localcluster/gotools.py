@@ -2,7 +2,7 @@
 
     python -m localcluster.gotools                 build opm and operator-sdk, print their paths
     python -m localcluster.gotools olm grpc-health-probe
-    python -m localcluster.gotools kstatus robfigcron
+    python -m localcluster.gotools kstatus robfigcron registry
     python -m localcluster.gotools --which opm     print only that path
 
 ``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
@@ -13,7 +13,9 @@ our own small command (``localcluster/go/kstatus/main.go``) around ``sigs.k8s.io
 kstatus, the readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our
 status conditions run it (``make kstatus``). ``robfigcron`` (``localcluster/go/robfigcron/main.go``)
 prints the next run times Kubernetes CronJob's own schedule parser (``github.com/robfig/cron/v3``)
-computes; the differential test of our cron module compares with it (``make robfigcron``).
+computes; the differential test of our cron module compares with it (``make robfigcron``). ``registry``
+is the CNCF distribution registry (``cmd/registry``) :mod:`localcluster.registry` runs (``make
+registry``).
 
 They are built here, next to the local cluster, because the cluster runs some of them: OLM
 (:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
@@ -61,6 +63,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "syft": {"syft": "github.com/anchore/syft/cmd/syft"},
     "cosign": {"cosign": "github.com/sigstore/cosign/v2/cmd/cosign"},
     "preflight": {"preflight": "github.com/redhat-openshift-ecosystem/openshift-preflight/cmd/preflight"},
+    "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.
