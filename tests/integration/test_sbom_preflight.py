@@ -48,6 +48,7 @@ BUILDAH = pytest.mark.skipif(
 
 def test_syft_names_the_debian_and_python_packages_of_an_image(tmp_path):
     files = {
+        "/etc/os-release": ImageFile(b'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n'),
         "/var/lib/dpkg/status": ImageFile(DPKG_STATUS),
         "/venv/lib/python3.11/site-packages/kopf-1.38.0.dist-info/METADATA": ImageFile(KOPF_METADATA),
         "/venv/lib/python3.11/site-packages/kopf-1.38.0.dist-info/RECORD": ImageFile(b""),
@@ -81,7 +82,7 @@ def test_each_image_has_an_sbom_naming_its_packages(built, name):
     assert DEBIAN_PACKAGE[name] in debian, sorted(debian)
     assert {"base-files", "dpkg", "libc6"} <= debian
     if name in OPERATORS:
-        assert {"kopf", "aiohttp", "k8s-operators-py"} <= python, sorted(python)
+        assert {"kopf", "aiohttp", "k8s-operators"} <= python, sorted(python)
     assert f"{images.BY_NAME[name].ref()}" in path.read_text()
 
 
