@@ -4,7 +4,11 @@ operators run what RELATED_IMAGE_* names; OpenShift's feature annotations all pr
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import re
+import tarfile
 
 import pytest
 import yaml
@@ -140,3 +144,48 @@ def test_every_required_feature_annotation_is_true_or_false():
     )
     for name in required:
         assert annotations[f"features.operators.openshift.io/{name}"] in ("true", "false"), name
+
+
+def test_the_csv_arch_labels_are_the_architectures_given():
+    labels = bundle.csv(VERSION, REGISTRY, arches=["arm64", "amd64"])["metadata"]["labels"]
+    assert {k for k in labels if k.startswith("operatorframework.io/arch.")} == {
+        "operatorframework.io/arch.amd64",
+        "operatorframework.io/arch.arm64",
+    }
+    assert (
+        bundle.csv(VERSION, REGISTRY)["metadata"]["labels"]["operatorframework.io/arch.amd64"] == "supported"
+    )
+
+
+def test_architectures_come_from_the_image_config_or_the_index_platforms(tmp_path):
+    from localcluster import ociimage
+    from tools.generate import release
+
+    layer = ociimage.layer_tar({"/a": ociimage.ImageFile(b"a")})
+    single = ociimage.write_archive(tmp_path / "one.tar", "ghcr.io/x/y:1", layer)
+    assert release.architectures(single) == {ociimage.oci_arch()}
+
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": ociimage.MEDIA_MANIFEST,
+                    "digest": "sha256:" + "1" * 64,
+                    "size": 1,
+                    "platform": p,
+                }
+                for p in ({"architecture": "amd64", "os": "linux"}, {"architecture": "arm64", "os": "linux"})
+            ],
+        }
+    ).encode()
+    digest = "sha256:" + hashlib.sha256(index).hexdigest()
+    top = json.dumps({"schemaVersion": 2, "manifests": [{"digest": digest, "size": len(index)}]}).encode()
+    listed = tmp_path / "list.tar"
+    with tarfile.open(listed, "w") as tar:
+        for name, data in (("index.json", top), ("blobs/sha256/" + digest.split(":")[1], index)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert release.architectures(listed) == {"amd64", "arm64"}

@@ -467,6 +467,9 @@ def alm_examples() -> list[dict[str, Any]]:
     return [yaml.safe_load((REPO / op.example).read_text()) for op in descriptions()]
 
 
+# The architectures the committed CSV claims: what `make images` builds here (linux/amd64 only,
+# docs/development/images.md says why). A pinned release reads them from the images it built.
+DEFAULT_ARCHES = ("amd64",)
 # The capability level the CSV claims: the highest level whose criteria, and every lower
 # level's, are met; docs/operations/capabilities.md maps each criterion to its evidence (a unit
 # test keeps the two in step).
@@ -491,7 +494,9 @@ FEATURES = {
 }
 
 
-def csv(version: str, registry: str, digests: Digests | None = None) -> dict[str, Any]:
+def csv(
+    version: str, registry: str, digests: Digests | None = None, arches: Sequence[str] = DEFAULT_ARCHES
+) -> dict[str, Any]:
     name = f"{PACKAGE}.v{version}"
     ops = descriptions()
     related = [
@@ -524,7 +529,7 @@ def csv(version: str, registry: str, digests: Digests | None = None) -> dict[str
                 },
             },
             "labels": {
-                "operatorframework.io/arch.amd64": "supported",
+                **{f"operatorframework.io/arch.{arch}": "supported" for arch in sorted(arches)},
                 "operatorframework.io/os.linux": "supported",
             },
         },
@@ -824,12 +829,16 @@ def render(
     registry: str,
     monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES,
     digests: Digests | None = None,
+    arches: Sequence[str] = DEFAULT_ARCHES,
 ) -> dict[Path, str]:
-    """Every generated file; with ``digests`` every image of this release is named by digest."""
+    """Every generated file; with ``digests`` every image of this release is named by digest,
+    ``arches`` the architectures the CSV says its images support."""
     ops = descriptions()
     files: dict[Path, str] = manifests_render()
     manifests = BUNDLE / "manifests"
-    files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = _yaml(csv(version, registry, digests))
+    files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = _yaml(
+        csv(version, registry, digests, arches)
+    )
     for op in ops:
         files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = _yaml(metrics_service(op))
         files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = _yaml(
@@ -875,7 +884,13 @@ def render(
     return files
 
 
-def render_into(root: Path, version: str, registry: str, digests: Digests | None = None) -> Path:
+def render_into(
+    root: Path,
+    version: str,
+    registry: str,
+    digests: Digests | None = None,
+    arches: Sequence[str] = DEFAULT_ARCHES,
+) -> Path:
     """Write the bundle and the operator Dockerfiles of ``version`` under ``root`` (not the repo).
 
     ``root/bundle`` is then a bundle build context and ``root/images/<op>-operator/Dockerfile``
@@ -883,7 +898,7 @@ def render_into(root: Path, version: str, registry: str, digests: Digests | None
     plain install. For a release pinned by digest (``digests``) or one being tried (the OLM
     upgrade test) without touching the committed files. Returns ``root/bundle``.
     """
-    for path, text in render(version, registry, digests=digests).items():
+    for path, text in render(version, registry, digests=digests, arches=arches).items():
         for under in (BUNDLE, REPO / "images", REPO / "deploy"):
             if path.is_relative_to(under):
                 target = root / path.relative_to(REPO)

@@ -26,8 +26,10 @@ import argparse
 import json
 import shutil
 import sys
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import shared
 from localcluster import images as image_tools
@@ -46,6 +48,7 @@ class Release:
     root: Path
     archives: dict[str, Path] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
+    arches: list[str] = field(default_factory=list)  # supported by every image, from their configs
 
     @property
     def bundle_dir(self) -> Path:
@@ -53,6 +56,27 @@ class Release:
 
     def pinned(self, ref: str) -> str:
         return bundle.pinned(ref, self.digests)
+
+
+def architectures(archive: Path) -> set[str]:
+    """The architectures an OCI archive's image runs on: its config's, or for an image index
+    (a manifest list) each manifest's platform."""
+    with tarfile.open(archive) as tar:
+
+        def blob(digest: str) -> dict[str, Any]:
+            member = tar.extractfile("blobs/" + digest.replace(":", "/", 1))
+            if member is None:
+                raise ValueError(f"{archive}: blob {digest} missing")
+            return dict(json.load(member))
+
+        index = tar.extractfile("index.json")
+        if index is None:
+            raise ValueError(f"{archive}: no index.json")
+        (top,) = json.load(index)["manifests"]
+        doc = blob(top["digest"])
+        if "manifests" in doc:  # an index: one entry per platform
+            return {m["platform"]["architecture"] for m in doc["manifests"] if "platform" in m}
+        return {str(blob(doc["config"]["digest"])["architecture"])}
 
 
 def default_root(version: str) -> Path:
@@ -95,7 +119,10 @@ def build(
     release.archives.update(image_tools.ensure_images(specs, version=version, registry=registry))
     release.digests.update({ref: archive_digest(a) for ref, a in release.archives.items()})
 
-    bundle.render_into(root, version, registry, release.digests)
+    release.arches = sorted(set.intersection(*(architectures(a) for a in release.archives.values())))
+    if not release.arches:
+        raise RuntimeError(f"the images of {version} share no architecture: {release.archives}")
+    bundle.render_into(root, version, registry, release.digests, release.arches)
     bundle_spec = image_tools.ImageSpec(
         f"{bundle.PACKAGE}-bundle",
         release.bundle_dir / "bundle.Dockerfile",
@@ -139,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     release = build(args.version, args.registry, args.out)
     for ref, digest in sorted(release.digests.items()):
         print(f"{ref}  {digest}")
+    print(f"architectures (CSV labels): {', '.join(release.arches)}")
     print(f"pinned bundle, install.yaml and catalog in {release.root}")
     return 0
 
