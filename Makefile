@@ -120,6 +120,7 @@ lint: venv ## ruff, import contracts, mypy, hadolint, generated files (CRDs, bun
 	$(BIN)/python -m tools.generate.bundle --check
 	$(BIN)/python -m tools.generate.docs --check
 	$(BIN)/python -m tools.check.crd_compat
+	$(BIN)/python -m tools.check.preflight operator
 	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
 	$(MKDOCS) build --strict --quiet
 

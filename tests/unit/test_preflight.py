@@ -208,3 +208,21 @@ def test_red_hat_trademark_rule_is_preflights(text, violates):
 def test_a_container_named_after_red_hat_is_prohibited(tmp_path):
     path = archive(tmp_path, "registry.example/redhat-thing:1.0")
     assert container_verdicts(path)["HasProhibitedContainerName"] is False
+
+
+def test_the_restricted_network_check_is_optional_as_in_preflight():
+    results = {
+        r.check: r for r in preflight.operator_checks(csv(**{**ALL_FEATURES, "disconnected": "false"}))
+    }
+    assert not results["FollowsRestrictedNetworkEnablementGuidelines"].passed
+    assert not results["FollowsRestrictedNetworkEnablementGuidelines"].enforced
+    assert all(
+        r.enforced for name, r in results.items() if name != "FollowsRestrictedNetworkEnablementGuidelines"
+    )
+
+
+def test_the_committed_bundle_passes_every_enforced_operator_check():
+    failed = [
+        r.line() for r in preflight.operator_checks(preflight.load_csv()) if r.enforced and not r.passed
+    ]
+    assert not failed, failed
