@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from localcluster import signing
 
 SCOPE = "127.0.0.1:25001/ghcr.io/k8s-operators-py"
-scopes = st.lists(st.from_regex(r"[a-z0-9.-]{1,20}(:[0-9]{1,5})?(/[a-z0-9-]{1,10}){0,3}", fullmatch=True), min_size=1)
+scopes = st.lists(
+    st.from_regex(r"[a-z0-9.-]{1,20}(:[0-9]{1,5})?(/[a-z0-9-]{1,10}){0,3}", fullmatch=True), min_size=1
+)
 
 
 @given(scopes)
@@ -41,7 +43,9 @@ def test_policy_files_are_written_with_the_key_beside_them(tmp_path):
     policy = json.loads(files["policy.json"].read_text())
     assert policy["transports"]["docker"][SCOPE][0]["keyPath"] == str(files["cosign.pub"])
     assert files["cosign.pub"].read_text() == key.read_text()
-    assert yaml.safe_load(files["registries.d"].read_text())["docker"][SCOPE] == {"use-sigstore-attachments": True}
+    assert yaml.safe_load(files["registries.d"].read_text())["docker"][SCOPE] == {
+        "use-sigstore-attachments": True
+    }
 
 
 def test_the_configmap_names_the_key_where_a_container_mounts_it(tmp_path):
