@@ -64,6 +64,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "cosign": {"cosign": "github.com/sigstore/cosign/v2/cmd/cosign"},
     "preflight": {"preflight": "github.com/redhat-openshift-ecosystem/openshift-preflight/cmd/preflight"},
     "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+    "imagecopy": {"imagecopy": "."},  # main.go: containers/image's copy under a signature policy
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.

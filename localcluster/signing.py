@@ -139,6 +139,28 @@ def verify_attestation(ref: str, *, public_key: Path, ca_file: Path | None = Non
     return [json.loads(base64.b64decode(e["payload"])) for e in envelopes]
 
 
+def copy_under_policy(
+    ref: str, dest: Path, policy_dir: Path, *, cert_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Pull ``ref`` into the OCI layout ``dest`` with containers/image under ``policy_dir``'s policy.
+
+    ``imagecopy`` (``localcluster/go/imagecopy``) is containers/image's ``copy.Image``, the pull
+    path catalogd takes; Debian's skopeo cannot be used, it is built without sigstore. A refused
+    image exits non-zero with ``Source image rejected: …`` on stderr.
+    """
+    cmd = [
+        str(gotools.ensure("imagecopy")),
+        "--policy",
+        str(policy_dir / "policy.json"),
+        "--registries.d",
+        str(policy_dir / "registries.d"),
+    ]
+    if cert_dir is not None:
+        cmd += ["--cert-dir", str(cert_dir)]
+    cmd += [f"docker://{ref}", f"oci:{dest}:pulled"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+
+
 def _require_digest(ref: str) -> None:
     if "@sha256:" not in ref:
         raise ValueError(f"sign an image by digest, not by tag: {ref!r}")

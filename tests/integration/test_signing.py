@@ -1,11 +1,12 @@
-"""Signed images, verified at pull by containers/image (skopeo), the library catalogd pulls with.
+"""Signed images, verified at pull by containers/image, the library catalogd pulls with.
 
 The real registry (:class:`localcluster.registry.Registry`) holds the bundle and catalog images
 ``make images`` builds; cosign signs them and attaches their SBOMs with a key pair made for this
-test (no transparency log). ``skopeo copy`` under the policy :mod:`localcluster.signing` writes
-(our key required for our registry scope, everything else rejected) accepts them, and refuses
-an image re-pushed under a signed tag, an unsigned image and one signed by another key. Needs
-root and buildah for the images (as test_images.py).
+test (no transparency log). containers/image's ``copy.Image`` (``imagecopy``, the pull path of
+catalogd; Debian's skopeo is built without sigstore) under the policy :mod:`localcluster.signing`
+writes (our key for our registry scope, everything else rejected) accepts them, and refuses an
+image re-pushed under a signed tag, an unsigned image and one signed by another key. Needs root
+and buildah for the images (as test_images.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from localcluster.registry import Registry
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="building images with buildah needs root"),
     pytest.mark.skipif(shutil.which("buildah") is None, reason="buildah is not installed (make system-deps)"),
-    pytest.mark.skipif(shutil.which("skopeo") is None, reason="skopeo is not installed (make system-deps)"),
+    pytest.mark.skipif(
+        shutil.which("skopeo") is None, reason="skopeo (the registry's push) is not installed"
+    ),
     pytest.mark.timeout(1800),  # a cold first build of the images on a busy 2-core machine
 ]
 SIGNED = ("k8s-operators-py-bundle", "k8s-operators-py-catalog")
@@ -45,25 +48,8 @@ class Setup:
     signed: dict[str, str]  # image name -> local reference by digest
 
     def pull(self, ref: str, dest: Path) -> subprocess.CompletedProcess[str]:
-        """``skopeo copy`` under our policy, from the registry into an OCI layout."""
-        return subprocess.run(
-            [
-                "skopeo",
-                "--policy",
-                str(self.policy_dir / "policy.json"),
-                "--registries.d",
-                str(self.policy_dir / "registries.d"),
-                "copy",
-                "--quiet",
-                f"--src-cert-dir={self.registry.certs_dir}",
-                f"docker://{ref}",
-                f"oci:{dest}:pulled",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        """containers/image's copy under our policy, from the registry into an OCI layout."""
+        return signing.copy_under_policy(ref, dest, self.policy_dir, cert_dir=self.registry.certs_dir)
 
     def sign(self, ref: str, key: Path | None = None) -> None:
         signing.sign(ref, key=key or self.key, ca_file=self.registry.ca_file)
