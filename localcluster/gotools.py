@@ -17,6 +17,11 @@ computes; the differential test of our cron module compares with it (``make robf
 is the CNCF distribution registry (``cmd/registry``) :mod:`localcluster.registry` runs (``make
 registry``).
 
+``syft`` writes each image's SBOM (:mod:`localcluster.sbom`), ``cosign`` signs images and
+attaches the SBOMs, ``imagecopy`` (``localcluster/go/imagecopy/main.go``) pulls with
+containers/image under a signature policy (:mod:`localcluster.signing`), and ``preflight`` is
+openshift-preflight (tests/integration/test_preflight_binary.py compares its verdicts with ours).
+
 They are built here, next to the local cluster, because the cluster runs some of them: OLM
 (:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
 ``make catalog`` and ``make validate`` (:mod:`tools.generate.catalog`,
