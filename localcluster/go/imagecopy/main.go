@@ -61,7 +61,9 @@ func run(policyPath, registriesD, certDir, src, dest string) error {
 	_, err = copy.Image(context.Background(), pc, destRef, srcRef, &copy.Options{
 		SourceCtx:      sys,
 		DestinationCtx: &types.SystemContext{},
-		ReportWriter:   nil,
+		// The signatures are checked on the way in; an OCI layout cannot store them (catalogd
+		// drops them the same way).
+		RemoveSignatures: true,
 	})
 	return err
 }
