@@ -33,6 +33,7 @@ from typing import Any
 
 import shared
 from localcluster import images as image_tools
+from localcluster.binaries import file_lock
 from localcluster.registry import archive_digest
 from operators import descriptions
 from tools.generate import bundle, catalog
@@ -105,6 +106,12 @@ def build(
     Dockerfiles rendered for it.
     """
     root = root or default_root(version)
+    # Two builders of one root (make release beside a test) would render over each other.
+    with file_lock(root.with_name(root.name + ".lock")):
+        return _build(version, registry, root, earlier)
+
+
+def _build(version: str, registry: str, root: Path, earlier: catalog.Released | None) -> Release:
     shutil.rmtree(root, ignore_errors=True)
     release = Release(version, root)
     # Operator Dockerfiles of this version (the committed ones when it is the repository's).
