@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from localcluster import gotools
+from localcluster import gotools, sbom
 from localcluster.binaries import file_lock
 
 KEY_NAME = "cosign"
@@ -110,6 +110,17 @@ def attest(ref: str, sbom: Path, *, key: Path, ca_file: Path | None = None) -> N
         ],
         ca_file=ca_file,
     )
+
+
+def sign_and_attest(ref: str, archive: Path, *, key: Path | None = None, ca_file: Path | None = None) -> None:
+    """What a push is followed by: sign ``ref`` (by digest) and attach the SBOM of ``archive``.
+
+    ``key`` defaults to this machine's key pair (:func:`ensure_key_pair`); the SBOM is the one
+    :mod:`localcluster.sbom` keeps beside the archive (written by the image build when missing).
+    """
+    key = key or ensure_key_pair()[0]
+    sign(ref, key=key, ca_file=ca_file)
+    attest(ref, sbom.ensure_sbom(archive), key=key, ca_file=ca_file)
 
 
 def verify(ref: str, *, public_key: Path, ca_file: Path | None = None) -> list[dict[str, Any]]:

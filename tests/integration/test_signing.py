@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import images, sbom, signing
+from localcluster import images, signing
 from localcluster.ociimage import ImageFile, layer_tar, write_archive
 from localcluster.registry import Registry
 
@@ -78,8 +78,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         for name, archive in archives.items():
             public_ref = images.BY_NAME[name].ref()
             ref = s.by_digest(public_ref, registry.push(archive, public_ref))
-            s.sign(ref)
-            signing.attest(ref, sbom.ensure_sbom(archive, public_ref), key=key, ca_file=registry.ca_file)
+            signing.sign_and_attest(ref, archive, key=key, ca_file=registry.ca_file)
             s.signed[name] = ref
         yield s
 
