@@ -5,12 +5,13 @@
 
 Each check carries the name preflight gives it and applies the rule of its source
 (``internal/policy/operator`` and ``internal/policy/container``, v1.14.1), stricter where
-preflight only warns (every CSV image must be in ``relatedImages``). Preflight itself cannot run
-them here: ``preflight check operator`` runs its whole policy, which needs an OpenShift cluster
-(DeployableByOLM, scorecard) and Red Hat's Pyxis service (CertifiedImages), with no way to select
-checks; ``preflight check container`` needs Pyxis for BasedOnUbi and an RPM database for
-HasModifiedFiles/HasNoProhibitedPackages (our images are Debian). ValidateOperatorBundle is
-operator-sdk's validators, which ``make validate`` runs; DeployableByOLM is the OLM suite.
+preflight only warns (every CSV image must be in ``relatedImages``). ``preflight check operator``
+cannot run here: it runs its whole policy, which needs an OpenShift cluster (DeployableByOLM,
+scorecard) and Red Hat's Pyxis service (CertifiedImages), with no way to select checks. ``preflight
+check container`` runs against the dev registry, and a test compares its verdicts with these;
+its BasedOnUbi (Pyxis) and RPM-database checks cannot pass on Debian images, so the make targets
+use these. ValidateOperatorBundle is operator-sdk's validators (``make validate``); DeployableByOLM
+is the OLM suite.
 """
 
 from __future__ import annotations
