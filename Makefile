@@ -67,6 +67,10 @@ gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go module
 olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe for the OLM install tests
 	$(BIN)/python -m localcluster.gotools olm grpc-health-probe
 
+.PHONY: registry
+registry: venv ## Build (or reuse) the CNCF distribution registry the OLM tests push images to
+	$(BIN)/python -m localcluster.gotools registry
+
 .PHONY: kstatus
 kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests judge our objects with
 	$(BIN)/python -m localcluster.gotools kstatus
@@ -83,15 +87,28 @@ catalog: gotools ## Render the file-based catalog with opm (offline) and validat
 validate: gotools ## operator-sdk bundle validate (operatorframework suite) and opm validate
 	$(BIN)/python -m tools.check.olm_validate
 
+.PHONY: preflight
+preflight: venv ## openshift-preflight's offline checks: the CSV's, and every built image's (make images first)
+	$(BIN)/python -m tools.check.preflight operator
+	$(BIN)/python -m tools.check.preflight container
+
+.PHONY: signing-key
+signing-key: venv ## Make (or reuse) this machine's cosign key pair (~/.cache/k8s-operators-py/signing), print cosign.pub
+	$(BIN)/python -m localcluster.signing key
+
 .PHONY: images
-images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
+images: venv ## Build every image and its SPDX SBOM (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
 	$(BIN)/python -m localcluster.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
+
+.PHONY: release
+release: venv ## Build the release pinned by digest: images, then bundle, install.yaml and catalog naming them by digest (tools/generate/release.py)
+	$(BIN)/python -m tools.generate.release --version $(VERSION) --registry $(REGISTRY)
 
 # The end-to-end and OLM suites and `make run`'s real node need root; without it there is
 # nothing to run the images (or OLM) on, so they are not built (the tests say why they skip).
 .PHONY: node-images
 node-images: venv
-	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm images VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm images release VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
 	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint
@@ -103,6 +120,7 @@ lint: venv ## ruff, import contracts, mypy, hadolint, generated files (CRDs, bun
 	$(BIN)/python -m tools.generate.bundle --check
 	$(BIN)/python -m tools.generate.docs --check
 	$(BIN)/python -m tools.check.crd_compat
+	$(BIN)/python -m tools.check.preflight operator
 	$(BIN)/hadolint images/*/Dockerfile bundle/bundle.Dockerfile catalog.Dockerfile
 	$(MKDOCS) build --strict --quiet
 
@@ -129,7 +147,7 @@ unit: venv ## Unit tests only (Python alone: no cluster, no Go, no Debian packag
 	$(BIN)/pytest -n auto tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin catalog validate kstatus robfigcron node-images ## Lint, OLM validation, unit, integration and end-to-end tests
+test: lint system-deps testbin catalog validate kstatus robfigcron registry node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 -n $(WORKERS) --dist loadgroup tests $(PYTEST_ARGS)
 

@@ -2,7 +2,7 @@
 
     python -m localcluster.gotools                 build opm and operator-sdk, print their paths
     python -m localcluster.gotools olm grpc-health-probe
-    python -m localcluster.gotools kstatus robfigcron
+    python -m localcluster.gotools kstatus robfigcron registry
     python -m localcluster.gotools --which opm     print only that path
 
 What it does and reports, in detail: the docstring of ``main``.
@@ -37,6 +37,11 @@ TOOLS: dict[str, dict[str, str]] = {
     "grpc-health-probe": {"grpc_health_probe": "github.com/grpc-ecosystem/grpc-health-probe"},
     "kstatus": {"kstatus": "."},  # main.go in the wrapper module itself
     "robfigcron": {"robfigcron": "."},
+    "syft": {"syft": "github.com/anchore/syft/cmd/syft"},
+    "cosign": {"cosign": "github.com/sigstore/cosign/v2/cmd/cosign"},
+    "preflight": {"preflight": "github.com/redhat-openshift-ecosystem/openshift-preflight/cmd/preflight"},
+    "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+    "imagecopy": {"imagecopy": "."},  # main.go: containers/image's copy under a signature policy
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import shared
+from localcluster import sbom
 from localcluster.binaries import file_lock
 from operators import descriptions
 
@@ -90,7 +91,8 @@ def image_specs() -> tuple[ImageSpec, ...]:
         for op in ops
     ]
     operands = [
-        ImageSpec(i.name, REPO / "images" / i.name / "Dockerfile", REPO / "images" / i.name, i.description)
+        # Built from the repository root, like the operators: every image carries /licenses/LICENSE.
+        ImageSpec(i.name, REPO / "images" / i.name / "Dockerfile", REPO, i.description)
         for op in ops
         for i in op.images
     ]
@@ -98,9 +100,7 @@ def image_specs() -> tuple[ImageSpec, ...]:
         *operator_images,
         *operands,
         # What the examples' WebServers and TDSets run (no operator needs it).
-        ImageSpec(
-            "web", REPO / "images" / "web" / "Dockerfile", REPO / "images" / "web", "nginx on port 8080"
-        ),
+        ImageSpec("web", REPO / "images" / "web" / "Dockerfile", REPO, "nginx on port 8080"),
         ImageSpec(
             "k8s-operators-py-bundle",
             REPO / "bundle" / "bundle.Dockerfile",
@@ -884,6 +884,7 @@ class Result:
     size: int
     archive: Path | None = None
     archive_seconds: float = 0.0
+    sbom: Path | None = None
     stand_in_bases: list[str] = field(default_factory=list)
 
 
@@ -1049,6 +1050,7 @@ def build_images(
             )
             if archives:
                 result.archive = save_archive(tool, result, version)
+                result.sbom = sbom.ensure_sbom(result.archive, result.ref)
             results.append(result)
     return results
 
@@ -1087,7 +1089,7 @@ def _summary(results: Sequence[Result], total: float) -> str:
     stand_ins = sorted({b for r in results for b in r.stand_in_bases})
     if stand_ins:
         lines.append(f"built on local stand-ins (label {STAND_IN_LABEL}=true): {', '.join(stand_ins)}")
-    lines.append(f"total {total:.0f}s; archives in {archive_dir()}")
+    lines.append(f"total {total:.0f}s; archives and their SPDX SBOMs (*{sbom.SUFFIX}) in {archive_dir()}")
     return "\n".join(lines)
 
 

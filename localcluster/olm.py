@@ -134,8 +134,8 @@ class OLM:
       file when it changes). The connection then goes to the ClusterIP through kube-proxy's rules,
       as from a pod. The host's own ``/etc/hosts`` is not touched.
     - **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
-      so kubelet must really pull them: ``localcluster.registry.ImageRegistry`` serves the
-      images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
+      so kubelet must really pull them: ``localcluster.registry.Registry`` (distribution, TLS)
+      holds the images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
       to it. OLM's util image and opm image are the local stand-ins of ``localcluster.images``.
     """
 

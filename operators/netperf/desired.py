@@ -13,12 +13,13 @@ the very names of its own run (``of_run``).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from operators.netperf.parse import KEYS, RR_TYPES
-from operators.netperf.schema import APP, DEFAULT_PATH, DEFAULTS
+from operators.netperf.schema import APP, DEFAULT_IMAGE, DEFAULT_PATH, DEFAULTS
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
@@ -86,6 +87,17 @@ done
 def effective(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec with the schema's defaults (the API server applies them too; old objects may lack them)."""
     return {**DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+
+
+# The operand image the operator's Deployment names (OLM's relatedImages convention).
+RELATED_IMAGE_ENV = "RELATED_IMAGE_NETPERF_BENCHMARK"
+
+
+def run_image(spec: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """The image the pods run: ``spec.image``, the default replaced by ``RELATED_IMAGE_ENV``."""
+    image = str(effective(spec)["image"])
+    pinned = (os.environ if env is None else env).get(RELATED_IMAGE_ENV, "").strip()
+    return pinned if image == DEFAULT_IMAGE and pinned else image
 
 
 def timeout_seconds(spec: Mapping[str, Any]) -> int:
@@ -243,7 +255,7 @@ def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | Non
         ports = [{**p, "hostPort": p["containerPort"]} for p in ports]
     container = {
         "name": "netserver",
-        "image": spec["image"],
+        "image": run_image(spec),
         "command": ["netserver", "-D", "-p", str(CONTROL_PORT)],
         "ports": ports,
         # Once a second: the client does not wait for it (it retries its connection), but the
@@ -271,7 +283,7 @@ def client_pod(
     names = pod_names(meta["name"], run)
     container = {
         "name": "netperf",
-        "image": spec["image"],
+        "image": run_image(spec),
         "command": [
             "sh",
             "-c",

@@ -3,10 +3,11 @@
 On the session's ``real_cluster`` (a real node: containerd, kubelet, kube-proxy) this module
 starts two things (``olm`` fixture):
 
-- ``localcluster.registry.ImageRegistry``, a registry stand-in serving every image
-  ``make images`` built and the opm and OLM stand-ins; the node's containerd mirrors
-  ``ghcr.io``/``quay.io`` to it. OLM sets ``imagePullPolicy: Always`` on the catalog and bundle
-  pods, so kubelet really pulls them (the tests check the registry saw those pulls).
+- ``localcluster.registry.Registry``, the distribution registry over TLS (the cluster's
+  CA), with every image ``make images`` built and the opm and OLM stand-ins pushed to it; the
+  node's containerd mirrors ``ghcr.io``/``quay.io`` to it. OLM sets ``imagePullPolicy: Always``
+  on the catalog and bundle pods, so kubelet really pulls them (the tests check the registry's
+  access log for those pulls).
 - OLM v0 (``localcluster.olm.OLM``): its CRDs from the pinned module, olm-operator and
   catalog-operator as host processes (catalog-operator reaches registry pods by
   ``<name>.<namespace>.svc`` through a hosts-file stand-in for cluster DNS).
@@ -28,10 +29,11 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster import olm as olm_install
-from localcluster.registry import ImageRegistry
+from localcluster.registry import Registry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.waits import wait_for
+from tools.generate import release
 from tools.generate.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +60,8 @@ class Olm(Install):
     Timings are printed (``pytest -s``) and reported in docs/benchmarks.md.
     """
 
-    registry: ImageRegistry
+    registry: Registry
+    releases: dict[str, release.Release]  # version -> the release built and pushed
 
     @property
     def apps(self) -> client.AppsV1Api:
@@ -72,7 +75,7 @@ class Olm(Install):
 
     def pulled(self, ref: str) -> bool:
         """Whether some client (kubelet through containerd) fetched ``ref``'s manifest."""
-        return any(what == ref for _, what in self.registry.pulls)
+        return any(what == ref for _, what in self.registry.pulls())
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +84,22 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
 
     node = real_cluster.node
     assert node is not None
-    registry = ImageRegistry().start()
+    registry = Registry(real_cluster.workdir / "registry", ca=real_cluster.ca).start()
     hosts_dir = node.registry_hosts_dir
     manager = olm_install.OLM(real_cluster)
     try:
-        for ref, archive in image_tools.ensure_images().items():  # what `images` built: no rebuild
-            registry.add(archive, ref=ref)
+        t0 = time.monotonic()
+        # What `make images` built (no rebuild): the release pinned by digest, as users get it.
+        pinned = release.build(RELEASED, REGISTRY, real_cluster.workdir / "release")
+        print(f"OLM: release {RELEASED} pinned by digest in {time.monotonic() - t0:.1f}s")
+        t0 = time.monotonic()
+        for ref, archive in pinned.archives.items():
+            assert registry.push(archive, ref) == pinned.digests[ref]
         third = image_tools.third_party_archives([image_tools.OPM_BASE, image_tools.OLM_IMAGE])
         for ref, archive in third.items():
-            registry.add(archive, ref=ref)
-        registry.add(third[image_tools.OPM_BASE], ref=olm_install.OPM_IMAGE)  # catalog-operator's default
+            registry.push(archive, ref)
+        registry.push(third[image_tools.OPM_BASE], olm_install.OPM_IMAGE)  # catalog-operator's default
+        print(f"OLM: images pushed to the registry in {time.monotonic() - t0:.1f}s")
         registry.write_hosts_config(hosts_dir)
         manager.install()
         yield Olm(
@@ -99,6 +108,7 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
             node,
             images,
             registry,
+            {RELEASED: pinned},
         )
     finally:
         manager.stop()
@@ -286,16 +296,21 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
     except AssertionError as exc:
         status = env.get("installplans", inst.namespace, plan_name)["status"]
         raise AssertionError(f"{exc}\n{status}") from None
-    # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always).
-    assert env.pulled(f"{REGISTRY}/{PACKAGE}-bundle:{version}"), env.registry.pulls[-20:]
-    assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls[-20:]
+    # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always), by the
+    # digest the catalog names.
+    pinned = env.releases[version]
+    assert env.pulled(pinned.pinned(f"{REGISTRY}/{PACKAGE}-bundle:{version}")), env.registry.pulls()[-20:]
+    assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls()[-20:]
     expected_targets = ",".join(sorted(targets)) if targets is not None else ""
     for op in OPERATORS:
         pods = operator_pods(env, inst.namespace, op)
         assert len(pods) == OPERATOR_REPLICAS, (op, [p.metadata.name for p in pods])
         for pod in pods:
             status = pod.status.container_statuses[0]
-            assert status.image == f"{REGISTRY}/{op}-operator:{version}"
+            # By digest, the digest of the image built for this release.
+            operator_ref = f"{REGISTRY}/{op}-operator:{version}"
+            assert pod.spec.containers[0].image == pinned.pinned(operator_ref)
+            assert status.image_id.endswith(pinned.digests[operator_ref]), status.image_id
             assert pod.spec.service_account_name == f"{op}-operator"
             assert status.ready and status.restart_count == 0, (op, status)
             # What the operator watches: OLM's annotation, mapped onto WATCH_NAMESPACE by the CSV.
@@ -481,38 +496,21 @@ def assert_uninstall_keeps_data_all(env: Olm, inst: Installed, work: str) -> Non
 
 
 def publish_release(env: Olm, version: str, root: Path) -> None:
-    """Render and build release ``version`` (bundle replacing 0.1.0, operator images, a catalog
-    holding both bundles), as a release would, into ``root``; serve its images."""
-    from localcluster import images as image_tools
-    from tools.generate import bundle, catalog
+    """Build release ``version`` pinned by digest (bundle replacing 0.1.0, operator images, a
+    catalog holding the published bundle and the new one), as a release would, into ``root``;
+    push its images."""
+    from tools.generate import catalog
 
-    bundle_dir = bundle.render_into(root / "release", version, REGISTRY)
-    specs = [
-        image_tools.ImageSpec(
-            f"{op}-operator",
-            root / "release" / "images" / f"{op}-operator" / "Dockerfile",
-            REPO,
-            f"{op} {version}",
-        )
-        for op in OPERATORS
-    ]
-    specs.append(
-        image_tools.ImageSpec(f"{PACKAGE}-bundle", bundle_dir / "bundle.Dockerfile", bundle_dir, "bundle")
-    )
-    context = root / "catalog-context"
     # What `make catalog VERSION=...` does: the published catalog's bundles kept, the new one added.
-    earlier = catalog.released(REPO / "catalog" / PACKAGE / "catalog.yaml", version)
+    published = env.releases[RELEASED].root / "catalog-context" / "catalog" / PACKAGE / "catalog.yaml"
+    earlier = catalog.released(published, version)
     assert [b["name"] for b in earlier.bundles] == [f"{PACKAGE}.v{RELEASED}"]
-    text = catalog.render(version, REGISTRY, bundles=[(version, bundle_dir)], earlier=earlier)
-    catalog.write(context, text)
-    (context / "catalog.Dockerfile").write_text(catalog.CATALOG_DOCKERFILE)
-    specs.append(
-        image_tools.ImageSpec(f"{PACKAGE}-catalog", context / "catalog.Dockerfile", context, "catalog")
-    )
     t0 = time.monotonic()
-    for ref, archive in image_tools.ensure_images(specs, version=version, registry=REGISTRY).items():
-        env.registry.add(archive, ref=ref)
-    print(f"OLM: release {version} rendered and built in {time.monotonic() - t0:.1f}s")
+    built = release.build(version, REGISTRY, root / "release", earlier=earlier)
+    for ref, archive in built.archives.items():
+        assert env.registry.push(archive, ref) == built.digests[ref]
+    env.releases[version] = built
+    print(f"OLM: release {version} rendered, built and pushed in {time.monotonic() - t0:.1f}s")
 
 
 def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_path):

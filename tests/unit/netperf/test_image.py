@@ -12,7 +12,7 @@ def test_default_image_tag_and_dockerfile_version_follow_the_release():
     text = DOCKERFILE.read_text()
     assert DEFAULT_IMAGE.endswith(f":{shared.__version__}")
     assert f'org.opencontainers.image.version="{shared.__version__}"' in text
-    assert f"docker build -t {DEFAULT_IMAGE} images/netperf" in text
+    assert f"docker build -f images/netperf/Dockerfile -t {DEFAULT_IMAGE} ." in text
 
 
 def test_image_runs_as_the_user_the_pods_ask_for():
