@@ -1211,4 +1211,8 @@ class TDSetReconciler:
         # A target is not watched: while it catches up (or a pre-warm waits for it), only a poll wakes us.
         poll = status.target_recheck(new_status, decision, now) if ref is not None else None
         pending = self.expectations.next_expiry(uid)
+        # The next boundary is ``bound`` seconds from ``now``, the pass's start; the work queue
+        # counts the delay from the pass's end: take off what the pass took, so the timer fires
+        # at the boundary, not that much after it.
+        bound = max(bound - (self.clock.now() - now).total_seconds(), 0.001)
         return min(d for d in (bound, pending, poll) if d is not None)
