@@ -444,6 +444,8 @@ class TDSetReconciler:
         self.checked_specs: dict[str, tuple[int, list[FieldError]]] = {}
         # The notes on overlapping windows by TDSet, for the generation (uid -> (generation, notes)).
         self.overlap_notes: dict[str, tuple[int, tuple[str, ...]]] = {}
+        # The Event of a flip, posted by the pass that follows it (uid -> (reason, message)).
+        self.flip_events: dict[str, tuple[str, str]] = {}
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -552,6 +554,7 @@ class TDSetReconciler:
         self.known_targets.pop(uid, None)
         self.checked_specs.pop(uid, None)
         self.overlap_notes.pop(uid, None)
+        self.flip_events.pop(uid, None)
         self.floor_sweeps.request()
         self.target_sweeps.request()
 
@@ -893,7 +896,11 @@ class TDSetReconciler:
         from a pass of its own anyway): the claim, a target scaled by hand meanwhile (the
         schedule's replicas win either way, though the Event then names the replicas the last pass
         left rather than the hand-set ones). On a refusal (404, 409) the pass reads the target as
-        usual."""
+        usual.
+
+        Its Event is posted by the pass that follows (:meth:`reconcile`): queued behind the
+        boundary's other flips, so the API server takes the boundary's writes before the
+        Events that report them."""
         known = self.known_targets.get(body["metadata"]["uid"])
         if known is None or known.ref != ref or known.replicas == replicas or ref.key[:2] not in UID_CHECKED:
             return False
@@ -910,7 +917,10 @@ class TDSetReconciler:
             if exc.status in (404, 409):
                 return False
             raise
-        self._event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
+        self.flip_events[body["metadata"]["uid"]] = (
+            "ScaledTarget",
+            f"Scaled {ref} from {known.replicas} to {replicas}: {why}",
+        )
         return True
 
     async def claim_target(self, body: Mapping[str, Any], ref: scaletarget.Ref) -> FoundTarget:
@@ -1134,6 +1144,8 @@ class TDSetReconciler:
         generation = meta.get("generation", 0)
         now = self.clock.now()
         current = previous = self.api.status.current(body)
+        if flipped := self.flip_events.pop(uid, None):
+            self._event(body, *flipped)
 
         errors = self.spec_errors(uid, generation, name, spec)
         if errors:
