@@ -47,12 +47,15 @@ def main(package: str | None, argv: Sequence[str] | None = None) -> None:
     # The controller runtime (kopf, aiohttp, prometheus_client): only for a process that runs one.
     from shared.controller.builder import Operator
     from shared.controller.runtime import parse_options
+    from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
 
     if not package or not package.startswith(f"{__name__}."):
         raise SystemExit(f"run an operator as `python -m {__name__}.<name>`, not from {package!r}")
     op = description(package.rpartition(".")[2])
     operator = Operator(op, reconciler(op))
-    operator.run(parse_options(sys.argv[1:] if argv is None else argv, prog=op.name))
+    args = sys.argv[1:] if argv is None else argv
+    concurrency = op.max_concurrent_reconciles or DEFAULT_MAX_CONCURRENT_RECONCILES
+    operator.run(parse_options(args, prog=op.name, max_concurrent_reconciles=concurrency))
 
 
 def reconciler(op: OperatorDescription) -> Any:

@@ -156,8 +156,13 @@ def boolean(text: str) -> bool:
 
 
 def parse_options(
-    argv: Sequence[str] | None, env: Mapping[str, str] | None = None, prog: str = ""
+    argv: Sequence[str] | None,
+    env: Mapping[str, str] | None = None,
+    prog: str = "",
+    max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES,
 ) -> Options:
+    """The options from ``argv``, else ``env``, else the defaults (``max_concurrent_reconciles``:
+    the operator's own)."""
     env = os.environ if env is None else env
     parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} operator.")
     parser.add_argument(
@@ -201,9 +206,9 @@ def parse_options(
     parser.add_argument(
         "--max-concurrent-reconciles",
         type=at_least(1, int),
-        default=env.get("MAX_CONCURRENT_RECONCILES") or str(DEFAULT_MAX_CONCURRENT_RECONCILES),
+        default=env.get("MAX_CONCURRENT_RECONCILES") or str(max_concurrent_reconciles),
         help="reconcile passes per controller at once (default: $MAX_CONCURRENT_RECONCILES, else "
-        f"{DEFAULT_MAX_CONCURRENT_RECONCILES})",
+        f"{max_concurrent_reconciles})",
     )
     parser.add_argument(
         "--kube-api-qps",
