@@ -172,6 +172,8 @@ class TDSetReconciler(Reconciler):
         self.checked_specs: Generations[tuple[FieldError, ...]] = ctx.generations()
         # The notes on overlapping windows by TDSet, for the generation (uid -> (generation, notes)).
         self.overlap_notes: Generations[tuple[str, ...]] = ctx.generations()
+        # The Event of a flip, posted by the pass that follows it (uid -> (reason, message)).
+        self.flip_events: Store[tuple[str, str]] = ctx.store()
         self.floor_sweeps = FloorSweeps(
             self.api, self.autoscalers, ctx.controller.uids, ctx.active, self.scales
         )
@@ -602,7 +604,11 @@ class TDSetReconciler(Reconciler):
         from a pass of its own anyway): the claim, a target scaled by hand meanwhile (the
         schedule's replicas win either way, though the Event then names the replicas the last pass
         left rather than the hand-set ones). On a refusal (404, 409) the pass reads the target as
-        usual."""
+        usual.
+
+        Its Event is posted by the pass that follows (``reconcile``): queued behind the
+        boundary's other flips, so the API server takes the boundary's writes before the
+        Events that report them."""
         known = self.known_targets.get(body["metadata"]["uid"])
         if known is None or known.ref != ref or known.replicas == replicas or ref.key[:2] not in UID_CHECKED:
             return False
@@ -619,7 +625,10 @@ class TDSetReconciler(Reconciler):
             if isinstance(exc, (NotFound, Conflict)):
                 return False
             raise
-        self.ctx.event(body, "ScaledTarget", f"Scaled {ref} from {known.replicas} to {replicas}: {why}")
+        self.flip_events[body["metadata"]["uid"]] = (
+            "ScaledTarget",
+            f"Scaled {ref} from {known.replicas} to {replicas}: {why}",
+        )
         return True
 
     async def claim_target(self, body: Mapping[str, Any], ref: scaletarget.Ref) -> FoundTarget:
@@ -834,22 +843,37 @@ class TDSetReconciler(Reconciler):
             self.ctx.event(body, status.CALENDAR_ERROR, message, "Warning")
         raise ReconcileError(status.CALENDAR_ERROR, message) from exc
 
+    async def refuse(
+        self,
+        body: Mapping[str, Any],
+        errors: list[FieldError],
+        current: Mapping[str, Any],
+        now: datetime.datetime,
+    ) -> NoReturn:
+        """An invalid spec: ``Degraded`` with the field paths, a Warning when that is new, and a
+        ``TerminalError`` (no retry: the spec's next change runs a pass)."""
+        meta = body["metadata"]
+        self.degraded_gauge.labels(meta["namespace"], meta["name"]).set(1)
+        message = "; ".join(map(str, errors))
+        generation = meta.get("generation", 0)
+        if await self.api.status.write(
+            body, status.invalid(errors=errors, generation=generation, current=current, now=now)
+        ):
+            self.ctx.event(body, "InvalidSpec", message, "Warning")
+        raise TerminalError("InvalidSpec", message)
+
     async def reconcile(self, body: Mapping[str, Any]) -> float | None:
         meta, spec = body["metadata"], dict(body.get("spec") or {})
         namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         generation = meta.get("generation", 0)
         now = self.clock.now()
         current = previous = self.api.status.current(body)
+        if flipped := self.flip_events.pop(uid, None):
+            self.ctx.event(body, *flipped)
 
         errors = self.spec_errors(uid, generation, name, spec)
         if errors:
-            self.degraded_gauge.labels(namespace, name).set(1)
-            message = "; ".join(map(str, errors))
-            if await self.api.status.write(
-                body, status.invalid(errors=errors, generation=generation, current=current, now=now)
-            ):
-                self.ctx.event(body, "InvalidSpec", message, "Warning")
-            raise TerminalError("InvalidSpec", message)  # the spec's next change runs a pass
+            await self.refuse(body, errors, current, now)
 
         holidays, holidays_error = await self.holidays.dates(namespace, name, spec)
         ahead, decision, bound, why = await self.plan(
@@ -918,4 +942,8 @@ class TDSetReconciler(Reconciler):
         # A target is not watched: while it catches up (or a pre-warm waits for it), only a poll wakes us.
         poll = status.target_recheck(new_status, decision, now) if ref is not None else None
         pending = self.expectations.next_expiry(uid)
+        # The next boundary is ``bound`` seconds from ``now``, the pass's start; the work queue
+        # counts the delay from the pass's end: take off what the pass took, so the timer fires
+        # at the boundary, not that much after it.
+        bound = max(bound - (self.clock.now() - now).total_seconds(), 0.001)
         return min(d for d in (bound, pending, poll) if d is not None)

@@ -152,6 +152,8 @@ class OperatorDescription:
     # What its spec fields let an author obtain, checked against the author's own rights at
     # admission (``shared.api.access``): one ValidatingAdmissionPolicy each.
     access: tuple[AccessPolicy, ...] = ()
+    # Its default of passes at once (``--max-concurrent-reconciles``); None: the runtime's.
+    max_concurrent_reconciles: int | None = None
 
     def __post_init__(self) -> None:
         for m in self.metrics:

@@ -125,7 +125,9 @@ def run(
 ) -> None:
     """``python -m operators.<name>``: parse the options (``argv``, else the command line's),
     build the operator from its description and reconciler class, run it."""
-    options = parse_options(sys.argv[1:] if argv is None else argv, prog=description.name)
+    own = {"max_concurrent_reconciles": description.max_concurrent_reconciles}
+    defaults = {k: v for k, v in own.items() if v is not None}
+    options = parse_options(sys.argv[1:] if argv is None else argv, prog=description.name, defaults=defaults)
     Operator(description, reconciler, options=options).run()
 
 

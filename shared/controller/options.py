@@ -12,6 +12,7 @@ operator reads. `parse_options` returns `Options`, parsed before the operator is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -232,14 +233,20 @@ def _default_text(s: Setting) -> str:
     return str(s.default) if s.default not in ("", None) else ""
 
 
-def parser(prog: str = "") -> argparse.ArgumentParser:
-    """The command line of `SETTINGS` (no defaults: a flag not given is `None`)."""
+def _own(s: Setting, defaults: Mapping[str, Any]) -> Setting:
+    """`s` with an operator's own default (`defaults`, by `dest`), if it has one."""
+    return dataclasses.replace(s, default=defaults[s.dest]) if s.dest in defaults else s
+
+
+def parser(prog: str = "", defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The command line of `SETTINGS` (no defaults: a flag not given is `None`); `defaults`: an
+    operator's own, by `dest`, for the help text."""
     made = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} operator.")
     for s in SETTINGS:
         if s.kind == "env":
             continue
         names = [n for n in (s.short, s.flag) if n]
-        default = _default_text(s)
+        default = _default_text(_own(s, defaults or {}))
         fallback = " / ".join(x for x in (f"${s.env}" if s.env else "", default) if x)
         text = f"{s.help} (default: {fallback})" if fallback else s.help
         if s.kind == "switch":
@@ -254,15 +261,20 @@ def parser(prog: str = "") -> argparse.ArgumentParser:
 
 
 def values(
-    argv: Sequence[str] | None, env: Mapping[str, str], prog: str = ""
+    argv: Sequence[str] | None,
+    env: Mapping[str, str],
+    prog: str = "",
+    defaults: Mapping[str, Any] | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
-    """Each flag's value: given, else its environment variable's (parsed), else its default."""
-    made = parser(prog)
+    """Each flag's value: given, else its environment variable's (parsed), else its default (the
+    operator's own in `defaults`, by `dest`, else the table's)."""
+    made = parser(prog, defaults)
     args = vars(made.parse_args(list(argv) if argv is not None else None))
     found: dict[str, Any] = {}
     for s in SETTINGS:
         if s.kind == "env":
             continue
+        s = _own(s, defaults or {})  # noqa: PLW2901 -- the same setting, its default the operator's
         given = args.get(s.dest)
         if given is not None and not (s.kind == "switch" and given is False):
             found[s.dest] = given
@@ -283,12 +295,16 @@ def values(
 
 
 def parse_options(
-    argv: Sequence[str] | None, env: Mapping[str, str] | None = None, prog: str = ""
+    argv: Sequence[str] | None,
+    env: Mapping[str, str] | None = None,
+    prog: str = "",
+    defaults: Mapping[str, Any] | None = None,
 ) -> Options:
     """The options of `argv` (None: the command line) over the environment `env` (None: the
-    process'); a bad value or combination exits with the parser's usage and error."""
+    process') over `defaults` (an operator's own, by `dest`); a bad value or combination exits
+    with the parser's usage and error."""
     env = os.environ if env is None else env
-    made, v = values(argv, env, prog)
+    made, v = values(argv, env, prog, defaults)
     if v["kube_api_qps"] > 0 and v["kube_api_burst"] < 1:
         made.error("--kube-api-burst must be at least 1 when --kube-api-qps is not 0")
     namespaces = () if v["all_namespaces"] else split_namespaces(v["namespace"])

@@ -94,6 +94,11 @@ def test_identity_prefers_the_pod_name(monkeypatch):
 
 def test_max_concurrent_reconciles_option():
     assert parse_options([], env={}).max_concurrent_reconciles == 8
+    # An operator's own default (its description's), under the environment and the flag.
+    own64 = {"max_concurrent_reconciles": 64}
+    assert parse_options([], env={}, defaults=own64).max_concurrent_reconciles == 64
+    own = parse_options([], env={"MAX_CONCURRENT_RECONCILES": "3"}, defaults=own64)
+    assert own.max_concurrent_reconciles == 3
     assert parse_options([], env={"MAX_CONCURRENT_RECONCILES": "3"}).max_concurrent_reconciles == 3
     cli = parse_options(["--max-concurrent-reconciles", "5"], env={"MAX_CONCURRENT_RECONCILES": "3"})
     assert cli.max_concurrent_reconciles == 5

@@ -33,7 +33,6 @@ import aiohttp
 
 from localcluster import cluster as localcluster
 from shared.client.kube import DEFAULT_BURST, DEFAULT_QPS
-from shared.controller.workqueue import DEFAULT_MAX_CONCURRENT_RECONCILES
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = sorted((REPO / "bundle" / "manifests").glob("*.yaml"))
@@ -133,7 +132,7 @@ def operator_limits(args: argparse.Namespace) -> str:
     qps = DEFAULT_QPS if args.operator_qps is None else args.operator_qps
     return (
         f"operator QPS {qps:g}, burst {args.operator_burst or DEFAULT_BURST}, "
-        f"workers {args.operator_workers or DEFAULT_MAX_CONCURRENT_RECONCILES}"
+        f"workers {args.operator_workers or 'the operator default'}"
     )
 
 

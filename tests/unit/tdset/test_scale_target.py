@@ -233,10 +233,11 @@ def test_a_flip_of_a_held_target_is_one_request_and_the_next_pass_reads_it():
     assert kube.keys(reads=True) == [("patch", "deployments", NS, "web", "scale")]
     assert kube.actions[0].body == {"spec": {"replicas": 7}, "metadata": {"uid": target_uid}}
     assert kube.object(path())["spec"]["replicas"] == 7
+    assert p.events == []  # the boundary's writes first: its Event comes with the next pass
+    p.run()  # the pass that follows reads the target (its Scale with it) and writes the status
     assert [(reason, message.split(":")[0]) for _, reason, message in p.events] == [
         ("ScaledTarget", "Scaled Deployment web (apps/v1) from 5 to 7")
     ]
-    p.run()  # the pass that follows reads the target (its Scale with it) and writes the status
     assert kube.keys(reads=True) == [
         ("get", "deployments", NS, "web", ""),
         ("patch", "tdsets", NS, "shop", "status"),
