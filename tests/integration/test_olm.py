@@ -39,6 +39,7 @@ from localcluster import olm as olm_install
 from localcluster.registry import ImageRegistry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
+from tests.framework.release import build_release
 from tests.framework.waits import wait_for
 from tools.generate.bundle import OPERATOR_REPLICAS
 
@@ -480,36 +481,9 @@ def assert_uninstall_keeps_data_all(env: Olm, inst: Installed, work: str) -> Non
 
 
 def publish_release(env: Olm, version: str, root: Path) -> None:
-    """Render and build release ``version`` (bundle replacing 0.1.0, operator images, a catalog
-    holding both bundles), as a release would, into ``root``; serve its images."""
-    from localcluster import images as image_tools
-    from tools.generate import bundle, catalog
-
-    bundle_dir = bundle.render_into(root / "release", version, REGISTRY)
-    specs = [
-        image_tools.ImageSpec(
-            f"{op}-operator",
-            root / "release" / "images" / f"{op}-operator" / "Dockerfile",
-            REPO,
-            f"{op} {version}",
-        )
-        for op in OPERATORS
-    ]
-    specs.append(
-        image_tools.ImageSpec(f"{PACKAGE}-bundle", bundle_dir / "bundle.Dockerfile", bundle_dir, "bundle")
-    )
-    context = root / "catalog-context"
-    # What `make catalog VERSION=...` does: the published catalog's bundles kept, the new one added.
-    earlier = catalog.released(REPO / "catalog" / PACKAGE / "catalog.yaml", version)
-    assert [b["name"] for b in earlier.bundles] == [f"{PACKAGE}.v{RELEASED}"]
-    text = catalog.render(version, REGISTRY, bundles=[(version, bundle_dir)], earlier=earlier)
-    catalog.write(context, text)
-    (context / "catalog.Dockerfile").write_text(catalog.CATALOG_DOCKERFILE)
-    specs.append(
-        image_tools.ImageSpec(f"{PACKAGE}-catalog", context / "catalog.Dockerfile", context, "catalog")
-    )
+    """Render and build release ``version`` (:func:`tests.framework.release.build_release`); serve its images."""
     t0 = time.monotonic()
-    for ref, archive in image_tools.ensure_images(specs, version=version, registry=REGISTRY).items():
+    for ref, archive in build_release(version, root).archives.items():
         env.registry.add(archive, ref=ref)
     print(f"OLM: release {version} rendered and built in {time.monotonic() - t0:.1f}s")
 
