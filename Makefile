@@ -71,6 +71,10 @@ olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe f
 olmv1: venv ## Build (or reuse) OLM v1 (catalogd, operator-controller, olmv1-tool) and cert-manager for the OLM v1 tests
 	$(BIN)/python -m localcluster.gotools olmv1 cert-manager
 
+.PHONY: registry
+registry: venv ## Build (or reuse) the CNCF distribution registry the OLM tests push images to
+	$(BIN)/python -m localcluster.gotools registry
+
 .PHONY: kstatus
 kstatus: venv ## Build (or reuse) the kstatus command the status-condition tests judge our objects with
 	$(BIN)/python -m localcluster.gotools kstatus
@@ -130,7 +134,7 @@ unit: venv system-deps ## Unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint system-deps testbin catalog validate kstatus robfigcron node-images ## Lint, OLM validation, unit, integration and end-to-end tests
+test: lint system-deps testbin catalog validate kstatus robfigcron registry node-images ## Lint, OLM validation, unit, integration and end-to-end tests
 	git diff --exit-code -- catalog catalog.Dockerfile || { echo "catalog out of date: run make catalog"; exit 1; }
 	$(BIN)/pytest -ra --durations=15 -n $(WORKERS) --dist loadgroup tests $(PYTEST_ARGS)
 

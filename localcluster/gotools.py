@@ -2,7 +2,7 @@
 
     python -m localcluster.gotools                 build opm and operator-sdk, print their paths
     python -m localcluster.gotools olm grpc-health-probe
-    python -m localcluster.gotools kstatus robfigcron
+    python -m localcluster.gotools kstatus robfigcron registry
     python -m localcluster.gotools --which opm     print only that path
 
 ``olm`` is OLM v0 itself: the ``olm`` and ``catalog`` managers and ``cpb`` (the copy tool its
@@ -13,10 +13,11 @@ our own small command (``localcluster/go/kstatus/main.go``) around ``sigs.k8s.io
 kstatus, the readiness rules of Flux, Helm 4 ``--wait``, kpt and Config Sync; the tests of our
 status conditions run it (``make kstatus``). ``robfigcron`` (``localcluster/go/robfigcron/main.go``)
 prints the next run times Kubernetes CronJob's own schedule parser (``github.com/robfig/cron/v3``)
-computes; the differential test of our cron module compares with it (``make robfigcron``).
-``olmv1`` is OLM v1: catalogd, operator-controller and ``olmv1-tool`` (our ``main.go``: OLM v1's
-bundle validators and renderer, and a ``helm template``), with the module's release manifest;
-``cert-manager`` its controller, webhook and cainjector (``make olmv1`` builds both).
+computes; the differential test of our cron module compares with it (``make robfigcron``). ``registry``
+is the CNCF distribution registry (``cmd/registry``) :mod:`localcluster.registry` runs (``make
+registry``). ``olmv1`` is OLM v1: catalogd, operator-controller and ``olmv1-tool`` (our
+``main.go``: OLM v1's bundle validators and renderer, and a ``helm template``), with the module's
+release manifest; ``cert-manager`` its controller, webhook and cainjector (``make olmv1``).
 
 They are built here, next to the local cluster, because the cluster runs some of them: OLM
 (:mod:`localcluster.olm`) and the opm and OLM stand-in images (:mod:`localcluster.images`).
@@ -69,6 +70,7 @@ TOOLS: dict[str, dict[str, str]] = {
     },
     # Built in a checkout of the repository (GIT_SOURCES): its commands are modules of their own.
     "cert-manager": {"controller": "cmd/controller", "webhook": "cmd/webhook", "cainjector": "cmd/cainjector"},
+    "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
 # Files copied from a tool's module into its cache entry, so they match the binaries' version.

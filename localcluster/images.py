@@ -38,8 +38,8 @@ changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of
 hashed, and buildah's ``--layers`` cache covers partial changes.
 
 This lives with the local cluster because the cluster runs what it builds: ``python -m
-localcluster run`` imports every image into its real node, and the OLM tests serve the images
-and the opm and OLM stand-ins from :mod:`localcluster.registry`. Which images there are comes
+localcluster run`` imports every image into its real node, and the OLM tests push the images
+and the opm and OLM stand-ins to :mod:`localcluster.registry`. Which images there are comes
 from the operators' descriptions (``operators.descriptions()``).
 """
 

@@ -580,7 +580,7 @@ class RealNode:
     def registry_hosts_dir(self) -> Path:
         """containerd's registry ``config_path``: ``<host>/hosts.toml`` files, read at every pull.
 
-        Empty unless something (``localcluster.registry.ImageRegistry.write_hosts_config``)
+        Empty unless something (``localcluster.registry.Registry.write_hosts_config``)
         mirrors a registry host there; pulls of other hosts go to the host itself.
         """
         return self.directory / "containerd" / "certs.d"

@@ -14,7 +14,7 @@
   ``--writeStatusName ""``). Upstream runs them as pods with a cluster-admin ClusterRole; the
   difference is where the process runs, not what it may do.
 
-Two stand-ins, because this machine has no cluster DNS and no container registry:
+A stand-in, because this machine has no cluster DNS:
 
 - **Cluster DNS for catalog-operator.** A CatalogSource with ``spec.image`` gets a registry pod
   and a Service, and catalog-operator dials ``<name>.<namespace>.svc:50051``. catalog-operator
@@ -22,10 +22,10 @@ Two stand-ins, because this machine has no cluster DNS and no container registry
   keeps listing every Service's ClusterIP under ``<name>.<namespace>.svc`` (Go re-reads the
   file when it changes). The connection then goes to the ClusterIP through kube-proxy's rules,
   as from a pod. The host's own ``/etc/hosts`` is not touched.
-- **A registry.** OLM pulls catalog and bundle images by tag with ``imagePullPolicy: Always``,
-  so kubelet must really pull them: :class:`localcluster.registry.ImageRegistry` serves the
-  images built here and the node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io``
-  to it. OLM's util image and opm image are the local stand-ins of :mod:`localcluster.images`.
+OLM pulls catalog and bundle images with ``imagePullPolicy: Always``, so kubelet must really
+pull them: the images built here are pushed to :class:`localcluster.registry.Registry` and the
+node's containerd mirrors ``ghcr.io``/``quay.io``/``docker.io`` to it. OLM's util image and opm
+image are the local stand-ins of :mod:`localcluster.images`.
 """
 
 from __future__ import annotations

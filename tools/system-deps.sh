@@ -7,6 +7,7 @@
 #              (the local cluster's real worker node: kubelet's runtime, CNI, kube-proxy) main
 #   buildah, debootstrap, busybox-static
 #              (`make images` without a Docker engine; locally made base layers)  main
+#   skopeo     (pushes the built images to the local registry, digests preserved)  main
 #   lua5.1     (runs the Argo CD health checks of docs/health-checks.md)  main
 #   stress-ng  (the CPU hog of `make test-loaded`: the suite must pass on a busy machine)  main
 # Debian ships netperf only in non-free, so that component is added for this one package when
@@ -27,6 +28,7 @@ command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v socat >/dev/null || missing+=(socat)
 command -v buildah >/dev/null || missing+=(buildah)
+command -v skopeo >/dev/null || missing+=(skopeo)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)

@@ -3,10 +3,11 @@
 On the session's ``real_cluster`` (a real node: containerd, kubelet, kube-proxy) this module
 starts two things (``olm`` fixture):
 
-- :class:`localcluster.registry.ImageRegistry`, a registry stand-in serving every image
-  ``make images`` built and the opm and OLM stand-ins; the node's containerd mirrors
-  ``ghcr.io``/``quay.io`` to it. OLM sets ``imagePullPolicy: Always`` on the catalog and bundle
-  pods, so kubelet really pulls them (the tests check the registry saw those pulls).
+- :class:`localcluster.registry.Registry`, the distribution registry over TLS (the cluster's
+  CA), with every image ``make images`` built and the opm and OLM stand-ins pushed to it; the
+  node's containerd mirrors ``ghcr.io``/``quay.io`` to it. OLM sets ``imagePullPolicy: Always``
+  on the catalog and bundle pods, so kubelet really pulls them (the tests check the registry's
+  access log for those pulls).
 - OLM v0 (:class:`localcluster.olm.OLM`): its CRDs from the pinned module, olm-operator and
   catalog-operator as host processes (catalog-operator reaches registry pods by
   ``<name>.<namespace>.svc`` through a hosts-file stand-in for cluster DNS).
@@ -36,7 +37,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster import olm as olm_install
-from localcluster.registry import ImageRegistry
+from localcluster.registry import Registry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.release import build_release
@@ -58,7 +59,7 @@ CRDS = ("netperfs.app.example.com", "tdsets.schedule.rs", "webservers.demo.k8s.i
 class Olm(Install):
     """The real cluster with OLM and the registry (and test_e2e's view of an install)."""
 
-    registry: ImageRegistry
+    registry: Registry
 
     @property
     def apps(self) -> client.AppsV1Api:
@@ -72,7 +73,7 @@ class Olm(Install):
 
     def pulled(self, ref: str) -> bool:
         """Whether some client (kubelet through containerd) fetched ``ref``'s manifest."""
-        return any(what == ref for _, what in self.registry.pulls)
+        return any(what == ref for _, what in self.registry.pulls())
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +82,18 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
 
     node = real_cluster.node
     assert node is not None
-    registry = ImageRegistry().start()
+    registry = Registry(real_cluster.workdir / "registry", ca=real_cluster.ca).start()
     hosts_dir = node.registry_hosts_dir
     manager = olm_install.OLM(real_cluster)
     try:
+        t0 = time.monotonic()
         for ref, archive in image_tools.ensure_images().items():  # what `images` built: no rebuild
-            registry.add(archive, ref=ref)
+            registry.push(archive, ref)
         third = image_tools.third_party_archives([image_tools.OPM_BASE, image_tools.OLM_IMAGE])
         for ref, archive in third.items():
-            registry.add(archive, ref=ref)
-        registry.add(third[image_tools.OPM_BASE], ref=olm_install.OPM_IMAGE)  # catalog-operator's default
+            registry.push(archive, ref)
+        registry.push(third[image_tools.OPM_BASE], olm_install.OPM_IMAGE)  # catalog-operator's default
+        print(f"OLM: images pushed to the registry in {time.monotonic() - t0:.1f}s")
         registry.write_hosts_config(hosts_dir)
         manager.install()
         yield Olm(
@@ -287,8 +290,8 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
         status = env.get("installplans", inst.namespace, plan_name)["status"]
         raise AssertionError(f"{exc}\n{status}") from None
     # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always).
-    assert env.pulled(f"{REGISTRY}/{PACKAGE}-bundle:{version}"), env.registry.pulls[-20:]
-    assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls[-20:]
+    assert env.pulled(f"{REGISTRY}/{PACKAGE}-bundle:{version}"), env.registry.pulls()[-20:]
+    assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls()[-20:]
     expected_targets = ",".join(sorted(targets)) if targets is not None else ""
     for op in OPERATORS:
         pods = operator_pods(env, inst.namespace, op)
@@ -484,7 +487,7 @@ def publish_release(env: Olm, version: str, root: Path) -> None:
     """Render and build release ``version`` (:func:`tests.framework.release.build_release`); serve its images."""
     t0 = time.monotonic()
     for ref, archive in build_release(version, root).archives.items():
-        env.registry.add(archive, ref=ref)
+        env.registry.push(archive, ref)
     print(f"OLM: release {version} rendered and built in {time.monotonic() - t0:.1f}s")
 
 
