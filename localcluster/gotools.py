@@ -69,7 +69,11 @@ TOOLS: dict[str, dict[str, str]] = {
         "operator-controller": "github.com/operator-framework/operator-controller/cmd/operator-controller",
     },
     # Built in a checkout of the repository (GIT_SOURCES): its commands are modules of their own.
-    "cert-manager": {"controller": "cmd/controller", "webhook": "cmd/webhook", "cainjector": "cmd/cainjector"},
+    "cert-manager": {
+        "controller": "cmd/controller",
+        "webhook": "cmd/webhook",
+        "cainjector": "cmd/cainjector",
+    },
     "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
 }
 DEFAULT_TOOLS = ("opm", "operator-sdk")
@@ -150,7 +154,7 @@ GIT_REPLACES: dict[str, dict[str, GitSource]] = {
     },
 }
 # OLM keeps its catalog in SQLite (json1); everything builds without cgo.
-_TAGS = {"olm": "json1,containers_image_openpgp"}
+_TAGS = {"olm": "json1,containers_image_openpgp", "cert-manager": ""}
 
 
 def cache_root() -> Path:
@@ -199,19 +203,26 @@ def _build(tool: str, module: Path, target: Path) -> None:
     partial.mkdir(parents=True)
     log(f"building {tool} from {module.relative_to(REPO)} (first time only; a cold build takes minutes)")
     start = time.monotonic()
-    flags = ["-tags", _TAGS.get(tool, "containers_image_openpgp"), "-trimpath", "-ldflags", "-s -w"]
+    tags = _TAGS.get(tool, "containers_image_openpgp")
+    flags = [*(["-tags", tags] if tags else []), "-trimpath", "-ldflags", "-s -w"]
     if tool in GIT_REPLACES:
         flags.append(f"-modfile={_replaced_modfile(tool, module, partial)}")
     checkout = GIT_SOURCES[tool].checkout() if tool in GIT_SOURCES else None
     for name, package in TOOLS[tool].items():
         if checkout is not None:  # package is a command's module directory in the checkout
-            run_go(["build", "-v", *flags, "-o", str(partial / name), "."], checkout / package, f"building {name}")
+            run_go(
+                ["build", "-v", *flags, "-o", str(partial / name), "."],
+                checkout / package,
+                f"building {name}",
+            )
         else:
             run_go(["build", "-v", *flags, "-o", str(partial / name), package], module, f"building {name}")
     if tool in _MODULE_FILES:
         _copy_module_files(tool, module, partial, [f for f in flags if f.startswith("-modfile=")])
     shutil.rmtree(target.parent, ignore_errors=True)
     partial.rename(target.parent)
+    for leftover in partial.parent.glob(f"{partial.name}-go.*"):
+        leftover.unlink()
     log(f"{tool} ready in {target.parent} ({time.monotonic() - start:.0f}s)")
 
 

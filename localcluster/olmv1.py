@@ -19,7 +19,8 @@ What differs from a cluster with DNS and a registry, each named where it is appl
 
 - **Cluster DNS (stand-in).** operator-controller fetches catalog content from
   ``catalogd-service.olmv1-system.svc``; with no cluster DNS here, its pod gets a ``hostAliases``
-  entry for that name with the Service's ClusterIP (:data:`DNS_STAND_IN_NOTE`).
+  entry for that name with the Service's ClusterIP (:data:`DNS_STAND_IN_NOTE`), and both pods
+  one for each name in ``host_aliases`` (the registry's Service).
 - **Image pulls.** catalogd and operator-controller pull catalog and bundle images themselves
   (containers/image). The ConfigMap ``olmv1-pull-config`` carries what they read:
   ``/etc/containers/registries.conf`` (:func:`registries_conf`: a mirror for the registries
@@ -160,13 +161,16 @@ class OLMv1:
 
     ``registries_conf``, ``registry_ca`` and ``policy`` are what catalogd and operator-controller
     read for their pulls (``/etc/containers/registries.conf``, a CA added to ``--pull-cas-dir``,
-    ``/etc/containers/policy.json``); each is left out when None.
+    ``/etc/containers/policy.json``); each is left out when None. ``policy`` is the hook for a
+    signature policy: both controllers then refuse what it refuses.
     """
 
     cluster: LocalCluster
     registries_conf: str | None = None
     registry_ca: Path | None = None
     policy: Path | None = None
+    # name -> IP in both pods' /etc/hosts (the registry's Service name: a DNS stand-in).
+    host_aliases: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -196,7 +200,13 @@ class OLMv1:
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
             self._wait(
                 lambda kind=kind: bool(
-                    self.kubectl("get", kind, "cert-manager-webhook", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+                    self.kubectl(
+                        "get",
+                        kind,
+                        "cert-manager-webhook",
+                        "-o",
+                        "jsonpath={.webhooks[0].clientConfig.caBundle}",
+                    )
                 ),
                 timeout,
                 f"{kind}/cert-manager-webhook has a CA bundle",
@@ -208,7 +218,9 @@ class OLMv1:
         deployments = [d for d in docs if d["kind"] == "Deployment"]
         self._apply(yaml.safe_dump_all([d for d in docs if d["kind"] != "Deployment"]), timeout)
         self._apply_pull_config()
-        service_ip = client.CoreV1Api(self.api).read_namespaced_service(CATALOGD_SERVICE, NAMESPACE).spec.cluster_ip
+        service_ip = (
+            client.CoreV1Api(self.api).read_namespaced_service(CATALOGD_SERVICE, NAMESPACE).spec.cluster_ip
+        )
         for deployment in deployments:
             self._patch_deployment(deployment, service_ip)
         self._apply(yaml.safe_dump_all(deployments), timeout)
@@ -221,13 +233,21 @@ class OLMv1:
     def uninstall(self, timeout: float = 300.0) -> None:
         """Delete every ClusterExtension and ClusterCatalog, then what :meth:`install` applied."""
         for kind in ("clusterextensions", "clustercatalogs"):
-            self.kubectl("delete", kind, "--all", "--ignore-not-found", f"--timeout={timeout:.0f}s", check=False)
+            self.kubectl(
+                "delete", kind, "--all", "--ignore-not-found", f"--timeout={timeout:.0f}s", check=False
+            )
         for text in (olmv1_manifest(), cert_manager_manifest()):
             with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
                 f.write(text)
                 f.flush()
                 self.kubectl(
-                    "delete", "--ignore-not-found", "--wait", f"--timeout={timeout:.0f}s", "-f", f.name, check=False
+                    "delete",
+                    "--ignore-not-found",
+                    "--wait",
+                    f"--timeout={timeout:.0f}s",
+                    "-f",
+                    f.name,
+                    check=False,
                 )
         self.kubectl("label", "node", "--all", f"{CONTROL_PLANE_LABEL}-", check=False)
 
@@ -247,7 +267,11 @@ class OLMv1:
             data["registry-ca.crt"] = self.registry_ca.read_text()
         if self.policy is not None:
             data["policy.json"] = self.policy.read_text()
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PULL_CONFIG, "namespace": NAMESPACE}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": PULL_CONFIG, "namespace": NAMESPACE},
+        }
         self._apply(yaml.safe_dump({**body, "data": data}), 60)
 
     def _patch_deployment(self, deployment: dict[str, Any], catalogd_ip: str) -> None:
@@ -256,7 +280,10 @@ class OLMv1:
         container = next(c for c in pod["containers"] if c["name"] == "manager")
         mounts = container.setdefault("volumeMounts", [])
         volumes = pod.setdefault("volumes", [])
-        for name, path in (("registries.conf", "/etc/containers/registries.conf"), ("policy.json", "/etc/containers/policy.json")):
+        for name, path in (
+            ("registries.conf", "/etc/containers/registries.conf"),
+            ("policy.json", "/etc/containers/policy.json"),
+        ):
             if (name == "registries.conf" and self.registries_conf is not None) or (
                 name == "policy.json" and self.policy is not None
             ):
@@ -268,13 +295,23 @@ class OLMv1:
             ca["projected"] = {
                 "sources": [
                     {"secret": {"name": secret["secretName"], "items": secret["items"]}},
-                    {"configMap": {"name": PULL_CONFIG, "items": [{"key": "registry-ca.crt", "path": "registry-ca.crt"}]}},
+                    {
+                        "configMap": {
+                            "name": PULL_CONFIG,
+                            "items": [{"key": "registry-ca.crt", "path": "registry-ca.crt"}],
+                        }
+                    },
                 ]
             }
         volumes.append({"name": PULL_CONFIG, "configMap": {"name": PULL_CONFIG}})
+        aliases = dict(self.host_aliases)
         if deployment["metadata"]["name"] == OPERATOR_CONTROLLER:
-            pod["hostAliases"] = [{"ip": catalogd_ip, "hostnames": [f"{CATALOGD_SERVICE}.{NAMESPACE}.svc"]}]
-            deployment["metadata"].setdefault("annotations", {})["localcluster/host-aliases"] = DNS_STAND_IN_NOTE
+            aliases[f"{CATALOGD_SERVICE}.{NAMESPACE}.svc"] = catalogd_ip
+        if aliases:
+            pod["hostAliases"] = [{"ip": ip, "hostnames": [name]} for name, ip in sorted(aliases.items())]
+            deployment["metadata"].setdefault("annotations", {})["localcluster/host-aliases"] = (
+                DNS_STAND_IN_NOTE
+            )
 
     def _wait_available(self, namespace: str, name: str, timeout: float) -> None:
         apps = client.AppsV1Api(self.api)
@@ -294,7 +331,9 @@ class OLMv1:
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"olmv1: timed out after {timeout:.0f}s waiting for {what}\n{self.diagnose()}")
+                raise TimeoutError(
+                    f"olmv1: timed out after {timeout:.0f}s waiting for {what}\n{self.diagnose()}"
+                )
             time.sleep(1)
 
     def diagnose(self) -> str:
@@ -314,7 +353,9 @@ def _plural(kind: str) -> str:
     return lower[:-1] + "ies" if lower.endswith("y") else lower + "s"
 
 
-def installer_rbac(extension: str, namespace: str, service_account: str, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def installer_rbac(
+    extension: str, namespace: str, service_account: str, rendered: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The ServiceAccount and RBAC that OLM <= 1.10 (and OpenShift's) install ``rendered`` with.
 
     Those versions apply a bundle's objects as ``spec.serviceAccount``, so it needs: the
@@ -350,7 +391,11 @@ def installer_rbac(extension: str, namespace: str, service_account: str, rendere
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
     rbac = "rbac.authorization.k8s.io/v1"
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": service_account, "namespace": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": service_account, "namespace": namespace},
+        },
         {
             "apiVersion": rbac,
             "kind": "ClusterRole",
@@ -364,7 +409,12 @@ def installer_rbac(extension: str, namespace: str, service_account: str, rendere
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
             "subjects": subject,
         },
-        {"apiVersion": rbac, "kind": "Role", "metadata": meta, "rules": [*rules(namespaced_kinds), *granted_namespaced]},
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [*rules(namespaced_kinds), *granted_namespaced],
+        },
         {
             "apiVersion": rbac,
             "kind": "RoleBinding",
@@ -392,7 +442,12 @@ def main(argv: list[str] | None = None) -> int:
         print(validate_bundles(*args.bundles), end="")
     else:
         rendered = render_bundle(args.bundle, args.namespace)
-        print(yaml.safe_dump_all(installer_rbac(args.extension, args.namespace, args.service_account, rendered)), end="")
+        print(
+            yaml.safe_dump_all(
+                installer_rbac(args.extension, args.namespace, args.service_account, rendered)
+            ),
+            end="",
+        )
     return 0
 
 

@@ -35,10 +35,11 @@ from localcluster import cluster as localcluster
 from localcluster import node as localnode
 from localcluster import olm as olm_v0
 from localcluster import olmv1
-from localcluster.registry import ImageRegistry
+from localcluster.registry import Registry
 from tests.framework.install import Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.release import PACKAGE, RELEASED, build_release, catalog_ref
+from tests.framework.tcp_proxy import Proxy
 from tests.framework.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +50,8 @@ EXTENSION = "k8s-operators-py"
 INSTALLER = "k8s-operators-py-installer"
 REGISTRY_SERVICE = "olmv1-registry"
 REGISTRY_PORT = 5000
+# What cluster DNS would call the Service (no DNS here: a hostAliases entry in both pods).
+REGISTRY_NAME = f"{REGISTRY_SERVICE}.default.svc"
 
 
 def test_bundles_pass_olm_v1_validators(tmp_path):
@@ -61,10 +64,18 @@ def test_bundles_pass_olm_v1_validators(tmp_path):
     assert "valid for OLM v1" in olmv1.validate_bundles(REPO / "bundle", watch_namespace="team-a")
 
 
+def test_olm_v1_validators_refuse_a_bundle_missing_an_owned_crd(tmp_path):
+    broken = tmp_path / "bundle"
+    shutil.copytree(REPO / "bundle", broken)
+    (broken / "manifests" / "demo.k8s.io_webservers.yaml").unlink()
+    with pytest.raises(RuntimeError, match="webservers.demo.k8s.io"):
+        olmv1.validate_bundles(broken)
+
+
 @dataclass
 class Env(Install):
     manager: olmv1.OLMv1
-    registry: ImageRegistry
+    registry: Registry
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
         return self.co.get_cluster_custom_object(olmv1.OLM_GROUP, "v1", plural, name)
@@ -100,8 +111,8 @@ class Env(Install):
 
 
 def _registry_service(core: client.CoreV1Api, ip: str, port: int) -> str:
-    """A Service (no selector) with the registry on the node's IP as its endpoint: pods have no
-    route to the node IP itself, only to the service range. Returns ``ClusterIP:port``."""
+    """A Service (no selector) with the registry's forwarder on the node IP as its endpoint: pods
+    have no route to the node IP itself, only to the service range. Returns its ClusterIP."""
     ns = "default"
     core.create_namespaced_service(
         ns,
@@ -117,7 +128,7 @@ def _registry_service(core: client.CoreV1Api, ip: str, port: int) -> str:
             "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "registry", "port": port}]}],
         },
     )
-    return f"{core.read_namespaced_service(REGISTRY_SERVICE, ns).spec.cluster_ip}:{REGISTRY_PORT}"
+    return str(core.read_namespaced_service(REGISTRY_SERVICE, ns).spec.cluster_ip)
 
 
 @pytest.fixture(scope="module")
@@ -127,21 +138,32 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     assert real_cluster.node is not None
     api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
     core = client.CoreV1Api(api)
-    registry = ImageRegistry(host=localnode.NODE_IP).start()
+    registry = Registry(
+        real_cluster.workdir / "registry-olmv1", ca=real_cluster.ca, names=(REGISTRY_NAME,)
+    ).start()
+    # Pods reach the registry (on 127.0.0.1) through a Service whose endpoint forwards from the node IP.
+    forwarder = Proxy(registry.port, host=localnode.NODE_IP)
     hosts_dir = real_cluster.node.registry_hosts_dir
     manager: olmv1.OLMv1 | None = None
     try:
+        t0 = time.monotonic()
         for ref, archive in image_tools.ensure_images().items():
-            registry.add(archive, ref=ref)
+            registry.push(archive, ref)
+        print(f"OLM v1: images pushed to the registry in {time.monotonic() - t0:.1f}s")
         # The kubelet pulls the next release's operator images through containerd's mirror.
         registry.write_hosts_config(hosts_dir)
-        mirror = _registry_service(core, localnode.NODE_IP, int(registry.address.rsplit(":", 1)[1]))
+        service_ip = _registry_service(core, localnode.NODE_IP, forwarder.port)
         # The catalog and bundles name ghcr.io: catalogd and operator-controller pull them from
-        # the local registry (a plain-HTTP stand-in, hence insecure).
-        manager = olmv1.OLMv1(real_cluster, registries_conf=olmv1.registries_conf({"ghcr.io": mirror}, insecure=True))
+        # the registry, trusting its CA (--pull-cas-dir).
+        manager = olmv1.OLMv1(
+            real_cluster,
+            registries_conf=olmv1.registries_conf({"ghcr.io": f"{REGISTRY_NAME}:{REGISTRY_PORT}/ghcr.io"}),
+            registry_ca=registry.ca_file,
+            host_aliases={REGISTRY_NAME: service_ip},
+        )
         # The bundle ships a ServiceMonitor and a PrometheusRule: their CRDs must exist.
-        kubectl_files = [f"--filename={p}" for p in olm_v0.monitoring_crds()]
-        manager.kubectl("apply", "--server-side", "--force-conflicts", *kubectl_files)
+        crds = [f"--filename={p}" for p in olm_v0.monitoring_crds()]
+        manager.kubectl("apply", "--server-side", "--force-conflicts", *crds)
         t0 = time.monotonic()
         manager.install()
         print(f"OLM v1: installed in {time.monotonic() - t0:.1f}s ({manager.timings})")
@@ -155,6 +177,7 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+        forwarder.close()
         registry.stop()
         for mirrored in hosts_dir.iterdir() if hosts_dir.exists() else []:
             shutil.rmtree(mirrored)
@@ -249,13 +272,17 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     apply_as(env, ns, rendered, f"system:serviceaccount:{ns}:{INSTALLER}")
 
     t0 = time.monotonic()
-    env.co.create_cluster_custom_object(olmv1.OLM_GROUP, "v1", "clustercatalogs", cluster_catalog(catalog_ref(RELEASED)))
+    env.co.create_cluster_custom_object(
+        olmv1.OLM_GROUP, "v1", "clustercatalogs", cluster_catalog(catalog_ref(RELEASED))
+    )
     env.wait_condition("clustercatalogs", CATALOG, "Serving")
     catalog_seconds = time.monotonic() - t0
-    assert any(what.endswith(f"{PACKAGE}-catalog:{RELEASED}") for _, what in env.registry.pulls)
+    assert any(what == catalog_ref(RELEASED) for _, what in env.registry.pulls()), env.registry.pulls()[-10:]
 
     t0 = time.monotonic()
-    env.co.create_cluster_custom_object(olmv1.OLM_GROUP, "v1", "clusterextensions", cluster_extension(ns, RELEASED))
+    env.co.create_cluster_custom_object(
+        olmv1.OLM_GROUP, "v1", "clusterextensions", cluster_extension(ns, RELEASED)
+    )
     env.wait_condition("clusterextensions", EXTENSION, "Installed")
     wait_for(lambda: operators_ready(env, ns), 300, "the three operator Deployments Ready")
     install_seconds = time.monotonic() - t0
@@ -263,19 +290,25 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     print(f"OLM v1: catalog Serving in {catalog_seconds:.1f}s, extension installed in {install_seconds:.1f}s")
 
     # AllNamespaces: the operators reconcile a WebServer in another namespace.
-    env.co.create_namespaced_custom_object("demo.k8s.io", "v1alpha1", work, "webservers", webserver(env, "web", 2))
+    env.co.create_namespaced_custom_object(
+        "demo.k8s.io", "v1alpha1", work, "webservers", webserver(env, "web", 2)
+    )
     wait_for(lambda: exactly_ready(env, work, "web", 2), 240, "2 WebServer pods Ready")
     web_before = {p.metadata.uid for p in web_pods(env, work, "web")}
 
     # Upgrade: the next release's catalog, then the extension moved to its bundle.
     t0 = time.monotonic()
     for ref, archive in build_release(NEXT, tmp_path).archives.items():
-        env.registry.add(archive, ref=ref)
+        env.registry.push(archive, ref)
     build_seconds = time.monotonic() - t0
     t0 = time.monotonic()
     served = resolved_catalog(env)
     env.co.patch_cluster_custom_object(
-        olmv1.OLM_GROUP, "v1", "clustercatalogs", CATALOG, {"spec": {"source": {"image": {"ref": catalog_ref(NEXT)}}}}
+        olmv1.OLM_GROUP,
+        "v1",
+        "clustercatalogs",
+        CATALOG,
+        {"spec": {"source": {"image": {"ref": catalog_ref(NEXT)}}}},
     )
     wait_for(lambda: resolved_catalog(env) not in (None, served), 300, "catalogd unpacked the next catalog")
     env.wait_condition("clustercatalogs", CATALOG, "Serving")
@@ -290,19 +323,26 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     env.wait_condition("clusterextensions", EXTENSION, "Installed")
     wait_for(lambda: operators_ready(env, ns), 300, "the upgraded operator Deployments Ready")
     upgrade_seconds = time.monotonic() - t0
-    print(f"OLM v1: release {NEXT} built in {build_seconds:.1f}s, upgrade {RELEASED} -> {NEXT} in {upgrade_seconds:.1f}s")
+    print(
+        f"OLM v1: release {NEXT} built in {build_seconds:.1f}s, "
+        f"upgrade {RELEASED} -> {NEXT} in {upgrade_seconds:.1f}s"
+    )
     apps = client.AppsV1Api(env.api)
     for op in OPERATORS:
         image = apps.read_namespaced_deployment(f"{op}-operator", ns).spec.template.spec.containers[0].image
         assert image.endswith(f":{NEXT}"), image
     assert {p.metadata.uid for p in web_pods(env, work, "web")} == web_before
     env.kubectl("-n", work, "scale", "webserver/web", "--replicas=3")
-    wait_for(lambda: exactly_ready(env, work, "web", 3), 240, "the upgraded operator scaled the WebServer to 3")
+    wait_for(
+        lambda: exactly_ready(env, work, "web", 3), 240, "the upgraded operator scaled the WebServer to 3"
+    )
 
     # Uninstall: deleting the extension removes what it installed.
     t0 = time.monotonic()
     env.co.delete_cluster_custom_object(olmv1.OLM_GROUP, "v1", "clusterextensions", EXTENSION)
-    wait_for(lambda: installed_version(env) is None and not _extension_exists(env), 300, "the extension deleted")
+    wait_for(
+        lambda: installed_version(env) is None and not _extension_exists(env), 300, "the extension deleted"
+    )
     wait_for(lambda: not _operator_deployments(env, ns), 300, "the operator Deployments deleted")
     print(f"OLM v1: uninstalled in {time.monotonic() - t0:.1f}s")
     env.co.delete_cluster_custom_object(olmv1.OLM_GROUP, "v1", "clustercatalogs", CATALOG)
@@ -320,5 +360,8 @@ def _extension_exists(env: Env) -> bool:
 
 def _operator_deployments(env: Env, ns: str) -> list[str]:
     apps = client.AppsV1Api(env.api)
-    return [d.metadata.name for d in apps.list_namespaced_deployment(ns).items if d.metadata.name.endswith("-operator")]
-
+    return [
+        d.metadata.name
+        for d in apps.list_namespaced_deployment(ns).items
+        if d.metadata.name.endswith("-operator")
+    ]

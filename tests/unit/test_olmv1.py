@@ -16,7 +16,11 @@ import pytest
 from localcluster import olmv1
 
 RENDERED: list[dict[str, Any]] = [
-    {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b"}},
+    {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "a.b"},
+    },
     {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -27,7 +31,9 @@ RENDERED: list[dict[str, Any]] = [
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": "op", "namespace": "ns"},
-        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}],
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}
+        ],
     },
     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "op", "namespace": "ns"}},
     {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "op", "namespace": "ns"}},
@@ -43,23 +49,43 @@ def test_installer_rbac_covers_each_kind_in_its_scope_and_every_granted_rule():
     objs = by_kind(olmv1.installer_rbac("ext", "ns", "installer", RENDERED))
     cluster_rules = objs["ClusterRole"]["rules"]
     role_rules = objs["Role"]["rules"]
-    assert {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": olmv1.MANAGE} in cluster_rules
-    assert {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": olmv1.MANAGE} in cluster_rules
+    assert {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": olmv1.MANAGE,
+    } in cluster_rules
+    assert {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "verbs": olmv1.MANAGE,
+    } in cluster_rules
     assert {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": olmv1.MANAGE} in role_rules
     assert {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": olmv1.MANAGE} in role_rules
-    assert {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": olmv1.MANAGE} in role_rules
+    assert {
+        "apiGroups": ["policy"],
+        "resources": ["poddisruptionbudgets"],
+        "verbs": olmv1.MANAGE,
+    } in role_rules
     assert RENDERED[1]["rules"][0] in cluster_rules  # escalation: holds what it grants
     assert RENDERED[2]["rules"][0] in role_rules
     finalizers = cluster_rules[0]
-    assert finalizers["resources"] == ["clusterextensions/finalizers"] and finalizers["resourceNames"] == ["ext"]
+    assert finalizers["resources"] == ["clusterextensions/finalizers"] and finalizers["resourceNames"] == [
+        "ext"
+    ]
     for binding in ("ClusterRoleBinding", "RoleBinding"):
-        assert objs[binding]["subjects"] == [{"kind": "ServiceAccount", "name": "installer", "namespace": "ns"}]
+        assert objs[binding]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "installer", "namespace": "ns"}
+        ]
     assert objs["ServiceAccount"]["metadata"] == {"name": "installer", "namespace": "ns"}
 
 
 @pytest.mark.parametrize(
     ("kind", "plural"),
-    [("Deployment", "deployments"), ("NetworkPolicy", "networkpolicies"), ("PrometheusRule", "prometheusrules")],
+    [
+        ("Deployment", "deployments"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("PrometheusRule", "prometheusrules"),
+    ],
 )
 def test_plural_is_the_resource_name(kind, plural):
     assert olmv1._plural(kind) == plural
@@ -87,7 +113,10 @@ def deployment(name: str) -> dict[str, Any]:
                     "volumes": [
                         {
                             "name": "ca-certs",
-                            "secret": {"secretName": "cert", "items": [{"key": "ca.crt", "path": "olm-ca.crt"}]},
+                            "secret": {
+                                "secretName": "cert",
+                                "items": [{"key": "ca.crt", "path": "olm-ca.crt"}],
+                            },
                         }
                     ],
                 }
@@ -106,7 +135,10 @@ def test_operator_controller_gets_the_pull_config_the_ca_and_the_catalogd_name(t
     manager._patch_deployment(dep, "10.96.0.5")
     pod = dep["spec"]["template"]["spec"]
     mounts = {m["mountPath"]: m["subPath"] for m in pod["containers"][0]["volumeMounts"]}
-    assert mounts == {"/etc/containers/registries.conf": "registries.conf", "/etc/containers/policy.json": "policy.json"}
+    assert mounts == {
+        "/etc/containers/registries.conf": "registries.conf",
+        "/etc/containers/policy.json": "policy.json",
+    }
     sources = next(v for v in pod["volumes"] if v["name"] == "ca-certs")["projected"]["sources"]
     assert sources[0]["secret"]["name"] == "cert"
     assert sources[1]["configMap"]["items"] == [{"key": "registry-ca.crt", "path": "registry-ca.crt"}]
@@ -122,4 +154,3 @@ def test_nothing_is_mounted_that_was_not_given():
     assert pod["containers"][0]["volumeMounts"] == []
     assert pod["volumes"][0] == before["spec"]["template"]["spec"]["volumes"][0]
     assert "hostAliases" not in pod
-
