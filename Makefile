@@ -95,11 +95,15 @@ validate: gotools ## operator-sdk bundle validate (operatorframework suite) and 
 images: venv ## Build every image (CONTAINER_TOOL; offline with buildah: local stand-ins for public bases)
 	$(BIN)/python -m localcluster.images --version $(VERSION) --registry $(REGISTRY) $(if $(CONTAINER_TOOL),--tool $(CONTAINER_TOOL))
 
+.PHONY: release
+release: venv ## Build the release pinned by digest: images, then bundle, install.yaml and catalog naming them by digest (tools/generate/release.py)
+	$(BIN)/python -m tools.generate.release --version $(VERSION) --registry $(REGISTRY)
+
 # The end-to-end and OLM suites and `make run`'s real node need root; without it there is
 # nothing to run the images (or OLM) on, so they are not built (the tests say why they skip).
 .PHONY: node-images
 node-images: venv
-	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm olmv1 images VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm olmv1 images release VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
 	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint

@@ -18,6 +18,10 @@ netperf ``samples`` times through a small POSIX sh loop (so any image with ``sh`
 (``NETPERF_RESULT``, the container's ``terminationMessagePath``): the operator reads results
 from the pod status and needs no ``pods/log`` permission.
 
+The pods run ``spec.image``; the release's default (``schema.DEFAULT_IMAGE``, a tag) is replaced
+by what the installer pinned in ``RELATED_IMAGE_NETPERF_BENCHMARK`` (by digest in the OLM bundle),
+so a mirrored, disconnected cluster pulls the very image the release was built with.
+
 Both pods run as non-root (65534) with the ``restricted`` Pod Security profile, CPU/memory
 requests, no service-account token and no service links.
 
@@ -36,12 +40,13 @@ The path (``spec.path``; a compare run passes each path in turn, its run key ``<
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from operators.netperf.parse import KEYS, RR_TYPES
-from operators.netperf.schema import APP, DEFAULT_PATH, DEFAULTS
+from operators.netperf.schema import APP, DEFAULT_IMAGE, DEFAULT_PATH, DEFAULTS
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
@@ -109,6 +114,17 @@ done
 def effective(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec with the schema's defaults (the API server applies them too; old objects may lack them)."""
     return {**DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+
+
+# The operand image the operator's Deployment names (OLM's relatedImages convention).
+RELATED_IMAGE_ENV = "RELATED_IMAGE_NETPERF_BENCHMARK"
+
+
+def run_image(spec: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """The image the pods run: ``spec.image``, the default replaced by ``RELATED_IMAGE_ENV``."""
+    image = str(effective(spec)["image"])
+    pinned = (os.environ if env is None else env).get(RELATED_IMAGE_ENV, "").strip()
+    return pinned if image == DEFAULT_IMAGE and pinned else image
 
 
 def timeout_seconds(spec: Mapping[str, Any]) -> int:
@@ -242,7 +258,7 @@ def server_pod(owner: Mapping[str, Any], spec: Mapping[str, Any], run: str | Non
         ports = [{**p, "hostPort": p["containerPort"]} for p in ports]
     container = {
         "name": "netserver",
-        "image": spec["image"],
+        "image": run_image(spec),
         "command": ["netserver", "-D", "-p", str(CONTROL_PORT)],
         "ports": ports,
         # Once a second: the client does not wait for it (it retries its connection), but the
@@ -270,7 +286,7 @@ def client_pod(
     names = pod_names(meta["name"], run)
     container = {
         "name": "netperf",
-        "image": spec["image"],
+        "image": run_image(spec),
         "command": [
             "sh",
             "-c",

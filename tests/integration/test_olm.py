@@ -40,8 +40,8 @@ from localcluster import olm as olm_install
 from localcluster.registry import Registry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
-from tests.framework.release import build_release
 from tests.framework.waits import wait_for
+from tools.generate import release
 from tools.generate.bundle import OPERATOR_REPLICAS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +60,7 @@ class Olm(Install):
     """The real cluster with OLM and the registry (and test_e2e's view of an install)."""
 
     registry: Registry
+    releases: dict[str, release.Release]  # version -> the release built and pushed
 
     @property
     def apps(self) -> client.AppsV1Api:
@@ -87,8 +88,12 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
     manager = olm_install.OLM(real_cluster)
     try:
         t0 = time.monotonic()
-        for ref, archive in image_tools.ensure_images().items():  # what `images` built: no rebuild
-            registry.push(archive, ref)
+        # What `make images` built (no rebuild): the release pinned by digest, as users get it.
+        pinned = release.build(RELEASED, REGISTRY)
+        print(f"OLM: release {RELEASED} pinned by digest in {time.monotonic() - t0:.1f}s")
+        t0 = time.monotonic()
+        for ref, archive in pinned.archives.items():
+            assert registry.push(archive, ref) == pinned.digests[ref]
         third = image_tools.third_party_archives([image_tools.OPM_BASE, image_tools.OLM_IMAGE])
         for ref, archive in third.items():
             registry.push(archive, ref)
@@ -102,6 +107,7 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
             node,
             images,
             registry,
+            {RELEASED: pinned},
         )
     finally:
         manager.stop()
@@ -289,8 +295,10 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
     except AssertionError as exc:
         status = env.get("installplans", inst.namespace, plan_name)["status"]
         raise AssertionError(f"{exc}\n{status}") from None
-    # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always).
-    assert env.pulled(f"{REGISTRY}/{PACKAGE}-bundle:{version}"), env.registry.pulls()[-20:]
+    # The bundle came from its image, unpacked by OLM's Job: kubelet pulled it (Always), by the
+    # digest the catalog names.
+    pinned = env.releases[version]
+    assert env.pulled(pinned.pinned(f"{REGISTRY}/{PACKAGE}-bundle:{version}")), env.registry.pulls()[-20:]
     assert env.pulled(catalog_ref(version)) or version != RELEASED, env.registry.pulls()[-20:]
     expected_targets = ",".join(sorted(targets)) if targets is not None else ""
     for op in OPERATORS:
@@ -298,7 +306,10 @@ def assert_installed(env: Olm, inst: Installed, targets: list[str] | None, versi
         assert len(pods) == OPERATOR_REPLICAS, (op, [p.metadata.name for p in pods])
         for pod in pods:
             status = pod.status.container_statuses[0]
-            assert status.image == f"{REGISTRY}/{op}-operator:{version}"
+            # By digest, the digest of the image built for this release.
+            operator_ref = f"{REGISTRY}/{op}-operator:{version}"
+            assert pod.spec.containers[0].image == pinned.pinned(operator_ref)
+            assert status.image_id.endswith(pinned.digests[operator_ref]), status.image_id
             assert pod.spec.service_account_name == f"{op}-operator"
             assert status.ready and status.restart_count == 0, (op, status)
             # What the operator watches: OLM's annotation, mapped onto WATCH_NAMESPACE by the CSV.
@@ -484,11 +495,21 @@ def assert_uninstall_keeps_data_all(env: Olm, inst: Installed, work: str) -> Non
 
 
 def publish_release(env: Olm, version: str, root: Path) -> None:
-    """Render and build release ``version`` (:func:`tests.framework.release.build_release`); serve its images."""
+    """Build release ``version`` pinned by digest (bundle replacing 0.1.0, operator images, a
+    catalog holding the published bundle and the new one), as a release would, into ``root``;
+    push its images."""
+    from tools.generate import catalog
+
+    # What `make catalog VERSION=...` does: the published catalog's bundles kept, the new one added.
+    published = env.releases[RELEASED].root / "catalog-context" / "catalog" / PACKAGE / "catalog.yaml"
+    earlier = catalog.released(published, version)
+    assert [b["name"] for b in earlier.bundles] == [f"{PACKAGE}.v{RELEASED}"]
     t0 = time.monotonic()
-    for ref, archive in build_release(version, root).archives.items():
-        env.registry.push(archive, ref)
-    print(f"OLM: release {version} rendered and built in {time.monotonic() - t0:.1f}s")
+    built = release.build(version, REGISTRY, root / "release", earlier=earlier)
+    for ref, archive in built.archives.items():
+        assert env.registry.push(archive, ref) == built.digests[ref]
+    env.releases[version] = built
+    print(f"OLM: release {version} rendered, built and pushed in {time.monotonic() - t0:.1f}s")
 
 
 def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_path):

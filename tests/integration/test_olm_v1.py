@@ -38,11 +38,14 @@ from localcluster import olmv1
 from localcluster.registry import Registry
 from tests.framework.install import Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
-from tests.framework.release import PACKAGE, RELEASED, build_release, catalog_ref
 from tests.framework.tcp_proxy import Proxy
 from tests.framework.waits import wait_for
+from tools.generate import catalog, release
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = "k8s-operators-py"
+REGISTRY = "ghcr.io/k8s-operators-py"
+RELEASED = "0.1.0"
 NEXT = "0.1.1"
 OPERATORS = ("netperf", "tdset", "webserver")
 CATALOG = "k8s-operators-py"
@@ -68,14 +71,19 @@ def test_olm_v1_validators_refuse_a_bundle_missing_an_owned_crd(tmp_path):
     broken = tmp_path / "bundle"
     shutil.copytree(REPO / "bundle", broken)
     (broken / "manifests" / "demo.k8s.io_webservers.yaml").unlink()
-    with pytest.raises(RuntimeError, match="webservers.demo.k8s.io"):
+    with pytest.raises(RuntimeError, match=r"webservers\.demo\.k8s\.io"):
         olmv1.validate_bundles(broken)
+
+
+def catalog_ref(version: str) -> str:
+    return f"{REGISTRY}/{PACKAGE}-catalog:{version}"
 
 
 @dataclass
 class Env(Install):
     manager: olmv1.OLMv1
     registry: Registry
+    releases: dict[str, release.Release]  # version -> the release built (pinned by digest) and pushed
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
         return self.co.get_cluster_custom_object(olmv1.OLM_GROUP, "v1", plural, name)
@@ -133,8 +141,6 @@ def _registry_service(core: client.CoreV1Api, ip: str, port: int) -> str:
 
 @pytest.fixture(scope="module")
 def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iterator[Env]:
-    from localcluster import images as image_tools
-
     assert real_cluster.node is not None
     api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
     core = client.CoreV1Api(api)
@@ -147,9 +153,11 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     manager: olmv1.OLMv1 | None = None
     try:
         t0 = time.monotonic()
-        for ref, archive in image_tools.ensure_images().items():
-            registry.push(archive, ref)
-        print(f"OLM v1: images pushed to the registry in {time.monotonic() - t0:.1f}s")
+        # What `make images` built (no rebuild): the release pinned by digest, as users get it.
+        pinned = release.build(RELEASED, REGISTRY)
+        for ref, archive in pinned.archives.items():
+            assert registry.push(archive, ref) == pinned.digests[ref]
+        print(f"OLM v1: release {RELEASED} pinned and pushed in {time.monotonic() - t0:.1f}s")
         # The kubelet pulls the next release's operator images through containerd's mirror.
         registry.write_hosts_config(hosts_dir)
         service_ip = _registry_service(core, localnode.NODE_IP, forwarder.port)
@@ -167,7 +175,9 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
         t0 = time.monotonic()
         manager.install()
         print(f"OLM v1: installed in {time.monotonic() - t0:.1f}s ({manager.timings})")
-        yield Env(real_cluster.kubeconfig, api, real_cluster.node, images, manager, registry)
+        yield Env(
+            real_cluster.kubeconfig, api, real_cluster.node, images, manager, registry, {RELEASED: pinned}
+        )
     finally:
         if manager is not None:
             manager.uninstall()
@@ -298,8 +308,11 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
 
     # Upgrade: the next release's catalog, then the extension moved to its bundle.
     t0 = time.monotonic()
-    for ref, archive in build_release(NEXT, tmp_path).archives.items():
-        env.registry.push(archive, ref)
+    # What `make catalog VERSION=0.1.1` does: the published catalog's bundle kept, the new one added.
+    published = env.releases[RELEASED].root / "catalog-context" / "catalog" / PACKAGE / "catalog.yaml"
+    nxt = release.build(NEXT, REGISTRY, tmp_path / "release", earlier=catalog.released(published, NEXT))
+    for ref, archive in nxt.archives.items():
+        assert env.registry.push(archive, ref) == nxt.digests[ref]
     build_seconds = time.monotonic() - t0
     t0 = time.monotonic()
     served = resolved_catalog(env)
@@ -330,7 +343,7 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     apps = client.AppsV1Api(env.api)
     for op in OPERATORS:
         image = apps.read_namespaced_deployment(f"{op}-operator", ns).spec.template.spec.containers[0].image
-        assert image.endswith(f":{NEXT}"), image
+        assert image == nxt.pinned(f"{REGISTRY}/{op}-operator:{NEXT}"), image
     assert {p.metadata.uid for p in web_pods(env, work, "web")} == web_before
     env.kubectl("-n", work, "scale", "webserver/web", "--replicas=3")
     wait_for(

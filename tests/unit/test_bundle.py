@@ -78,7 +78,7 @@ def test_csv_metadata_a_catalog_user_expects():
         assert spec[key], key
     assert len(spec["icon"]) == 1 and spec["icon"][0]["mediatype"] == "image/svg+xml"
     assert spec["minKubeVersion"]
-    assert annotations["capabilities"] == "Basic Install" and annotations["categories"]
+    assert annotations["capabilities"] == bundle.CAPABILITY and annotations["categories"]
     images = {i["image"] for i in spec["relatedImages"]}
     assert {
         c["image"] for d in DEPLOYMENTS.values() for c in d["spec"]["template"]["spec"]["containers"]

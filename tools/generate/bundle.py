@@ -41,7 +41,7 @@ import shared
 from operators import descriptions
 from shared.api import access, leases, metricsauth
 from shared.api.crd import to_yaml
-from shared.api.description import OperatorDescription
+from shared.api.description import Image, OperatorDescription
 from shared.controller.serving import DEFAULT_METRICS_PORT, DEFAULT_PROBE_PORT
 from tools.generate import monitoring
 from tools.generate.manifests import render as manifests_render
@@ -125,6 +125,28 @@ def image(registry: str, name: str, version: str) -> str:
     return f"{registry}/{name}-operator:{version}"
 
 
+Digests = Mapping[str, str]  # tag reference -> manifest digest of the image built for it
+
+
+def pinned(ref: str, digests: Digests | None) -> str:
+    """``ref`` by digest (``repo@sha256:…``) when ``digests`` are given, else ``ref`` itself."""
+    if digests is None:
+        return ref
+    if ref not in digests:
+        raise KeyError(f"no digest for {ref}: build the images first (make images)")
+    return f"{ref.rsplit(':', 1)[0]}@{digests[ref]}"
+
+
+def related_env(img: Image) -> str:
+    """The operator container's variable naming an operand image: ``RELATED_IMAGE_<name>``."""
+    return "RELATED_IMAGE_" + img.related_name.upper().replace("-", "_")
+
+
+def operand_ref(img: Image, version: str) -> str:
+    """An operand image at this release's tag (its default reference names the repository)."""
+    return img.default.rsplit(":", 1)[0] + f":{version}"
+
+
 def _title(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", " ", key).replace("_", " ").title().replace("Ip", "IP")
 
@@ -159,7 +181,9 @@ def owned_crd(op: OperatorDescription) -> dict[str, Any]:
     }
 
 
-def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str, Any]:
+def deployment(
+    op: OperatorDescription, registry: str, version: str, digests: Digests | None = None
+) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/name": op.deployment,
         "app.kubernetes.io/component": "operator",
@@ -168,7 +192,7 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
     probe = {"port": "probes"}
     container = {
         "name": "operator",
-        "image": image(registry, op.name, version),
+        "image": pinned(image(registry, op.name, version), digests),
         "imagePullPolicy": "IfNotPresent",
         # As kubebuilder's scaffold: the flag is off for `python -m operators.<name>` on a host.
         # Secure metrics are the default everywhere; said here so the manifest shows it.
@@ -187,6 +211,8 @@ def deployment(op: OperatorDescription, registry: str, version: str) -> dict[str
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             # A mounted serving certificate for /metrics, if its Secret exists (else self-signed).
             {"name": "METRICS_CERT_DIR", "value": METRICS_CERT_DIR},
+            # The operand images it starts by default (relatedImages; by digest when pinned).
+            *({"name": related_env(i), "value": pinned(operand_ref(i, version), digests)} for i in op.images),
         ],
         "ports": [
             {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
@@ -441,13 +467,44 @@ def alm_examples() -> list[dict[str, Any]]:
     return [yaml.safe_load((REPO / op.example).read_text()) for op in descriptions()]
 
 
-def csv(version: str, registry: str) -> dict[str, Any]:
+# The architectures the committed CSV claims: what `make images` builds here (linux/amd64 only,
+# docs/development/images.md says why). A pinned release reads them from the images it built.
+DEFAULT_ARCHES = ("amd64",)
+# The capability level the CSV claims: the highest level whose criteria, and every lower
+# level's, are met; docs/operations/capabilities.md maps each criterion to its evidence (a unit
+# test keeps the two in step).
+CAPABILITY = "Seamless Upgrades"
+CAPABILITY_LEVELS = ("Basic Install", "Seamless Upgrades", "Full Lifecycle", "Deep Insights", "Auto Pilot")
+# OpenShift's infrastructure features (preflight's RequiredAnnotations), each justified in
+# docs/operations/install.md (Infrastructure features).
+FEATURES = {
+    # The WebServer's default image is Docker Hub's nginxdemos/hello, by tag: not built here,
+    # so it cannot be pinned by digest, and a mirrored cluster cannot pull it.
+    "disconnected": False,
+    # Python's hashlib and ssl on Debian's OpenSSL: not a FIPS-validated module.
+    "fips-compliant": False,
+    # Neither HTTP_PROXY/HTTPS_PROXY/NO_PROXY are read nor passed down to the operands.
+    "proxy-aware": False,
+    # /metrics serves TLS with fixed settings, not the cluster's tlsSecurityProfile.
+    "tls-profiles": False,
+    # No cloud API is called: nothing to authenticate with short-lived cloud tokens.
+    "token-auth-aws": False,
+    "token-auth-azure": False,
+    "token-auth-gcp": False,
+}
+
+
+def csv(
+    version: str, registry: str, digests: Digests | None = None, arches: Sequence[str] = DEFAULT_ARCHES
+) -> dict[str, Any]:
     name = f"{PACKAGE}.v{version}"
     ops = descriptions()
-    related = [{"name": op.deployment, "image": image(registry, op.name, version)} for op in ops]
+    related = [
+        {"name": op.deployment, "image": pinned(image(registry, op.name, version), digests)} for op in ops
+    ]
     # Operand images: the default reference, at this release's tag.
     related += [
-        {"name": i.related_name, "image": i.default.rsplit(":", 1)[0] + f":{version}"}
+        {"name": i.related_name, "image": pinned(operand_ref(i, version), digests)}
         for op in ops
         for i in op.images
     ]
@@ -459,16 +516,20 @@ def csv(version: str, registry: str) -> dict[str, Any]:
             "namespace": "placeholder",
             "annotations": {
                 "alm-examples": json.dumps(alm_examples(), indent=2),
-                "capabilities": "Basic Install",
+                "capabilities": CAPABILITY,
                 "categories": "Networking,Developer Tools",
-                "containerImage": image(registry, "webserver", version),
+                "containerImage": pinned(image(registry, "webserver", version), digests),
                 "description": _sentence(f"{_and([op.tagline for op in ops])}, in Python."),
                 "repository": "https://github.com/k8s-operators-py/k8s-operators-py",
                 "support": "k8s-operators-py",
                 "operatorframework.io/suggested-namespace": PACKAGE,
+                **{
+                    f"features.operators.openshift.io/{name}": str(value).lower()
+                    for name, value in FEATURES.items()
+                },
             },
             "labels": {
-                "operatorframework.io/arch.amd64": "supported",
+                **{f"operatorframework.io/arch.{arch}": "supported" for arch in sorted(arches)},
                 "operatorframework.io/os.linux": "supported",
             },
         },
@@ -511,7 +572,7 @@ def csv(version: str, registry: str) -> dict[str, Any]:
                     "clusterPermissions": [
                         {"serviceAccountName": op.deployment, "rules": op.cluster_rules} for op in ops
                     ],
-                    "deployments": [deployment(op, registry, version) for op in ops],
+                    "deployments": [deployment(op, registry, version, digests) for op in ops],
                 },
             },
             "relatedImages": related,
@@ -577,7 +638,10 @@ PSA_MODES = ("enforce", "audit", "warn")
 
 
 def plain_install(
-    version: str, registry: str, monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES
+    version: str,
+    registry: str,
+    monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES,
+    digests: Digests | None = None,
 ) -> list[dict[str, Any]]:
     """Without OLM: namespace, per-operator ServiceAccount, ClusterRole/-Binding, Role/-Binding,
     the kind's editor/viewer ClusterRoles, Deployment, PodDisruptionBudget, Service,
@@ -603,7 +667,7 @@ def plain_install(
     for op in descriptions():
         meta = {"name": op.deployment, "namespace": INSTALL_NAMESPACE, "labels": labels}
         role = f"{PACKAGE}:{op.deployment}"
-        dep = deployment(op, registry, version)
+        dep = deployment(op, registry, version, digests)
         subjects = [{"kind": "ServiceAccount", "name": op.deployment, "namespace": INSTALL_NAMESPACE}]
         election = {**meta, "name": f"{op.deployment}-leader-election"}
         docs += [
@@ -761,12 +825,20 @@ def _yaml(doc: Mapping[str, Any]) -> str:
 
 
 def render(
-    version: str, registry: str, monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES
+    version: str,
+    registry: str,
+    monitoring_namespaces: Sequence[str] = DEFAULT_MONITORING_NAMESPACES,
+    digests: Digests | None = None,
+    arches: Sequence[str] = DEFAULT_ARCHES,
 ) -> dict[Path, str]:
+    """Every generated file; with ``digests`` every image of this release is named by digest,
+    ``arches`` the architectures the CSV says its images support."""
     ops = descriptions()
     files: dict[Path, str] = manifests_render()
     manifests = BUNDLE / "manifests"
-    files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = _yaml(csv(version, registry))
+    files[manifests / f"{PACKAGE}.clusterserviceversion.yaml"] = _yaml(
+        csv(version, registry, digests, arches)
+    )
     for op in ops:
         files[manifests / f"{op.deployment}-metrics_v1_service.yaml"] = _yaml(metrics_service(op))
         files[manifests / f"{op.deployment}_monitoring.coreos.com_v1_servicemonitor.yaml"] = _yaml(
@@ -792,7 +864,7 @@ def render(
     )
     files[REPO / "docs" / "grafana-dashboard.json"] = monitoring.dashboard_json()
     docs = "".join(
-        "---\n" + to_yaml(doc, "") for doc in plain_install(version, registry, monitoring_namespaces)
+        "---\n" + to_yaml(doc, "") for doc in plain_install(version, registry, monitoring_namespaces, digests)
     )
     files[REPO / "deploy" / "install.yaml"] = "# Install without OLM. " + GENERATED[2:] + docs
     policies = "".join("---\n" + to_yaml(network_policy(op, monitoring_namespaces), "") for op in ops)
@@ -812,15 +884,22 @@ def render(
     return files
 
 
-def render_into(root: Path, version: str, registry: str) -> Path:
+def render_into(
+    root: Path,
+    version: str,
+    registry: str,
+    digests: Digests | None = None,
+    arches: Sequence[str] = DEFAULT_ARCHES,
+) -> Path:
     """Write the bundle and the operator Dockerfiles of ``version`` under ``root`` (not the repo).
 
     ``root/bundle`` is then a bundle build context and ``root/images/<op>-operator/Dockerfile``
-    the operator images' Dockerfiles (their context stays the repository). For trying a release
-    (the OLM upgrade test) without touching the committed files. Returns ``root/bundle``.
+    the operator images' Dockerfiles (their context stays the repository), ``root/deploy`` the
+    plain install. For a release pinned by digest (``digests``) or one being tried (the OLM
+    upgrade test) without touching the committed files. Returns ``root/bundle``.
     """
-    for path, text in render(version, registry).items():
-        for under in (BUNDLE, REPO / "images"):
+    for path, text in render(version, registry, digests=digests, arches=arches).items():
+        for under in (BUNDLE, REPO / "images", REPO / "deploy"):
             if path.is_relative_to(under):
                 target = root / path.relative_to(REPO)
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from tools.generate.bundle import (
     PACKAGE,
     RELEASED,
     csv_description,
+    pinned,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,13 +122,15 @@ def render(
     registry: str,
     bundles: Sequence[tuple[str, Path]] = (),
     earlier: Released = Released(),
+    digests: Mapping[str, str] | None = None,
 ) -> str:
     """The catalog's documents: package, channels, the ``earlier`` bundles and one per directory.
 
     ``bundles`` are ``(version, bundle directory)``, oldest first (default: ``bundle/`` at
     ``version``). Each bundle names its image ``<registry>/<package>-bundle:<version>``; a channel
     entry ``replaces`` what its CSV replaces when that bundle is in the catalog too, which is the
-    upgrade edge OLM follows.
+    upgrade edge OLM follows. With ``digests`` (tag reference -> digest) each new bundle's image
+    is named by digest, and listed among its ``relatedImages``.
     """
     bundles = bundles or [(version, REPO / "bundle")]
     with tempfile.NamedTemporaryFile("w", suffix=".md") as description:
@@ -139,7 +142,10 @@ def render(
     entries: list[dict[str, str]] = list(earlier.entries)
     for bundle_version, directory in bundles:
         (bundle,) = [d for d in yaml.safe_load_all(opm("render", str(directory), "--output", "yaml")) if d]
-        bundle["image"] = bundle_image(registry, bundle_version)
+        bundle["image"] = pinned(bundle_image(registry, bundle_version), digests)
+        if digests is not None:
+            related = [r for r in bundle.get("relatedImages", []) if r.get("image")]
+            bundle["relatedImages"] = [{"name": "", "image": bundle["image"]}, *related]
         entry = {"name": bundle["name"]}
         if (replaced := _csv_replaces(directory)) in {e["name"] for e in entries}:
             entry["replaces"] = str(replaced)
