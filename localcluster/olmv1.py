@@ -346,6 +346,7 @@ class OLMv1:
 
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace"}
 MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"]
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 def _plural(kind: str) -> str:
@@ -360,9 +361,9 @@ def installer_rbac(
 
     Those versions apply a bundle's objects as ``spec.serviceAccount``, so it needs: the
     ClusterExtension's finalizers; every verb on each kind the bundle ships (cluster-wide for
-    cluster-scoped kinds, in ``namespace`` for the rest); and, because Kubernetes refuses to let
-    anyone grant permissions it does not hold, every rule of the Roles and ClusterRoles the bundle
-    creates. operator-controller 1.11 ignores the field (it applies as itself).
+    cluster-scoped kinds, in ``namespace`` for the rest); ``bind`` and ``escalate`` on the role
+    kinds; and every rule of the Roles and ClusterRoles the bundle creates (what they grant is
+    then held, not only escalated to). operator-controller 1.11 ignores the field.
     """
     cluster_kinds: dict[str, set[str]] = {}
     namespaced_kinds: dict[str, set[str]] = {}
@@ -385,7 +386,12 @@ def installer_rbac(
     }
 
     def rules(kinds: dict[str, set[str]]) -> list[dict[str, Any]]:
-        return [{"apiGroups": [g], "resources": sorted(r), "verbs": MANAGE} for g, r in sorted(kinds.items())]
+        out = [{"apiGroups": [g], "resources": sorted(r), "verbs": MANAGE} for g, r in sorted(kinds.items())]
+        # Binding a role needs `bind` on it (else the API server checks the role's rules, which a
+        # role created in the same install may not have yet); `escalate` lets it write the roles.
+        if roles := sorted(kinds.get(RBAC_GROUP, set()) & {"clusterroles", "roles"}):
+            out.append({"apiGroups": [RBAC_GROUP], "resources": roles, "verbs": ["bind", "escalate"]})
+        return out
 
     meta = {"name": name, "namespace": namespace}
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]

@@ -66,6 +66,16 @@ def test_installer_rbac_covers_each_kind_in_its_scope_and_every_granted_rule():
         "resources": ["poddisruptionbudgets"],
         "verbs": olmv1.MANAGE,
     } in role_rules
+    assert {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "verbs": ["bind", "escalate"],
+    } in cluster_rules
+    assert {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles"],
+        "verbs": ["bind", "escalate"],
+    } in role_rules
     assert RENDERED[1]["rules"][0] in cluster_rules  # escalation: holds what it grants
     assert RENDERED[2]["rules"][0] in role_rules
     finalizers = cluster_rules[0]
