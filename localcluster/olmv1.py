@@ -194,7 +194,7 @@ class OLMv1:
         self.kubectl("label", "node", "--all", "--overwrite", f"{CONTROL_PLANE_LABEL}=")
 
         t0 = time.monotonic()
-        self._apply(cert_manager_manifest(), timeout)
+        self.apply(cert_manager_manifest(), timeout)
         for name in CERT_MANAGER_DEPLOYMENTS:
             self._wait_available(CERT_MANAGER_NAMESPACE, name, timeout)
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
@@ -216,14 +216,14 @@ class OLMv1:
         t0 = time.monotonic()
         docs = _docs(olmv1_manifest())
         deployments = [d for d in docs if d["kind"] == "Deployment"]
-        self._apply(yaml.safe_dump_all([d for d in docs if d["kind"] != "Deployment"]), timeout)
+        self.apply(yaml.safe_dump_all([d for d in docs if d["kind"] != "Deployment"]), timeout)
         self._apply_pull_config()
         service_ip = (
             client.CoreV1Api(self.api).read_namespaced_service(CATALOGD_SERVICE, NAMESPACE).spec.cluster_ip
         )
         for deployment in deployments:
             self._patch_deployment(deployment, service_ip)
-        self._apply(yaml.safe_dump_all(deployments), timeout)
+        self.apply(yaml.safe_dump_all(deployments), timeout)
         for name in (CATALOGD, OPERATOR_CONTROLLER):
             self._wait_available(NAMESPACE, name, timeout)
         self.timings["olmv1"] = time.monotonic() - t0
@@ -253,7 +253,8 @@ class OLMv1:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _apply(self, text: str, timeout: float) -> None:
+    def apply(self, text: str, timeout: float = 60) -> None:
+        """``kubectl apply --server-side`` of the YAML ``text``."""
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
             f.write(text)
             f.flush()
@@ -272,7 +273,7 @@ class OLMv1:
             "kind": "ConfigMap",
             "metadata": {"name": PULL_CONFIG, "namespace": NAMESPACE},
         }
-        self._apply(yaml.safe_dump({**body, "data": data}), 60)
+        self.apply(yaml.safe_dump({**body, "data": data}), 60)
 
     def _patch_deployment(self, deployment: dict[str, Any], catalogd_ip: str) -> None:
         """Mount the pull configuration; give operator-controller the catalogd name (DNS stand-in)."""

@@ -278,7 +278,7 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     # for this bundle, and shown sufficient: the rendered objects apply as that ServiceAccount.
     rendered = olmv1.render_bundle(REPO / "bundle", ns)
     rbac = olmv1.installer_rbac(EXTENSION, ns, INSTALLER, rendered)
-    env.manager._apply(yaml.safe_dump_all(rbac), 60)
+    env.manager.apply(yaml.safe_dump_all(rbac))
     apply_as(env, ns, rendered, f"system:serviceaccount:{ns}:{INSTALLER}")
 
     t0 = time.monotonic()
