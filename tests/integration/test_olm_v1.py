@@ -248,7 +248,11 @@ def operators_ready(env: Env, ns: str) -> bool:
             if exc.status == 404:
                 return False
             raise
-        if not d.status.ready_replicas or d.status.ready_replicas != d.spec.replicas:
+        # Rolled out: the current template everywhere, no old pod left, all Ready.
+        st = d.status
+        if (st.observed_generation or 0) < d.metadata.generation:
+            return False
+        if not (st.updated_replicas == st.replicas == st.ready_replicas == d.spec.replicas):
             return False
     return True
 
