@@ -89,7 +89,7 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
     try:
         t0 = time.monotonic()
         # What `make images` built (no rebuild): the release pinned by digest, as users get it.
-        pinned = release.build(RELEASED, REGISTRY)
+        pinned = release.build(RELEASED, REGISTRY, real_cluster.workdir / "release")
         print(f"OLM: release {RELEASED} pinned by digest in {time.monotonic() - t0:.1f}s")
         t0 = time.monotonic()
         for ref, archive in pinned.archives.items():

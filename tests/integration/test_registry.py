@@ -2,15 +2,18 @@
 
 Starts the real ``registry`` binary (built from its pinned Go module on first use) with a
 certificate from the local PKI, pushes OCI archives made here with skopeo (digests preserved) and
-with buildah, pulls them back, and checks what clients without the CA, or over plain HTTP, get.
+with buildah, pulls them back, and checks what clients without the CA, or over plain HTTP, get;
+a private containerd (the real node's runtime) pulls through the mirror config the node gets.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import ssl
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +23,7 @@ import pytest
 
 from localcluster import ociimage
 from localcluster.registry import Registry, archive_digest
+from tests.framework.waits import wait_for
 
 REF = "ghcr.io/k8s-operators-py/registry-test:1.0"
 
@@ -131,3 +135,50 @@ def test_content_survives_a_restart(tmp_path):
         digest = reg.push(archive, "ghcr.io/k8s-operators-py/restart:1")
     with reg:
         assert reg.digest("ghcr.io/k8s-operators-py/restart:1") == digest
+
+
+CONTAINERD_CONFIG = """\
+version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "{d}/c.sock"
+[ttrpc]
+  address = "{d}/t.sock"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("containerd") is None, reason="containerd as root")
+def test_containerd_pulls_through_the_mirror_by_tag_and_digest(registry, tmp_path):
+    """The node's runtime, with the hosts.toml the real node gets: a private containerd (no CRI,
+    no network set-up) pulls ``ghcr.io/…`` from the registry, trusting it through the CA."""
+    ref = "ghcr.io/k8s-operators-py/containerd-pull:1"
+    digest = registry.push(_archive(tmp_path / "c.tar", ref, b"for containerd\n"), ref)
+    hosts = registry.write_hosts_config(tmp_path / "certs.d")
+    d = Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))  # a short path for the socket
+    (d / "config.toml").write_text(CONTAINERD_CONFIG.format(d=d))
+    with (d / "containerd.log").open("w") as log:
+        daemon = subprocess.Popen(["containerd", "--config", str(d / "config.toml")], stdout=log, stderr=log)
+    try:
+        wait_for((d / "c.sock").exists, 60, "containerd's socket")
+        for wanted in (ref, f"ghcr.io/k8s-operators-py/containerd-pull@{digest}"):
+            pull = [
+                "ctr",
+                "--address",
+                str(d / "c.sock"),
+                "images",
+                "pull",
+                "--hosts-dir",
+                str(hosts),
+                wanted,
+            ]
+            proc = subprocess.run(pull, capture_output=True, text=True, timeout=120, check=False)
+            assert proc.returncode == 0, proc.stderr
+        # containerd resolves a tag with HEAD, then fetches by digest.
+        assert ("HEAD", ref) in registry.pulls()
+        assert ("GET", f"ghcr.io/k8s-operators-py/containerd-pull@{digest}") in registry.pulls()
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        shutil.rmtree(d, ignore_errors=True)

@@ -11,7 +11,7 @@ Deployments, ``relatedImages``, ``RELATED_IMAGE_*`` and ``containerImage``; ``de
 too) and its image built; the catalog is rendered from that bundle with the bundle image's
 digest and its image built. Everything goes under ``DIR`` (default
 ``~/.cache/k8s-operators-py/images/release/<version>``): ``bundle/``, ``deploy/install.yaml``,
-``catalog/``, ``digests.json``.
+``catalog/``, ``digests.json``, ``archives/`` (the images, linked out of the image cache).
 
 What is committed and what is computed: the repository's ``bundle/``, ``deploy/`` and
 ``catalog/`` name images by tag (``make bundle``; reproducible anywhere, so lint checks them for
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -33,6 +34,7 @@ from typing import Any
 
 import shared
 from localcluster import images as image_tools
+from localcluster.binaries import file_lock
 from localcluster.registry import archive_digest
 from operators import descriptions
 from tools.generate import bundle, catalog
@@ -105,6 +107,12 @@ def build(
     Dockerfiles rendered for it.
     """
     root = root or default_root(version)
+    # Two builders of one root (make release beside a test) would render over each other.
+    with file_lock(root.with_name(root.name + ".lock")):
+        return _build(version, registry, root, earlier)
+
+
+def _build(version: str, registry: str, root: Path, earlier: catalog.Released | None) -> Release:
     shutil.rmtree(root, ignore_errors=True)
     release = Release(version, root)
     # Operator Dockerfiles of this version (the committed ones when it is the repository's).
@@ -116,7 +124,8 @@ def build(
         if rendered.exists() and version != shared.__version__:
             spec = image_tools.ImageSpec(name, rendered, spec.context, spec.description)
         specs.append(spec)
-    release.archives.update(image_tools.ensure_images(specs, version=version, registry=registry))
+    built = image_tools.ensure_images(specs, version=version, registry=registry)
+    release.archives.update({ref: _keep(root, archive) for ref, archive in built.items()})
     release.digests.update({ref: archive_digest(a) for ref, a in release.archives.items()})
 
     release.arches = sorted(set.intersection(*(architectures(a) for a in release.archives.values())))
@@ -152,9 +161,22 @@ def _build_pinned(release: Release, spec: image_tools.ImageSpec, registry: str) 
     record it under its public reference ``<registry>/<name>:<version>``."""
     built = image_tools.ensure_images([spec], version=release.version + PINNED_SUFFIX, registry=registry)
     (archive,) = built.values()
+    archive = _keep(release.root, archive)
     ref = spec.ref(registry, release.version)
     release.archives[ref] = archive
     release.digests[ref] = archive_digest(archive)
+
+
+def _keep(root: Path, archive: Path) -> Path:
+    """A link to ``archive`` under ``root/archives``: a later build of the same tag (another
+    checkout sharing the image cache) replaces the cached file, never this release's image."""
+    kept = root / "archives" / archive.name
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(archive, kept)
+    except OSError:  # another filesystem
+        shutil.copyfile(archive, kept)
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
