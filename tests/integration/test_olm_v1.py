@@ -154,7 +154,7 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     try:
         t0 = time.monotonic()
         # What `make images` built (no rebuild): the release pinned by digest, as users get it.
-        pinned = release.build(RELEASED, REGISTRY)
+        pinned = release.build(RELEASED, REGISTRY, real_cluster.workdir / "release-olmv1")
         for ref, archive in pinned.archives.items():
             assert registry.push(archive, ref) == pinned.digests[ref]
         print(f"OLM v1: release {RELEASED} pinned and pushed in {time.monotonic() - t0:.1f}s")
