@@ -67,6 +67,10 @@ gotools: venv ## Build (or reuse) opm and operator-sdk from the pinned Go module
 olm: venv ## Build (or reuse) OLM v0 (olm, catalog, cpb) and grpc_health_probe for the OLM install tests
 	$(BIN)/python -m localcluster.gotools olm grpc-health-probe
 
+.PHONY: olmv1
+olmv1: venv ## Build (or reuse) OLM v1 (catalogd, operator-controller, olmv1-tool) and cert-manager for the OLM v1 tests
+	$(BIN)/python -m localcluster.gotools olmv1 cert-manager
+
 .PHONY: registry
 registry: venv ## Build (or reuse) the CNCF distribution registry the OLM tests push images to
 	$(BIN)/python -m localcluster.gotools registry
@@ -108,7 +112,7 @@ release: venv ## Build the release pinned by digest: images, then bundle, instal
 # nothing to run the images (or OLM) on, so they are not built (the tests say why they skip).
 .PHONY: node-images
 node-images: venv
-	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm images release VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory olm olmv1 images release VERSION=$(VERSION) REGISTRY=$(REGISTRY); \
 	else echo "==> not root: no real node, so the images and OLM are not built (make images, make olm build them)"; fi
 
 .PHONY: lint

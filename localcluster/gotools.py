@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from localcluster.binaries import _go_env, file_lock, log, run_go
@@ -40,6 +41,17 @@ TOOLS: dict[str, dict[str, str]] = {
     "syft": {"syft": "github.com/anchore/syft/cmd/syft"},
     "cosign": {"cosign": "github.com/sigstore/cosign/v2/cmd/cosign"},
     "preflight": {"preflight": "github.com/redhat-openshift-ecosystem/openshift-preflight/cmd/preflight"},
+    "olmv1": {
+        "olmv1-tool": ".",
+        "catalogd": "github.com/operator-framework/operator-controller/cmd/catalogd",
+        "operator-controller": "github.com/operator-framework/operator-controller/cmd/operator-controller",
+    },
+    # Built in a checkout of the repository (GIT_SOURCES): its commands are modules of their own.
+    "cert-manager": {
+        "controller": "cmd/controller",
+        "webhook": "cmd/webhook",
+        "cainjector": "cmd/cainjector",
+    },
     "registry": {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
     "imagecopy": {"imagecopy": "."},  # main.go: containers/image's copy under a signature policy
 }
@@ -54,9 +66,74 @@ _MODULE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
             "deploy/chart/crds/0000_50_olm_00-olmconfigs.crd.yaml",
         ),
     ),
+    "olmv1": ("github.com/operator-framework/operator-controller", ("manifests/standard.yaml",)),
+}
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """A module the Go module proxy cannot serve, checked out from its repository at a pinned tag.
+
+    ``$<env>`` names another clone URL or a local path (a mirror) for the same repository; the
+    checkout must still be the pinned commit.
+    """
+
+    url: str
+    tag: str
+    commit: str
+    env: str
+
+    def checkout(self) -> Path:
+        url = os.environ.get(self.env) or self.url
+        name = f"{self.url.rstrip('/').rsplit('/', 1)[-1]}-{self.tag}"
+        directory = cache_root() / "src" / name
+        with file_lock(directory.with_name(name + ".lock")):
+            if not (directory / ".git").is_dir():
+                shutil.rmtree(directory, ignore_errors=True)
+                log(f"checking out {self.url} {self.tag} (from {url})")
+                clone = subprocess.run(
+                    ["git", "clone", "--quiet", "--depth", "1", "--branch", self.tag, url, str(directory)],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if clone.returncode != 0:
+                    raise SystemExit(
+                        f"cannot clone {url} at {self.tag}: {clone.stderr.strip()}\n"
+                        f"Set {self.env} to a reachable clone (URL or path) of {self.url}."
+                    )
+            head = subprocess.run(
+                ["git", "-C", str(directory), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+            ).stdout.strip()
+        if head != self.commit:
+            raise SystemExit(f"{directory} is at {head}, not {self.url} {self.tag} ({self.commit})")
+        return directory
+
+
+# Tools (or a tool's dependencies) from git: the proxy here has no module for cert-manager's
+# commands (each is a module whose path is not its directory's, so no proxy can serve it), and
+# pkg.package-operator.run (operator-controller's boxcutter) is not a host the proxy may fetch.
+GIT_SOURCES: dict[str, GitSource] = {
+    "cert-manager": GitSource(
+        "https://github.com/cert-manager/cert-manager",
+        "v1.18.2",
+        "686afa62160249022a0205d3a9bf5f059476c684",
+        "CERT_MANAGER_GIT",
+    ),
+}
+# module path -> source, put in place with a ``replace`` at build time (``-modfile``).
+GIT_REPLACES: dict[str, dict[str, GitSource]] = {
+    "olmv1": {
+        "pkg.package-operator.run/boxcutter": GitSource(
+            "https://github.com/package-operator/boxcutter",
+            "v0.14.0",
+            "a89690bf19079c6fa85d6e71903971c2476c04a1",
+            "BOXCUTTER_GIT",
+        ),
+    },
 }
 # OLM keeps its catalog in SQLite (json1); everything builds without cgo.
-_TAGS = {"olm": "json1,containers_image_openpgp"}
+_TAGS = {"olm": "json1,containers_image_openpgp", "cert-manager": ""}
 
 
 def cache_root() -> Path:
@@ -76,9 +153,10 @@ def ensure(tool: str) -> Path:
     """
     module = module_dir(tool)
     # Our own Go sources are part of what is built; tools.go only names the pinned packages.
-    sources = [module / "go.mod", module / "go.sum"]
+    sources = [p for p in (module / "go.mod", module / "go.sum", module / "README.md") if p.exists()]
     sources += sorted(p for p in module.glob("*.go") if p.name != "tools.go")
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    pins = [GIT_SOURCES.get(tool), *GIT_REPLACES.get(tool, {}).items()]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + repr(pins).encode()).hexdigest()[:12]
     target = cache_root() / f"{tool}-{digest}" / next(iter(TOOLS[tool]))
     if _built(tool, target):
         return target
@@ -104,34 +182,44 @@ def _build(tool: str, module: Path, target: Path) -> None:
     partial.mkdir(parents=True)
     log(f"building {tool} from {module.relative_to(REPO)} (first time only; a cold build takes minutes)")
     start = time.monotonic()
+    tags = _TAGS.get(tool, "containers_image_openpgp")
+    flags = [*(["-tags", tags] if tags else []), "-trimpath", "-ldflags", "-s -w"]
+    if tool in GIT_REPLACES:
+        flags.append(f"-modfile={_replaced_modfile(tool, module, partial)}")
+    checkout = GIT_SOURCES[tool].checkout() if tool in GIT_SOURCES else None
     for name, package in TOOLS[tool].items():
-        run_go(
-            [
-                "build",
-                "-v",
-                "-tags",
-                _TAGS.get(tool, "containers_image_openpgp"),
-                "-trimpath",
-                "-ldflags",
-                "-s -w",
-                "-o",
-                str(partial / name),
-                package,
-            ],
-            module,
-            f"building {name}",
-        )
+        if checkout is not None:  # package is a command's module directory in the checkout
+            run_go(
+                ["build", "-v", *flags, "-o", str(partial / name), "."],
+                checkout / package,
+                f"building {name}",
+            )
+        else:
+            run_go(["build", "-v", *flags, "-o", str(partial / name), package], module, f"building {name}")
     if tool in _MODULE_FILES:
-        _copy_module_files(tool, module, partial)
+        _copy_module_files(tool, module, partial, [f for f in flags if f.startswith("-modfile=")])
     shutil.rmtree(target.parent, ignore_errors=True)
     partial.rename(target.parent)
+    for leftover in partial.parent.glob(f"{partial.name}-go.*"):
+        leftover.unlink()
     log(f"{tool} ready in {target.parent} ({time.monotonic() - start:.0f}s)")
 
 
-def _copy_module_files(tool: str, module: Path, into: Path) -> None:
+def _replaced_modfile(tool: str, module: Path, partial: Path) -> Path:
+    """A copy of ``module``'s go.mod (and go.sum) with ``replace`` lines to the git checkouts."""
+    modfile = partial.parent / f"{partial.name}-go.mod"
+    text = (module / "go.mod").read_text()
+    for path, source in GIT_REPLACES[tool].items():
+        text += f"\nreplace {path} => {source.checkout()}\n"
+    modfile.write_text(text)
+    shutil.copyfile(module / "go.sum", modfile.with_suffix(".sum"))
+    return modfile
+
+
+def _copy_module_files(tool: str, module: Path, into: Path, flags: list[str]) -> None:
     path, files = _MODULE_FILES[tool]
     out = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", path],
+        ["go", "list", *flags, "-m", "-f", "{{.Dir}}", path],
         cwd=module,
         env={**_go_env()},
         capture_output=True,
@@ -147,6 +235,11 @@ def _copy_module_files(tool: str, module: Path, into: Path) -> None:
 def module_file(tool: str, name: str) -> Path:
     """A file ``_MODULE_FILES`` copied next to ``tool``'s binaries (builds when missing)."""
     return ensure(tool).parent / "crds" / name
+
+
+def git_checkout(tool: str) -> Path:
+    """The checkout a ``GIT_SOURCES`` tool is built from (its charts, CRDs, manifests)."""
+    return GIT_SOURCES[tool].checkout()
 
 
 def main(argv: list[str] | None = None) -> int:

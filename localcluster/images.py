@@ -17,6 +17,7 @@ import argparse
 import configparser
 import contextlib
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -56,6 +57,31 @@ OPM_UID = 1001  # upstream's release/goreleaser.opm.Dockerfile: USER 1001
 OLM_VERSION = "v0.46.0"
 OLM_IMAGE = f"quay.io/operator-framework/olm:{OLM_VERSION}"
 OLM_UID = 1001  # upstream's Dockerfile: USER 1001
+# localcluster/go/olmv1/go.mod pins github.com/operator-framework/operator-controller at this one;
+# localcluster.gotools.GIT_SOURCES pins cert-manager's tag.
+OLMV1_VERSION = "v1.11.0"
+CERT_MANAGER_VERSION = "v1.18.2"
+# image -> (tool, binary, path in the image, user), as upstream's images lay them out: catalogd and
+# operator-controller are distroless static:nonroot (65532) with the binary at /, cert-manager's
+# are distroless with /app/cmd/<name>/<name>, USER 1000.
+OLMV1_IMAGES: dict[str, tuple[str, str, str, int]] = {
+    f"quay.io/operator-framework/catalogd:{OLMV1_VERSION}": ("olmv1", "catalogd", "/catalogd", 65532),
+    f"quay.io/operator-framework/operator-controller:{OLMV1_VERSION}": (
+        "olmv1",
+        "operator-controller",
+        "/operator-controller",
+        65532,
+    ),
+    **{
+        f"quay.io/jetstack/cert-manager-{name}:{CERT_MANAGER_VERSION}": (
+            "cert-manager",
+            name,
+            f"/app/cmd/{name}/{name}",
+            1000,
+        )
+        for name in ("controller", "webhook", "cainjector")
+    },
+}
 
 LABEL_PREFIX = "dev.k8s-operators-py"
 STAND_IN_LABEL = f"{LABEL_PREFIX}.stand-in"
@@ -805,10 +831,39 @@ def olm_stand_in(
     )
 
 
+def olmv1_stand_in(
+    tool: Tool,
+    current: ImageInfo | None,
+    *,
+    ref: str,
+    pull: bool = True,
+    resolved: dict[str, Base | None] | None = None,
+) -> Base:
+    """An OLM v1 or cert-manager image (``OLMV1_IMAGES``): the Debian base plus the binary we build.
+
+    Built from the same version's sources (``localcluster.gotools``, tools ``olmv1`` and
+    ``cert-manager``), entrypoint and user as upstream's image has them.
+    """
+    from localcluster import gotools
+
+    go_tool, binary, path, uid = OLMV1_IMAGES[ref]
+    return _binaries_stand_in(
+        tool,
+        current,
+        ref,
+        {path: gotools.ensure(go_tool).parent / binary},
+        what=f"{path} built from {go_tool} (localcluster/go/{go_tool})",
+        config=["--user", str(uid), "--workingdir", "/", "--entrypoint", json.dumps([path]), "--cmd", "[]"],
+        pull=pull,
+        resolved=resolved,
+    )
+
+
 STAND_INS: dict[str, Callable[..., Base]] = {
     DEBIAN_BASE: debian_stand_in,
     OPM_BASE: opm_stand_in,
     OLM_IMAGE: olm_stand_in,
+    **{ref: functools.partial(olmv1_stand_in, ref=ref) for ref in OLMV1_IMAGES},
 }
 
 

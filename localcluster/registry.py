@@ -135,6 +135,9 @@ class Registry:
     directory: Path
     port: int = 0
     ca: pki.CertificateAuthority = field(default_factory=pki.CertificateAuthority)
+    # More DNS names for the serving certificate: how clients that do not dial 127.0.0.1 (pods,
+    # through a forwarder and a Service) name the registry.
+    names: tuple[str, ...] = ()
     _component: Component | None = field(default=None, init=False, repr=False)
 
     # -- paths and names
@@ -179,7 +182,7 @@ class Registry:
         self.ca_file.write_bytes(self.ca.pair.cert_pem)
         tls = self.directory / "tls"
         tls.mkdir(exist_ok=True)
-        cert, key = pki.write(self.ca.serving(["localhost"], [HOST]), tls, "registry")
+        cert, key = pki.write(self.ca.serving(["localhost", *self.names], [HOST]), tls, "registry")
         config = {
             "version": 0.1,
             "log": {"level": "info", "formatter": "text", "accesslog": {"disabled": False}},

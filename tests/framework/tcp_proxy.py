@@ -18,9 +18,9 @@ import yaml
 
 
 class Proxy:
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, host: str = "127.0.0.1") -> None:
         self.upstream = ("127.0.0.1", upstream_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((host, 0))
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
