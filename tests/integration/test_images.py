@@ -128,7 +128,14 @@ def test_dockerfile_parsing_finds_bases_stages_and_copy_sources() -> None:
     parsed = images.parse_dockerfile(text)
     assert parsed.external_bases == ["debian:bookworm-slim"]
     assert parsed.intermediate_targets == ["build"]
-    assert set(parsed.sources) == {"pyproject.toml", "constraints.txt", "README.md", "shared", "operators"}
+    assert set(parsed.sources) == {
+        "pyproject.toml",
+        "constraints.txt",
+        "README.md",
+        "LICENSE",
+        "shared",
+        "operators",
+    }
     catalog = images.parse_dockerfile((REPO / "catalog.Dockerfile").read_text())
     assert catalog.external_bases == [images.OPM_BASE]
     assert catalog.sources == ["catalog"]
