@@ -22,12 +22,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from localcluster import gotools, sbom
 from localcluster.binaries import file_lock
+
+if TYPE_CHECKING:
+    from localcluster.registry import Registry
 
 KEY_NAME = "cosign"
 # Where the policy files sit inside a container that pulls with containers/image.
@@ -130,6 +133,23 @@ def sign_and_attest(
     key = key or ensure_key_pair()[0]
     sign(ref, key=key, ca_file=ca_file, identity=identity)
     attest(ref, sbom.ensure_sbom(archive), key=key, ca_file=ca_file)
+
+
+def sign_pushed(registry: Registry, archives: dict[str, Path], digests: dict[str, str]) -> list[str]:
+    """Sign and attest each image pushed to ``registry`` (public ref -> archive, and -> digest).
+
+    The signature names the public repository (``ghcr.io/…``): pullers behind a mirror ask for
+    that name. Returns the stored references signed, by digest.
+    """
+    from localcluster.registry import split_reference
+
+    signed = []
+    for ref, archive in archives.items():
+        repository, _, _ = split_reference(ref)
+        stored = f"{registry.local_ref(repository).rsplit(':', 1)[0]}@{digests[ref]}"
+        sign_and_attest(stored, archive, ca_file=registry.ca_file, identity=repository)
+        signed.append(stored)
+    return signed
 
 
 def verify(ref: str, *, public_key: Path, ca_file: Path | None = None) -> list[dict[str, Any]]:

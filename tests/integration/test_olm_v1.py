@@ -30,7 +30,7 @@ from localcluster import node as localnode
 from localcluster import olm as olm_v0
 from localcluster import olmv1, signing
 from localcluster.ociimage import ImageFile, layer_tar, write_archive
-from localcluster.registry import Registry, split_reference
+from localcluster.registry import Registry
 from tests.framework.install import Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
 from tests.framework.tcp_proxy import Proxy
@@ -89,10 +89,7 @@ class Env(Install):
         The signature names the repository pullers ask for (``ghcr.io/…``): behind the
         registries.conf mirror, that is what the policy is matched against.
         """
-        for ref, archive in pushed.archives.items():
-            repository, _, _ = split_reference(ref)
-            stored = f"{self.registry.local_ref(repository).rsplit(':', 1)[0]}@{pushed.digests[ref]}"
-            signing.sign_and_attest(stored, archive, ca_file=self.registry.ca_file, identity=repository)
+        signing.sign_pushed(self.registry, pushed.archives, pushed.digests)
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
         return self.co.get_cluster_custom_object(olmv1.OLM_GROUP, "v1", plural, name)
