@@ -30,6 +30,7 @@ from kubernetes import client
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
+from localcluster import signing
 from localcluster.kube import kubectl
 from localcluster.process import log
 
@@ -146,8 +147,10 @@ class OLMv1:
 
     ``registries_conf``, ``registry_ca`` and ``policy`` are what catalogd and operator-controller
     read for their pulls (``/etc/containers/registries.conf``, a CA added to ``--pull-cas-dir``,
-    ``/etc/containers/policy.json``); each is left out when None. ``policy`` is the hook for a
-    signature policy: both controllers then refuse what it refuses.
+    the signature policy); each is left out when None. ``policy`` is a directory as
+    ``signing.write_policy_files`` writes it (with ``key_path=signing.CONTAINER_KEY_PATH``): its
+    ``policy.json``, ``registries.d`` file and ``cosign.pub`` are mounted where containers/image
+    reads them, and both controllers then refuse what the policy refuses.
     """
 
     cluster: LocalCluster
@@ -252,7 +255,11 @@ class OLMv1:
         if self.registry_ca is not None:
             data["registry-ca.crt"] = self.registry_ca.read_text()
         if self.policy is not None:
-            data["policy.json"] = self.policy.read_text()
+            data["policy.json"] = (self.policy / "policy.json").read_text()
+            data[signing.REGISTRIES_D_FILE] = (
+                self.policy / "registries.d" / signing.REGISTRIES_D_FILE
+            ).read_text()
+            data["cosign.pub"] = (self.policy / "cosign.pub").read_text()
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -266,14 +273,17 @@ class OLMv1:
         container = next(c for c in pod["containers"] if c["name"] == "manager")
         mounts = container.setdefault("volumeMounts", [])
         volumes = pod.setdefault("volumes", [])
-        for name, path in (
-            ("registries.conf", "/etc/containers/registries.conf"),
-            ("policy.json", "/etc/containers/policy.json"),
-        ):
-            if (name == "registries.conf" and self.registries_conf is not None) or (
-                name == "policy.json" and self.policy is not None
-            ):
-                mounts.append({"name": PULL_CONFIG, "mountPath": path, "subPath": name, "readOnly": True})
+        files: list[tuple[str, str]] = []
+        if self.registries_conf is not None:
+            files.append(("registries.conf", "/etc/containers/registries.conf"))
+        if self.policy is not None:
+            files += [
+                ("policy.json", signing.POLICY_PATH),
+                (signing.REGISTRIES_D_FILE, f"{signing.REGISTRIES_D}/{signing.REGISTRIES_D_FILE}"),
+                ("cosign.pub", signing.CONTAINER_KEY_PATH),
+            ]
+        for name, path in files:
+            mounts.append({"name": PULL_CONFIG, "mountPath": path, "subPath": name, "readOnly": True})
         if self.registry_ca is not None:
             # --pull-cas-dir is the ca-certs volume: project the registry's CA beside the manifest's.
             ca = next(v for v in volumes if v["name"] == "ca-certs")

@@ -22,12 +22,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from localcluster import gotools, sbom
 from localcluster.binaries import file_lock
+
+if TYPE_CHECKING:
+    from localcluster.registry import Registry
 
 KEY_NAME = "cosign"
 # Where the policy files sit inside a container that pulls with containers/image.
@@ -82,10 +85,16 @@ def ensure_key_pair(directory: Path | None = None) -> tuple[Path, Path]:
     return private, public
 
 
-def sign(ref: str, *, key: Path, ca_file: Path | None = None) -> None:
-    """Sign ``ref`` (``registry/repo@sha256:…``) and push the signature beside it; no tlog."""
+def sign(ref: str, *, key: Path, ca_file: Path | None = None, identity: str | None = None) -> None:
+    """Sign ``ref`` (``registry/repo@sha256:…``) and push the signature beside it; no tlog.
+
+    ``identity`` is the repository the signature names (its ``docker-reference``), when pullers
+    ask for the image by another name than where it is stored: a mirror's pulls are checked
+    against the name asked for (``ghcr.io/…``), not the mirror's.
+    """
     _require_digest(ref)
-    cosign(["sign", "--key", str(key), "--tlog-upload=false", ref], ca_file=ca_file)
+    named = ["--sign-container-identity", identity] if identity else []
+    cosign(["sign", "--key", str(key), "--tlog-upload=false", *named, ref], ca_file=ca_file)
 
 
 def attest(ref: str, sbom: Path, *, key: Path, ca_file: Path | None = None) -> None:
@@ -107,15 +116,40 @@ def attest(ref: str, sbom: Path, *, key: Path, ca_file: Path | None = None) -> N
     )
 
 
-def sign_and_attest(ref: str, archive: Path, *, key: Path | None = None, ca_file: Path | None = None) -> None:
+def sign_and_attest(
+    ref: str,
+    archive: Path,
+    *,
+    key: Path | None = None,
+    ca_file: Path | None = None,
+    identity: str | None = None,
+) -> None:
     """What a push is followed by: sign ``ref`` (by digest) and attach the SBOM of ``archive``.
 
     ``key`` defaults to this machine's key pair (``ensure_key_pair``); the SBOM is the one
-    ``localcluster.sbom`` keeps beside the archive (written by the image build when missing).
+    ``localcluster.sbom`` keeps beside the archive (written by the image build when missing);
+    ``identity`` as for ``sign``.
     """
     key = key or ensure_key_pair()[0]
-    sign(ref, key=key, ca_file=ca_file)
+    sign(ref, key=key, ca_file=ca_file, identity=identity)
     attest(ref, sbom.ensure_sbom(archive), key=key, ca_file=ca_file)
+
+
+def sign_pushed(registry: Registry, archives: dict[str, Path], digests: dict[str, str]) -> list[str]:
+    """Sign and attest each image pushed to ``registry`` (public ref -> archive, and -> digest).
+
+    The signature names the public repository (``ghcr.io/…``): pullers behind a mirror ask for
+    that name. Returns the stored references signed, by digest.
+    """
+    from localcluster.registry import split_reference
+
+    signed = []
+    for ref, archive in archives.items():
+        repository, _, _ = split_reference(ref)
+        stored = f"{registry.local_ref(repository).rsplit(':', 1)[0]}@{digests[ref]}"
+        sign_and_attest(stored, archive, ca_file=registry.ca_file, identity=repository)
+        signed.append(stored)
+    return signed
 
 
 def verify(ref: str, *, public_key: Path, ca_file: Path | None = None) -> list[dict[str, Any]]:
@@ -203,11 +237,14 @@ def write_policy_files(
     *,
     key_path: str | None = None,
     default: str = "reject",
+    attachment_scopes: list[str] | None = None,
 ) -> dict[str, Path]:
     """``policy.json``, ``registries.d/k8s-operators-py.yaml`` and ``cosign.pub`` in ``directory``.
 
     ``key_path`` is where the policy says the key is (default: the copy in ``directory``); a
-    container mounting these files uses ``CONTAINER_KEY_PATH``.
+    container mounting these files uses ``CONTAINER_KEY_PATH``. ``attachment_scopes`` (default:
+    ``scopes``) are where the signatures are read from: behind a registries.conf mirror, the
+    policy matches the name pulled (``ghcr.io/…``) and the attachments are the mirror's.
     """
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "registries.d").mkdir(exist_ok=True)
@@ -221,7 +258,9 @@ def write_policy_files(
     files["policy.json"].write_text(
         json.dumps(policy(scopes, key_path or str(key), default=default), indent=2) + "\n"
     )
-    files["registries.d"].write_text(yaml.safe_dump(registries_d(scopes), sort_keys=True))
+    files["registries.d"].write_text(
+        yaml.safe_dump(registries_d(attachment_scopes or scopes), sort_keys=True)
+    )
     return files
 
 

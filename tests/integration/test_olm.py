@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import cluster as localcluster
 from localcluster import olm as olm_install
+from localcluster import signing
 from localcluster.registry import Registry
 from tests.framework.install import DIRECT, Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
@@ -95,6 +96,10 @@ def olm(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iter
         t0 = time.monotonic()
         for ref, archive in pinned.archives.items():
             assert registry.push(archive, ref) == pinned.digests[ref]
+        # Signed as a release is (the kubelet does not check: for admins and OLM v1).
+        signed = signing.sign_pushed(registry, pinned.archives, pinned.digests)
+        catalog_image = next(r for r in signed if "-catalog@" in r)
+        signing.verify(catalog_image, public_key=signing.ensure_key_pair()[1], ca_file=registry.ca_file)
         third = image_tools.third_party_archives([image_tools.OPM_BASE, image_tools.OLM_IMAGE])
         for ref, archive in third.items():
             registry.push(archive, ref)
@@ -509,8 +514,9 @@ def publish_release(env: Olm, version: str, root: Path) -> None:
     built = release.build(version, REGISTRY, root / "release", earlier=earlier)
     for ref, archive in built.archives.items():
         assert env.registry.push(archive, ref) == built.digests[ref]
+    signing.sign_pushed(env.registry, built.archives, built.digests)
     env.releases[version] = built
-    print(f"OLM: release {version} rendered, built and pushed in {time.monotonic() - t0:.1f}s")
+    print(f"OLM: release {version} rendered, built, pushed and signed in {time.monotonic() - t0:.1f}s")
 
 
 def test_upgrade_keeps_custom_resources_and_their_children(olm, namespaces, tmp_path):

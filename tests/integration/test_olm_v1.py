@@ -28,7 +28,8 @@ from kubernetes.client.exceptions import ApiException
 from localcluster import cluster as localcluster
 from localcluster import node as localnode
 from localcluster import olm as olm_v0
-from localcluster import olmv1
+from localcluster import olmv1, signing
+from localcluster.ociimage import ImageFile, layer_tar, write_archive
 from localcluster.registry import Registry
 from tests.framework.install import Install, exactly_ready, web_pods, webserver
 from tests.framework.namespaces import delete_namespace, fresh_namespace
@@ -49,6 +50,9 @@ REGISTRY_SERVICE = "olmv1-registry"
 REGISTRY_PORT = 5000
 # What cluster DNS would call the Service (no DNS here: a hostAliases entry in both pods).
 REGISTRY_NAME = f"{REGISTRY_SERVICE}.default.svc"
+MIRROR = f"{REGISTRY_NAME}:{REGISTRY_PORT}/{REGISTRY}"
+# What containers/image says when the policy refuses an image.
+REJECTED = "Source image rejected"
 
 
 def test_bundles_pass_olm_v1_validators(tmp_path):
@@ -78,6 +82,14 @@ class Env(Install):
     manager: olmv1.OLMv1
     registry: Registry
     releases: dict[str, release.Release]  # version -> the release built (pinned by digest) and pushed
+
+    def sign(self, pushed: release.Release) -> None:
+        """Sign every image of ``pushed`` by digest, and attach its SBOM, as a release does.
+
+        The signature names the repository pullers ask for (``ghcr.io/…``): behind the
+        registries.conf mirror, that is what the policy is matched against.
+        """
+        signing.sign_pushed(self.registry, pushed.archives, pushed.digests)
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
         return self.co.get_cluster_custom_object(olmv1.OLM_GROUP, "v1", plural, name)
@@ -152,6 +164,19 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
         for ref, archive in pinned.archives.items():
             assert registry.push(archive, ref) == pinned.digests[ref]
         print(f"OLM v1: release {RELEASED} pinned and pushed in {time.monotonic() - t0:.1f}s")
+        t0 = time.monotonic()
+        env = Env(real_cluster.kubeconfig, api, real_cluster.node, images, None, registry, {RELEASED: pinned})  # type: ignore[arg-type]
+        env.sign(pinned)
+        print(f"OLM v1: release {RELEASED} signed and attested in {time.monotonic() - t0:.1f}s")
+        # catalogd and operator-controller pull only what our key signed: the policy matches
+        # the name asked for (ghcr.io/…), the signatures are read from the mirror that holds them.
+        policy = signing.write_policy_files(
+            real_cluster.workdir / "olmv1-policy",
+            [REGISTRY],
+            signing.ensure_key_pair()[1],
+            key_path=signing.CONTAINER_KEY_PATH,
+            attachment_scopes=[MIRROR, REGISTRY],
+        )
         # The kubelet pulls the next release's operator images through containerd's mirror.
         registry.write_hosts_config(hosts_dir)
         service_ip = _registry_service(core, localnode.NODE_IP, forwarder.port)
@@ -161,6 +186,7 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
             real_cluster,
             registries_conf=olmv1.registries_conf({"ghcr.io": f"{REGISTRY_NAME}:{REGISTRY_PORT}/ghcr.io"}),
             registry_ca=registry.ca_file,
+            policy=policy["policy.json"].parent,
             host_aliases={REGISTRY_NAME: service_ip},
         )
         # The bundle ships a ServiceMonitor and a PrometheusRule: their CRDs must exist.
@@ -169,9 +195,8 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
         t0 = time.monotonic()
         manager.install()
         print(f"OLM v1: installed in {time.monotonic() - t0:.1f}s ({manager.timings})")
-        yield Env(
-            real_cluster.kubeconfig, api, real_cluster.node, images, manager, registry, {RELEASED: pinned}
-        )
+        env.manager = manager
+        yield env
     finally:
         if manager is not None:
             manager.uninstall()
@@ -217,9 +242,9 @@ def cluster_extension(ns: str, version: str) -> dict[str, Any]:
     }
 
 
-def resolved_catalog(env: Env) -> str | None:
+def resolved_catalog(env: Env, name: str = CATALOG) -> str | None:
     """The digest reference catalogd last unpacked (``status.resolvedSource.image.ref``)."""
-    status = env.get("clustercatalogs", CATALOG).get("status") or {}
+    status = env.get("clustercatalogs", name).get("status") or {}
     return ((status.get("resolvedSource") or {}).get("image") or {}).get("ref")
 
 
@@ -311,6 +336,7 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     nxt = release.build(NEXT, REGISTRY, tmp_path / "release", earlier=catalog.released(published, NEXT))
     for ref, archive in nxt.archives.items():
         assert env.registry.push(archive, ref) == nxt.digests[ref]
+    env.sign(nxt)
     build_seconds = time.monotonic() - t0
     t0 = time.monotonic()
     served = resolved_catalog(env)
@@ -335,7 +361,7 @@ def _install_upgrade_uninstall(env: Env, ns: str, work: str, tmp_path: Path) -> 
     wait_for(lambda: operators_ready(env, ns), 300, "the upgraded operator Deployments Ready")
     upgrade_seconds = time.monotonic() - t0
     print(
-        f"OLM v1: release {NEXT} built in {build_seconds:.1f}s, "
+        f"OLM v1: release {NEXT} built, pushed and signed in {build_seconds:.1f}s, "
         f"upgrade {RELEASED} -> {NEXT} in {upgrade_seconds:.1f}s"
     )
     apps = client.AppsV1Api(env.api)
@@ -376,3 +402,45 @@ def _operator_deployments(env: Env, ns: str) -> list[str]:
         for d in apps.list_namespaced_deployment(ns).items
         if d.metadata.name.endswith("-operator")
     ]
+
+
+def test_a_tampered_catalog_is_refused_while_the_signed_one_serves(olmv1_env, tmp_path):
+    env = olmv1_env
+    signed, tampered = f"{CATALOG}-signed", f"{CATALOG}-tampered"
+    # Our catalog with one change (its bundle from somewhere else), pushed under a tag of our
+    # catalog repository by someone without our key: no signature covers its digest.
+    published = env.releases[RELEASED].root / "catalog-context" / "catalog" / PACKAGE / "catalog.yaml"
+    text = published.read_text().replace(f"{REGISTRY}/{PACKAGE}-bundle", "quay.io/attacker/bundle")
+    assert text != published.read_text()
+    ref = f"{REGISTRY}/{PACKAGE}-catalog:tampered"
+    archive = write_archive(
+        tmp_path / "tampered.tar",
+        ref,
+        layer_tar({f"/configs/{PACKAGE}/catalog.yaml": ImageFile(text.encode())}),
+        labels={"operators.operatorframework.io.index.configs.v1": "/configs"},
+    )
+    env.registry.push(archive, ref)
+    try:
+        for name, image in ((tampered, ref), (signed, catalog_ref(RELEASED))):
+            body = cluster_catalog(image)
+            body["metadata"]["name"] = name
+            env.co.create_cluster_custom_object(olmv1.OLM_GROUP, "v1", "clustercatalogs", body)
+        env.wait_condition("clustercatalogs", signed, "Serving")
+
+        def refused() -> str:
+            message = str(env.condition("clustercatalogs", tampered, "Progressing").get("message", ""))
+            return message if REJECTED in message else ""
+
+        try:
+            message = wait_for(refused, 300, "catalogd refuses the tampered catalog")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{env.explain()}") from None
+        assert "signature" in message, message
+        # Never served: no Serving condition True, nothing unpacked.
+        assert env.condition("clustercatalogs", tampered, "Serving").get("status") != "True"
+        assert resolved_catalog(env, tampered) is None
+        served = resolved_catalog(env, signed) or ""
+        assert served.endswith("@" + env.releases[RELEASED].digests[catalog_ref(RELEASED)]), served
+    finally:
+        for name in (tampered, signed):
+            env.kubectl("delete", "clustercatalog", name, "--ignore-not-found", check=False)

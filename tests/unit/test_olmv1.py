@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import olmv1
+from localcluster import olmv1, signing
 
 RENDERED: list[dict[str, Any]] = [
     {
@@ -138,8 +138,10 @@ def deployment(name: str) -> dict[str, Any]:
 def test_operator_controller_gets_the_pull_config_the_ca_and_the_catalogd_name(tmp_path):
     ca = tmp_path / "ca.crt"
     ca.write_text("PEM")
-    policy = tmp_path / "policy.json"
-    policy.write_text("{}")
+    policy = tmp_path / "policy"
+    (policy / "registries.d").mkdir(parents=True)
+    for name in ("policy.json", f"registries.d/{signing.REGISTRIES_D_FILE}", "cosign.pub"):
+        (policy / name).write_text("x")
     manager = olmv1.OLMv1(cluster=None, registries_conf="conf", registry_ca=ca, policy=policy)  # type: ignore[arg-type]
     dep = deployment(olmv1.OPERATOR_CONTROLLER)
     manager._patch_deployment(dep, "10.96.0.5")
@@ -148,6 +150,8 @@ def test_operator_controller_gets_the_pull_config_the_ca_and_the_catalogd_name(t
     assert mounts == {
         "/etc/containers/registries.conf": "registries.conf",
         "/etc/containers/policy.json": "policy.json",
+        "/etc/containers/registries.d/k8s-operators-py.yaml": "k8s-operators-py.yaml",
+        "/etc/containers/k8s-operators-py/cosign.pub": "cosign.pub",
     }
     sources = next(v for v in pod["volumes"] if v["name"] == "ca-certs")["projected"]["sources"]
     assert sources[0]["secret"]["name"] == "cert"
