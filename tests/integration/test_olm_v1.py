@@ -12,6 +12,7 @@ printed (``pytest -s``).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -145,11 +146,26 @@ def _registry_service(core: client.CoreV1Api, ip: str, port: int) -> str:
     return str(core.read_namespaced_service(REGISTRY_SERVICE, ns).spec.cluster_ip)
 
 
+OUR_CRDS = ("netperfs.app.example.com", "tdsets.schedule.rs", "webservers.demo.k8s.io")
+
+
 @pytest.fixture(scope="module")
 def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -> Iterator[Env]:
     assert real_cluster.node is not None
     api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
     core = client.CoreV1Api(api)
+    # As on a cluster where no other installer has run: the session's cluster may hold our CRDs
+    # from an OLM v0 install (its uninstall keeps them by design) or deploy/install.yaml, and
+    # operator-controller does not take over objects another installer made.
+    ext = client.ApiextensionsV1Api(api)
+    for crd in OUR_CRDS:
+        with contextlib.suppress(client.ApiException):
+            ext.delete_custom_resource_definition(crd)
+    wait_for(
+        lambda: not {c.metadata.name for c in ext.list_custom_resource_definition().items} & set(OUR_CRDS),
+        300,
+        "our CRDs from earlier installs deleted",
+    )
     registry = Registry(
         real_cluster.workdir / "registry-olmv1", ca=real_cluster.ca, names=(REGISTRY_NAME,)
     ).start()
