@@ -12,7 +12,6 @@ printed (``pytest -s``).
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import tempfile
 import time
@@ -30,6 +29,7 @@ from localcluster import cluster as localcluster
 from localcluster import node as localnode
 from localcluster import olm as olm_v0
 from localcluster import olmv1, signing
+from localcluster.kube import kubectl
 from localcluster.ociimage import ImageFile, layer_tar, write_archive
 from localcluster.registry import Registry
 from tests.framework.install import Install, exactly_ready, web_pods, webserver
@@ -146,7 +146,33 @@ def _registry_service(core: client.CoreV1Api, ip: str, port: int) -> str:
     return str(core.read_namespaced_service(REGISTRY_SERVICE, ns).spec.cluster_ip)
 
 
-OUR_CRDS = ("netperfs.app.example.com", "tdsets.schedule.rs", "webservers.demo.k8s.io")
+def _clear_earlier_installs(api: client.ApiClient, kubeconfig: Path) -> None:
+    """Delete the cluster-scoped objects our bundle brings (CRDs, ClusterRoles), as on a cluster
+    where no other installer has run: the session's cluster may hold them from an OLM v0 install
+    (its uninstall keeps CRDs by design), deploy/install.yaml or a test that bound the
+    metrics-reader role, and operator-controller does not take over objects another installer made.
+    """
+    bundled = [
+        o for o in olmv1.render_bundle(REPO / "bundle", "default") if o["kind"] in olmv1.CLUSTER_SCOPED
+    ]
+    for obj in bundled:
+        kubectl(
+            kubeconfig,
+            "delete",
+            obj["kind"].lower(),
+            obj["metadata"]["name"],
+            "--ignore-not-found",
+            "--wait=false",
+        )
+    ext, rbac = client.ApiextensionsV1Api(api), client.RbacAuthorizationV1Api(api)
+
+    def left() -> set[str]:
+        names = {c.metadata.name for c in ext.list_custom_resource_definition().items}
+        names |= {r.metadata.name for r in rbac.list_cluster_role().items}
+        names |= {b.metadata.name for b in rbac.list_cluster_role_binding().items}
+        return names & {o["metadata"]["name"] for o in bundled}
+
+    wait_for(lambda: not left(), 300, "our cluster-scoped objects from earlier installs deleted")
 
 
 @pytest.fixture(scope="module")
@@ -154,18 +180,7 @@ def olmv1_env(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     assert real_cluster.node is not None
     api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
     core = client.CoreV1Api(api)
-    # As on a cluster where no other installer has run: the session's cluster may hold our CRDs
-    # from an OLM v0 install (its uninstall keeps them by design) or deploy/install.yaml, and
-    # operator-controller does not take over objects another installer made.
-    ext = client.ApiextensionsV1Api(api)
-    for crd in OUR_CRDS:
-        with contextlib.suppress(client.ApiException):
-            ext.delete_custom_resource_definition(crd)
-    wait_for(
-        lambda: not {c.metadata.name for c in ext.list_custom_resource_definition().items} & set(OUR_CRDS),
-        300,
-        "our CRDs from earlier installs deleted",
-    )
+    _clear_earlier_installs(api, real_cluster.kubeconfig)
     registry = Registry(
         real_cluster.workdir / "registry-olmv1", ca=real_cluster.ca, names=(REGISTRY_NAME,)
     ).start()
@@ -299,6 +314,9 @@ def apply_as(env: Env, ns: str, objs: list[dict[str, Any]], user: str) -> None:
         env.kubectl("apply", "--server-side", "--dry-run=server", f"--as={user}", "-f", f.name)
 
 
+# Its waits, each with the suite's slack, add up past the default: a stuck wait must end in its
+# own message with the diagnosis, not in pytest-timeout's stack dump.
+@pytest.mark.timeout(2400)
 def test_install_upgrade_uninstall_with_a_cluster_extension(olmv1_env, tmp_path):
     env = olmv1_env
     ns = fresh_namespace(env.core, "olmv1-ext")
