@@ -18,6 +18,7 @@ import configparser
 import contextlib
 import fnmatch
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -941,6 +942,7 @@ class Result:
     archive_seconds: float = 0.0
     sbom: Path | None = None
     stand_in_bases: list[str] = field(default_factory=list)
+    inputs: str = ""  # input_digest: what the archive's name is keyed by
 
 
 def _state_file(tool: Tool, ref: str) -> Path:
@@ -997,10 +999,13 @@ def build_image(
     verbose: bool = False,
     pull: bool = True,
     resolved: dict[str, Base | None] | None = None,
+    archives: bool = False,
 ) -> Result:
     """Build one image unless its inputs are unchanged since the last build of the same tag.
 
-    ``resolved`` remembers the bases already looked up (pulled or made) during one run.
+    ``resolved`` remembers the bases already looked up (pulled or made) during one run. With
+    ``archives``, an archive already saved from the same inputs is the result, whatever the tag
+    now names (another work tree may have built the same tag from other sources since).
     """
     ref = spec.ref(registry, version)
     parsed = parse_dockerfile(spec.dockerfile.read_text())
@@ -1013,10 +1018,26 @@ def build_image(
 
     bases, digest = bases_and_digest()
     stand_ins = [b.ref for b in bases if b.stand_in]
+    kept = _saved_archive(spec.name, version, digest) if archives and not force else None
+    if kept is not None and _tagged(tool, ref, kept[1]["id"]):
+        path, meta = kept
+        return Result(
+            spec.name,
+            ref,
+            meta["id"],
+            False,
+            0.0,
+            meta["size"],
+            archive=path,
+            stand_in_bases=stand_ins,
+            inputs=digest,
+        )
     state = _read_state(tool, ref)
     current = inspect(tool, ref)
     if not force and current is not None and state.get("inputs") == digest and state.get("id") == current.id:
-        return Result(spec.name, ref, current.id, False, 0.0, current.size, stand_in_bases=stand_ins)
+        return Result(
+            spec.name, ref, current.id, False, 0.0, current.size, stand_in_bases=stand_ins, inputs=digest
+        )
     log(
         f"building {ref} ({spec.description}) with {tool}"
         + (f" on stand-ins {stand_ins}" if stand_ins else "")
@@ -1039,15 +1060,67 @@ def build_image(
         _, digest = bases_and_digest()
     _write_state(tool, ref, {"inputs": digest, "id": info.id, "ref": ref})
     log(f"  {ref}: {seconds:.0f}s, {human(info.size)}")
-    return Result(spec.name, ref, info.id, True, seconds, info.size, stand_in_bases=stand_ins)
+    return Result(spec.name, ref, info.id, True, seconds, info.size, stand_in_bases=stand_ins, inputs=digest)
+
+
+# Archives kept per image name and version: the newest few, so that work trees building the same
+# tag from different sources each find their own, and an archive a running test imports is not
+# deleted under it.
+ARCHIVES_KEPT = 4
+
+
+def _archive_path(name: str, version: str, inputs: str) -> Path:
+    return archive_dir() / f"{name}-{version}-{inputs[:16]}.tar"
+
+
+def _saved_archive(name: str, version: str, inputs: str) -> tuple[Path, dict[str, Any]] | None:
+    """The archive saved from exactly these inputs and what it holds, if there is one."""
+    path = _archive_path(name, version, inputs)
+    try:
+        meta = dict(json.loads(path.with_name(path.name + ".json").read_text()))
+    except (OSError, ValueError):
+        return None
+    if not path.exists() or meta.get("inputs") != inputs:
+        return None
+    path.touch()  # recently used: kept by the pruning below
+    return path, meta
+
+
+def _prune_archives(name: str, version: str) -> None:
+    named = re.compile(rf"{re.escape(name)}-{re.escape(version)}-[0-9a-f]{{16}}\.tar")
+    mine = sorted(
+        (p for p in archive_dir().glob("*.tar") if named.fullmatch(p.name)),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in mine[ARCHIVES_KEPT:]:
+        for path in (old, *old.parent.glob(glob.escape(old.name) + ".*")):
+            path.unlink(missing_ok=True)
+
+
+def _link_latest(archive: Path, name: str, version: str) -> None:
+    """``<name>-<version>.tar`` (what people type, as the release docs do) -> the archive just used."""
+    link = archive_dir() / f"{name}-{version}.tar"
+    temporary = link.with_name(f".{link.name}.{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(archive.name)
+    os.replace(temporary, link)
+
+
+def _tagged(tool: Tool, ref: str, image_id: str) -> bool:
+    """Whether ``ref`` names ``image_id`` in the tool's storage, tagging it so if it is still there."""
+    current = inspect(tool, ref)
+    if current is not None and current.id == image_id:
+        return True
+    return subprocess.run([tool, "tag", image_id, ref], capture_output=True, check=False).returncode == 0
 
 
 def save_archive(tool: Tool, result: Result, version: str) -> Path:
-    """The image as an archive for ``ctr images import``, rewritten only when the image changed."""
-    out = archive_dir() / f"{result.name}-{version}.tar"
-    state = _read_state(tool, result.ref)
-    if out.exists() and state.get("archive") == str(out) and state.get("archive_id") == result.id:
-        return out
+    """The image as an archive for ``ctr images import``, named by its inputs and never rewritten."""
+    if result.archive is not None:
+        return result.archive
+    out = _archive_path(result.name, version, result.inputs)
+    meta_file = out.with_name(out.name + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
@@ -1057,9 +1130,12 @@ def save_archive(tool: Tool, result: Result, version: str) -> Path:
     else:
         # The reference inside the archive is the image's name: `ctr images import` tags it so.
         _capture([tool, "push", "--quiet", result.ref, f"oci-archive:{partial}:{result.ref}"], timeout=900)
+    meta_file.write_text(
+        json.dumps({"id": result.id, "size": result.size, "ref": result.ref, "inputs": result.inputs})
+    )
     partial.rename(out)
+    _prune_archives(result.name, version)
     result.archive_seconds = time.monotonic() - start
-    _write_state(tool, result.ref, {**state, "archive": str(out), "archive_id": result.id})
     log(f"  saved {out.name} ({human(out.stat().st_size)}) in {result.archive_seconds:.0f}s")
     return out
 
@@ -1101,10 +1177,19 @@ def build_images(
     with _locked():
         for spec in specs:
             result = build_image(
-                tool, spec, registry, version, force=force, verbose=verbose, pull=pull, resolved=resolved
+                tool,
+                spec,
+                registry,
+                version,
+                force=force,
+                verbose=verbose,
+                pull=pull,
+                resolved=resolved,
+                archives=archives,
             )
             if archives:
                 result.archive = save_archive(tool, result, version)
+                _link_latest(result.archive, result.name, version)
                 result.sbom = sbom.ensure_sbom(result.archive, result.ref)
             results.append(result)
     return results
@@ -1171,10 +1256,13 @@ def main(argv: list[str] | None = None) -> int:
     image. Docker builds get no mounts: they are exactly what a user runs.
 
     After building, each image is saved as an OCI archive under
-    ``~/.cache/k8s-operators-py/images/archives/<name>-<version>.tar`` for ``ctr images import``
-    (``$IMAGES_CACHE`` moves the cache). ``ensure_images`` rebuilds only images whose inputs
-    changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its bases are
-    hashed, and buildah's ``--layers`` cache covers partial changes.
+    ``~/.cache/k8s-operators-py/images/archives/<name>-<version>-<inputs>.tar`` for ``ctr images
+    import`` (``$IMAGES_CACHE`` moves the cache). ``ensure_images`` rebuilds only images whose
+    inputs changed: the Dockerfile, the files its ``COPY`` instructions read and the IDs of its
+    bases are hashed (``<inputs>``), and buildah's ``--layers`` cache covers partial changes. An
+    archive is never rewritten: work trees that build the same tag from different sources each
+    get their own, and the newest few per image are kept; ``<name>-<version>.tar`` links to the
+    one used last.
 
     This lives with the local cluster because the cluster runs what it builds: ``python -m
     localcluster run`` imports every image into its real node, and the OLM tests serve the images
