@@ -159,7 +159,8 @@ SPEC_SCHEMA: dict[str, Any] = {
                 f"{DEFAULT_SAMPLES}; with a schedule (every result judged for a regression) "
                 f"{DETECTION_SAMPLES}, or as many as parallel leaves room for (samples x parallel at "
                 f"most {MAX_RUNS}): with fewer than {DETECTION_SAMPLES} the detector's error budget "
-                "(docs/benchmarks.md) is not promised. status.runSpec.samples says what a run used."
+                "(docs/benchmarks.md) is not promised. A scheduled run's status.runSpec.samples says "
+                "what it used."
             ),
         },
         "messageSize": {
