@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.netperf.parse import KEYS, RR_TYPES
-from operators.netperf.schema import APP, DEFAULT_IMAGE, DEFAULT_PATH, DEFAULTS
+from operators.netperf.schema import APP, DEFAULT_IMAGE, DEFAULT_PATH, DEFAULTS, samples
 from shared.api import ownership, podsecurity
 
 CONTROL_PORT = 12865
@@ -85,8 +85,10 @@ done
 
 
 def effective(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec with the schema's defaults (the API server applies them too; old objects may lack them)."""
-    return {**DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+    """The spec with the schema's defaults (the API server applies them too; old objects may lack
+    them) and its samples (``schema.samples``: no schema default, it depends on the schedule)."""
+    full = {**DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+    return {**full, "samples": samples(full)}
 
 
 # The operand image the operator's Deployment names (OLM's relatedImages convention).

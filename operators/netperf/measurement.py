@@ -50,9 +50,13 @@ def key(measured: Mapping[str, Any]) -> str:
 
 
 def with_key(run_spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``fields`` and their ``key``: what ``status.measurement`` holds."""
+    """``fields`` and their ``key``: what ``status.measurement`` holds, with the run's samples
+    when ``run_spec`` has them (what the run used; no part of the key)."""
     measured = fields(run_spec)
-    return {"key": key(measured), **measured}
+    found = {"key": key(measured), **measured}
+    if run_spec.get("samples") is not None:
+        found["samples"] = int(run_spec["samples"])
+    return found
 
 
 def change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:

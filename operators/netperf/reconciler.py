@@ -84,6 +84,13 @@ def first_path_run(spec: Mapping[str, Any], run: str) -> str:
     return desired.path_run(run, paths[0], bool(spec.get("compare")))
 
 
+def claimed_spec(current: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec of the run in progress: a scheduled run's as claimed (status.runSpec); a one-off
+    run's from the spec without its schedule fields, so a schedule added while it runs does not
+    change the samples it was started with."""
+    return desired.effective(current.get("runSpec") or schedule.run_spec(body.get("spec") or {}))
+
+
 def test_failure(p: Pass) -> Failure | None:
     """Why a run in Test has failed, if it has: client failed, deadline passed, server lost."""
     server, client = p.server, p.client
@@ -687,7 +694,7 @@ class NetperfReconciler(Reconciler):
         if current.get("status") in status.RUNNING:  # its key and spec as scheduled() has them
             scheduled = bool(current.get("scheduledTime"))
             run = f"r{current['run']}" if scheduled else str(current.get("observedGeneration"))
-            spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
+            spec = claimed_spec(current, body)
             delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
             current = self.api.status.current(body)
         else:
@@ -741,6 +748,7 @@ class NetperfReconciler(Reconciler):
                 spec = desired.effective(current["runSpec"])
                 what = f"run {number} (due {current['scheduledTime']}): {spec['testType']}, "
                 what += f"{spec['samples']} x {spec['duration']}s"
+                what += schema.detection_note(int(spec["samples"]))
                 self.ctx.event(body, "TestStarted", f"{what}: server {names.server}, client {names.client}")
             elif running:  # due times met during the run, the next one: written only when changed
                 current = {**current, **book}
@@ -756,7 +764,7 @@ class NetperfReconciler(Reconciler):
                 if current.get("scheduledTime")
                 else str(current.get("observedGeneration"))
             )
-            spec = desired.effective(current.get("runSpec") or body.get("spec") or {})
+            spec = claimed_spec(current, body)
             delay = await self._step(body, spec=spec, current=current, views=views, run=run, now=now)
         except (SupersededError, ReconcileError):
             raise

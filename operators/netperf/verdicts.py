@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from operators.netperf import measurement, schedule
+from operators.netperf import measurement, schedule, schema
 from shared.api import conditions
 
 CLEARED = ("NotScheduled", "MeasurementChanged")
@@ -73,6 +73,8 @@ def recorded(
         if regressed and since != outcome.change_run:
             what += f"; regressed since run {since}"
     message = f"run {run} ({test_type}): {what}"
+    if measured.get("samples") is not None:
+        message += schema.detection_note(int(measured["samples"]))
     if changed:
         message += f"; the measurement changed ({changed})"
     since_run = int(previous.get("since") or run) if not changed and previous else run

@@ -87,6 +87,13 @@ def mbits(text: str) -> list[float]:
     return [float(v) for v in re.findall(r"^THROUGHPUT=(.*)$", text, re.M)]
 
 
+def resampled(text: str, samples: int) -> str:
+    """Client output of one stream with ``samples`` samples: the samples of ``text`` in turn,
+    numbered from 0 (a run of the samples a spec's default asks for, from a 3-sample fixture)."""
+    blocks = [b for b in re.split(r"^SAMPLE=\d+\n", text, flags=re.M) if b]
+    return "".join(f"SAMPLE={i}\n{blocks[i % len(blocks)]}" for i in range(samples))
+
+
 def scaled(text: str, factor: float) -> str:
     """Client output with every throughput multiplied by ``factor`` (a slower or faster link)."""
     return re.sub(

@@ -28,9 +28,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from operators.netperf import desired as netperf
+from operators.netperf.schema import CRD as NETPERF_CRD
+from operators.netperf.schema import MAX_RUNS, combination_errors
 from operators.tdset import desired as tdset
 from operators.tdset import schedule
 from operators.webserver import desired as webserver
+from shared.api.validation import SchemaValidator
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("GENERATIVE_EXAMPLES", "40"))
@@ -228,4 +231,59 @@ def test_every_accepted_object_has_children_the_api_server_accepts(cluster, name
 
     check()
     # Both sides of the schema were exercised, or the generator is not testing anything.
+    assert tally["accepted"] > 0 and tally["refused"] > 0, tally
+
+
+@st.composite
+def netperf_samples_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """Netperf specs over what decides a run's samples: parallel and samples (each set or not,
+    up to one past their bounds), a schedule with or without regression settings, the test type."""
+    spec = {
+        "testType": draw(st.one_of(st.none(), st.sampled_from(["TCP_STREAM", "UDP_STREAM", "TCP_RR"]))),
+        "parallel": draw(st.one_of(st.none(), st.integers(1, 9))),
+        "samples": draw(st.one_of(st.none(), st.integers(1, 11))),
+        "schedule": draw(st.one_of(st.none(), st.just("@hourly"))),
+    }
+    if spec["schedule"] and draw(st.booleans()):
+        spec["regression"] = {"pValue": 0.001}
+    return {k: v for k, v in spec.items() if v is not None}
+
+
+def test_netperf_samples_admitted_by_the_cel_rules_run_and_their_pods_are_accepted(cluster, namespace):
+    """What the schema and its CEL rules admit is what the controller's Python twins admit, and
+    runs samples within samples x parallel whose pods the API server accepts; a spec without
+    samples is never refused for them."""
+    objects = client.CustomObjectsApi(cluster.api)
+    validator = SchemaValidator(NETPERF_CRD.openapi_schema())
+    tally = {"accepted": 0, "refused": 0}
+
+    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None)
+    @given(spec=netperf_samples_specs())
+    def check(spec: dict[str, Any]) -> None:
+        body = {
+            "apiVersion": "app.example.com/v1alpha1",
+            "kind": "Netperf",
+            "metadata": {"name": "s"},
+            "spec": spec,
+        }
+        twins = validator.errors(spec) + combination_errors(spec)
+        try:
+            owner = objects.create_namespaced_custom_object(
+                "app.example.com", "v1alpha1", namespace, "netperfs", body, dry_run="All"
+            )
+        except ApiException as exc:
+            assert exc.status == 422 and twins, (spec, exc.body)
+            assert "samples" in spec or "samples x parallel" not in exc.body, (spec, exc.body)
+            tally["refused"] += 1
+            return
+        assert not twins, (spec, twins)
+        tally["accepted"] += 1
+        assert "samples" not in owner["spec"] or owner["spec"]["samples"] == spec["samples"]
+        full = netperf.effective(owner["spec"])
+        assert full["samples"] >= 1 and full["samples"] * full["parallel"] <= MAX_RUNS
+        owner["metadata"].setdefault("generation", 1)
+        for child in children("netperfs", owner):
+            dry_run_child(cluster.api, namespace, child)
+
+    check()
     assert tally["accepted"] > 0 and tally["refused"] > 0, tally

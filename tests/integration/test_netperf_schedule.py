@@ -34,7 +34,9 @@ from tests.framework.netperfs import (
     get,
     in_test,
     no_pods_left,
+    pod,
     reasons,
+    resampled,
     scaled,
     st,
 )
@@ -242,3 +244,66 @@ def test_a_bad_cron_expression_past_the_schema_is_degraded_with_the_field(cluste
     s = st(cluster, namespace, "np")
     assert "status" not in s and "history" not in s and "nextRunTime" not in s
     assert wait_for(lambda: "InvalidSpec" in reasons(cluster, namespace, "np"), 60, "the InvalidSpec Event")
+
+
+def test_a_scheduled_netperf_without_samples_runs_five_and_a_stored_samples_is_kept(
+    cluster, namespace, start_operator
+):
+    """samples has no schema default: left out, the API server stores none and the operator runs
+    5 samples a run (every scheduled result is judged for a regression); an object that carries
+    samples (e.g. the 3 an earlier release's schema default stored) keeps it."""
+    due = (datetime.datetime.now(UTC) + datetime.timedelta(minutes=2)).replace(second=0, microsecond=0)
+    base = {
+        "schedule": f"{due.minute} * * * *",
+        "serverNode": "kwok-node-0",
+        "clientNode": "kwok-node-1",
+        # A pinned baseline of this link's run means (the fixture's mean is 8.125e9 bits/s): the
+        # first result is judged.
+        "regression": {"baseline": [8.10e9, 8.15e9, 8.05e9, 8.12e9, 8.13e9, 8.10e9]},
+    }
+    create(cluster, namespace, "fresh", base)
+    create(cluster, namespace, "stored", {**base, "samples": 3})
+    assert "samples" not in get(cluster, namespace, "fresh")["spec"]
+    start_operator(due - datetime.timedelta(seconds=3))
+    for name, samples in (("fresh", 5), ("stored", 3)):
+        s = in_test(cluster, namespace, name)
+        assert s["runSpec"]["samples"] == samples
+        command = pod(cluster, namespace, s["clientPod"]).spec.containers[0].command
+        assert command[3:5] == ["netperf-samples", str(samples)]
+        finish_client(cluster, namespace, s["clientPod"], resampled(fixture("tcp_stream"), samples))
+    for name, samples in (("fresh", 5), ("stored", 3)):
+        s = wait_for(
+            lambda n=name: (
+                (x := st(cluster, namespace, n)).get("status") == "Done" and x.get("regression") and x
+            ),
+            60,
+            f"{name}: run 1 Done and judged",
+        )
+        assert len(s["history"][-1]["samples"]) == samples and s["measurement"]["samples"] == samples
+        assert s["regression"]["reason"] == "WithinBaseline"
+        regressed = next(c for c in s["conditions"] if c["type"] == "Regressed")
+        assert ("not promised" in regressed["message"]) == (samples < 5)
+    # Samples are no part of the measurement: both measure the same thing.
+    assert (
+        st(cluster, namespace, "fresh")["measurement"]["key"]
+        == st(cluster, namespace, "stored")["measurement"]["key"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "accepted"),
+    [
+        ({"schedule": "@daily", "parallel": 8}, True),  # unset: the operator's default fits (3)
+        ({"parallel": 8}, True),
+        ({"schedule": "@daily", "parallel": 8, "samples": 3}, True),
+        ({"schedule": "@daily", "parallel": 5, "samples": 5}, False),  # 25 > 24
+    ],
+)
+def test_the_samples_x_parallel_rule_holds_for_explicit_samples_only(cluster, namespace, spec, accepted):
+    if accepted:
+        create(cluster, namespace, "fits", spec)
+        assert "samples" not in spec or get(cluster, namespace, "fits")["spec"]["samples"] == spec["samples"]
+        return
+    with pytest.raises(ApiException) as err:
+        create(cluster, namespace, "bad", spec)
+    assert err.value.status == 422 and "samples x parallel must be at most 24" in err.value.body

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from operators.netperf import desired, schedule
+from operators.netperf import desired, schedule, schema
 from operators.netperf.description import DESCRIPTION
 from operators.netperf.reconciler import NetperfReconciler
 from shared.api import conditions
@@ -19,7 +19,7 @@ from shared.api.clock import Clock
 from shared.api.correlator import Correlator
 from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
-from tests.framework.netperfs import fixture, scaled
+from tests.framework.netperfs import fixture, resampled, scaled
 from tests.framework.passes import OnePass
 
 NS = "ns"
@@ -34,11 +34,13 @@ def at(hour: int, minute: int, second: int = 0) -> datetime.datetime:
 
 
 def netperf(**spec: Any) -> dict[str, Any]:
+    """A scheduled Netperf of ``spec``; samples 3 as the fixtures' outputs have (None: unset)."""
+    full = {"schedule": "*/10 * * * *", "samples": 3, **spec}
     return {
         "apiVersion": NP,
         "kind": "Netperf",
         "metadata": {"name": "np", "namespace": NS, "creationTimestamp": conditions.rfc3339(CREATED)},
-        "spec": {"schedule": "*/10 * * * *", **spec},
+        "spec": {k: v for k, v in full.items() if v is not None},
     }
 
 
@@ -223,16 +225,16 @@ def test_a_halved_throughput_is_a_regression_with_its_figures_an_event_and_a_met
 
 
 def test_the_history_is_bounded_and_the_object_stays_small_at_the_maximum():
-    kube = FakeKube(netperf(historyLimit=100))
+    kube = FakeKube(netperf(historyLimit=100, samples=None))  # the default: 5 samples per run
     p = Pass(kube, at(12, 0, 1))
-    output = fixture("tcp_stream")
+    output = resampled(fixture("tcp_stream"), 5)
     for run in range(1, 106):
         p.at(at(12, 0, 1) + datetime.timedelta(minutes=run * 10 - 10)).run()
         p.finish(run, output)
     history = p.status["history"]
     assert len(history) == 100 and history[0]["run"] == 6 and history[-1]["run"] == 105
     size = len(json.dumps(kube.object(NP_PATH)))
-    # docs/operators/netperf.md quotes the figures: 33 KB (JSON) with 3 samples per result; the
+    # docs/operators/netperf.md quotes the figures: 39 KB (JSON) with the default 5 samples per result; the
     # history alone at the maximum 10 samples per result is some 45 KB. etcd's limit: 1.5 MiB.
     assert size < 64 * 1024, size
     widest = {**history[-1], "samples": [9_776_460_000.123456] * 10}
@@ -529,3 +531,101 @@ def test_a_one_off_run_under_way_when_a_refused_schedule_is_added_finishes_as_a_
     st = p.status
     assert st["status"] == "Done" and "history" not in st and pods(kube) == []
     assert conditions.get(st["conditions"], "Degraded")["reason"] == "InvalidSpec"
+
+
+def client_command(kube: FakeKube, run: str) -> list[str]:
+    """The command of the run's client pod, as the fake API server holds it."""
+    pod = kube.object(namespaced(NS, "pods", desired.pod_names("np", run).client))
+    return list(pod["spec"]["containers"][0]["command"])
+
+
+def started(p: Pass) -> str:
+    [message] = [m for _, reason, m in p.events if reason == "TestStarted"]
+    return message
+
+
+def test_a_scheduled_netperf_without_samples_runs_five_and_says_so():
+    """Every scheduled result is judged for a regression: 5 samples per run, the detector's goal."""
+    kube = FakeKube(netperf(samples=None))
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    assert "samples" not in kube.object(NP_PATH)["spec"]
+    assert p.status["runSpec"]["samples"] == 5 and "5 x 10s" in started(p)
+    assert "not promised" not in started(p)
+    names = desired.pod_names("np", "r1")
+    p.kubelet(names.server, READY)
+    p.run()
+    assert client_command(kube, "r1")[3:5] == ["netperf-samples", "5"]
+    p.client_ends(names.client, resampled(fixture("tcp_stream"), 5))
+    st = p.status
+    assert st["status"] == "Done" and len(st["history"][-1]["samples"]) == 5
+    assert st["measurement"]["samples"] == 5
+    regressed = conditions.get(st["conditions"], "Regressed")
+    assert regressed is not None and "not promised" not in regressed["message"]
+
+
+@pytest.mark.parametrize(("parallel", "samples"), [(2, 5), (4, 5), (5, 4), (6, 4), (7, 3), (8, 3)])
+def test_parallel_streams_leave_room_for_fewer_samples_and_the_event_says_the_goal_is_not_promised(
+    parallel, samples
+):
+    kube = FakeKube(netperf(samples=None, parallel=parallel))
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    assert p.status["runSpec"]["samples"] == samples
+    assert ("not promised" in started(p)) == (samples < schema.DETECTION_SAMPLES)
+    p.kubelet(desired.pod_names("np", "r1").server, READY)
+    p.run()
+    command = client_command(kube, "r1")
+    assert command[3:5] == ["netperf-samples", str(samples)] and parallel * samples <= schema.MAX_RUNS
+    pod = kube.object(namespaced(NS, "pods", desired.pod_names("np", "r1").client))
+    assert {"name": "NETPERF_STREAMS", "value": str(parallel)} in pod["spec"]["containers"][0]["env"]
+
+
+def test_an_explicit_samples_is_kept_and_a_regressed_condition_says_the_goal_is_not_promised():
+    kube = FakeKube(netperf())  # samples: 3, set
+    p = Pass(kube, at(12, 0, 1))
+    for run in (1, 2, 3):
+        p.at(at(12, (run - 1) * 10, 1)).run()
+        assert p.status["runSpec"]["samples"] == 3
+        p.kubelet(desired.pod_names("np", f"r{run}").server, READY)
+        p.run()
+        assert client_command(kube, f"r{run}")[3:5] == ["netperf-samples", "3"]
+        p.client_ends(desired.pod_names("np", f"r{run}").client, fixture("tcp_stream"))
+    assert p.status["measurement"]["samples"] == 3
+    regressed = conditions.get(p.status["conditions"], "Regressed")
+    assert regressed is not None and "3 samples per run" in regressed["message"]
+    assert "not promised" in regressed["message"]
+
+
+def test_a_netperf_without_a_schedule_runs_three_samples():
+    kube = FakeKube({**netperf(), "spec": {}})
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    names = desired.pod_names("np", kube.object(NP_PATH)["metadata"]["generation"])
+    p.kubelet(names.server, READY)
+    p.run()
+    assert client_command(kube, str(kube.object(NP_PATH)["metadata"]["generation"]))[3:5] == [
+        "netperf-samples",
+        "3",
+    ]
+
+
+def test_a_schedule_added_during_a_one_off_run_leaves_that_runs_samples_alone():
+    """The one-off run was started with 3 samples; adding a schedule (default 5) must not make
+    its 3-sample result unreadable: it ends as the one-off it was."""
+    kube = FakeKube({**netperf(), "spec": {}})
+    p = Pass(kube, at(12, 0, 1))
+    p.run()
+    generation = kube.object(NP_PATH)["metadata"]["generation"]
+    names = desired.pod_names("np", generation)
+    p.kubelet(names.server, READY)
+    p.run()
+    assert client_command(kube, str(generation))[3:5] == ["netperf-samples", "3"]
+    asyncio.run(kube.merge_patch(NP_PATH, {"spec": {"schedule": "*/10 * * * *"}}))
+    p.at(at(12, 0, 30)).run()
+    p.client_ends(names.client, fixture("tcp_stream"))
+    st = p.status
+    assert st["status"] == "Done" and len(st["throughputBitsPerSec"]["samples"]) == 3
+    # The next run is the schedule's: 5 samples.
+    p.at(at(12, 10, 1)).run()
+    assert p.status["runSpec"]["samples"] == 5

@@ -234,7 +234,7 @@ def _done_run() -> FakeKube:
             "apiVersion": NP,
             "kind": "Netperf",
             "metadata": {"name": "np", "namespace": NS, "creationTimestamp": conditions.rfc3339(created)},
-            "spec": {"schedule": "0 * * * *"},
+            "spec": {"schedule": "0 * * * *", "samples": 3},  # the fixture's
         }
     )
     p = OnePass(
