@@ -106,7 +106,12 @@ def test_a_bad_image_rolls_back_to_exactly_the_previous_template(cluster, namesp
     assert not [
         p for p in active_pods(cluster, namespace, "web") if p.metadata.labels[desired.HASH_LABEL] == bad
     ]
-    assert any("rolling back to revision 1" in m for m in warnings(cluster, namespace, "RolledBack"))
+    # Events are posted by their own queue, after the status write the wait above saw.
+    wait_for(
+        lambda: any("rolling back to revision 1" in m for m in warnings(cluster, namespace, "RolledBack")),
+        60,
+        "a RolledBack Warning naming revision 1",
+    )
     stalled = conditions(ws)["Stalled"]
     assert (stalled["status"], stalled["reason"]) == ("True", "RolledBack")
 
@@ -456,7 +461,11 @@ def test_a_canary_whose_probes_fail_is_aborted_back_to_stable_with_the_figures(c
     assert "canary 0/" in message and "success 0.0 % < 99 %" in message
     assert ws["status"]["rollback"]["analysis"] == message and ws["status"]["rollback"]["toRevision"] == 1
     assert outcomes(ws)[:2] == [(1, "Available"), (2, "RolledBack")]
-    assert any("failed its analysis" in m for m in warnings(cluster, namespace, "CanaryAborted"))
+    wait_for(
+        lambda: any("failed its analysis" in m for m in warnings(cluster, namespace, "CanaryAborted")),
+        60,
+        "a CanaryAborted Warning",
+    )
     ws = converged(cluster, namespace, "web", 4)
     assert by_hash(cluster, namespace) == {v1: 4}
     assert conditions(ws)["Ready"]["status"] == "False" and conditions(ws)["Stalled"]["status"] == "True"
