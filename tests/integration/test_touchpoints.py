@@ -250,12 +250,16 @@ def test_a_selector_key_someone_added_is_removed_once_and_not_patched_again(clus
     webservers.patch_spec(cluster, namespace, "web", {"replicas": 2})
     webservers.converged(cluster, namespace, "web", 2)
     assert service(cluster, namespace, "web").metadata.resource_version == repaired.metadata.resource_version
-    updates = [
-        e
-        for e in core.list_namespaced_event(namespace).items
-        if e.involved_object.name == "web" and e.reason == "UpdatedService"
-    ]
-    assert sum(e.count or 1 for e in updates) == 1
+
+    def updates() -> int:
+        events = core.list_namespaced_event(namespace).items
+        return sum(
+            e.count or 1 for e in events if e.involved_object.name == "web" and e.reason == "UpdatedService"
+        )
+
+    # Events are posted by their own queue: wait for the repair's, then count.
+    wait_for(updates, 60, "the UpdatedService Event of the repair")
+    assert updates() == 1
 
 
 def test_a_status_write_for_an_object_replaced_under_its_name_is_refused(cluster, namespace, monkeypatch):
