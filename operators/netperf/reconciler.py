@@ -155,14 +155,11 @@ class Pass:
                 raise
             await self.fail("PodRejected", f"the API server refused {what}: {reason_of(exc)}")
             return False
-        if not ownership.is_controlled_by(pod, self.body["metadata"]["uid"]):
+        holder = ownership.classify(pod, self.body, APP)
+        if holder is not ownership.Holder.OURS:
             name = manifest["metadata"]["name"]
-            ref = ownership.controller_of(pod)
-            if (
-                ref is not None
-                and ref.get("kind") == KIND
-                and ref.get("name") == self.body["metadata"]["name"]
-            ):
+            ref = ownership.controller_of(pod) or {}
+            if holder is ownership.Holder.PREDECESSOR:
                 # A deleted predecessor of the same name (delete && apply): its pod goes with it.
                 # Not a conflict; retry, and its deletion wakes this Netperf (pod_changed).
                 self.reconciler.ctx.event(
@@ -175,7 +172,7 @@ class Pass:
                     "WaitingForPodName",
                     f"pod {name} still belongs to the previous {KIND} {ref['name']} (uid {ref['uid']})",
                 )
-            if ownership.adoptable(pod, APP, self.body["metadata"]["name"]):
+            if holder is ownership.Holder.ORPHAN:
                 # Left by `kubectl delete --cascade=orphan` of a predecessor: its run is not this
                 # one (its results would be the old object's), so it is adopted — the one change
                 # the ReplicaSet rule allows on a pod labelled for us — and deleted as ours. Its
@@ -224,9 +221,9 @@ class Pass:
         name = manifest["metadata"]["name"]
         svc, created = await self.reconciler.api.create_service(self.namespace, manifest)
         view = desired.service_view(svc)
-        if not ownership.is_controlled_by(svc, meta["uid"]):
-            ref = ownership.controller_of(svc)
-            if ref is not None and ref.get("kind") == KIND and ref.get("name") == meta["name"]:
+        holder = ownership.classify(svc, self.body, APP)
+        if holder is not ownership.Holder.OURS:
+            if holder is ownership.Holder.PREDECESSOR:
                 # A deleted predecessor's (delete && apply): the garbage collector removes it.
                 raise ReconcileError(
                     "WaitingForServiceName", f"service {name} still belongs to the previous {KIND}"

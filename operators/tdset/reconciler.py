@@ -292,21 +292,21 @@ class TDSetReconciler(Reconciler):
             )
             return desired.deployment_view(created)
         existing = await self.api.get_deployment(namespace, name)
-        if ownership.adoptable(existing, APP, name):
+        holder = ownership.classify(existing, body, APP)
+        if holder is ownership.Holder.ORPHAN:
             # Orphaned by `kubectl delete tds --cascade=orphan`: adopt it, as the ReplicaSet
             # controller adopts its orphans (the UID in the patch is its precondition).
             existing = await self.api.patch_deployment(
                 namespace, name, ownership.adoption_patch(existing, body)
             )
             self.ctx.event(body, "AdoptedDeployment", f"Adopted orphaned deployment {name}")
-        if not ownership.is_controlled_by(existing, uid):
-            ref = ownership.controller_of(existing)
+            holder = ownership.classify(existing, body, APP)
+        if holder is not ownership.Holder.OURS:
             if existing["metadata"].get("deletionTimestamp"):
-                holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
                 # A deleted predecessor's (delete && apply): its deletion wakes this TDSet by name.
                 raise DeploymentConflictError(
-                    f"the Deployment named {name} is being deleted (controller: {holder}); "
-                    "it will be created again once it is gone"
+                    f"the Deployment named {name} is being deleted (controller: "
+                    f"{ownership.holder(existing)}); it will be created again once it is gone"
                 )
             raise DeploymentConflictError(
                 f"a Deployment named {name} exists and is not controlled by this TDSet; delete or rename it"
@@ -654,11 +654,11 @@ class TDSetReconciler(Reconciler):
                 )
             controller = ownership.controller_of(obj)
             if controller is not None:
-                holder = f"{controller.get('kind')} {controller.get('name')} (uid {controller.get('uid')})"
+                what = f"{controller.get('kind')} {controller.get('name')}"
                 raise TargetConflictError(
-                    f"{ref} is controlled by {holder}, which sets its replicas: scaling it too would "
-                    f"fight that controller. This TDSet leaves it alone; point spec.scaleTargetRef at "
-                    f"what controls it ({controller.get('kind')} {controller.get('name')}) instead"
+                    f"{ref} is controlled by {ownership.holder(obj)}, which sets its replicas: scaling "
+                    "it too would fight that controller. This TDSet leaves it alone; point "
+                    f"spec.scaleTargetRef at what controls it ({what}) instead"
                 )
             if ref.key[:2] in scaletarget.OWN_FIELDS_SCALE:
                 # One GET where two were (a pass polling a target that catches up reads it each time).

@@ -258,16 +258,16 @@ class WebServerReconciler(Reconciler):
         pod = await self.api.get_pod(meta["namespace"], pod_name)
         if pod is None:
             return f"pod {pod_name} was being deleted; retrying"
-        if not ownership.is_controlled_by(pod, meta["uid"]) and ownership.adoptable(pod, APP, meta["name"]):
+        if ownership.classify(pod, body, APP) is ownership.Holder.ORPHAN:
             pod = await self.api.adopt_pod(meta["namespace"], caches.orphan_of(pod), body)
-        if ownership.is_controlled_by(pod, meta["uid"]):
+        if ownership.classify(pod, body, APP) is ownership.Holder.OURS:
             self.pods.observe("MODIFIED", pod)  # write-through: the next pass counts it
             return None
-        ref = ownership.controller_of(pod)
-        holder = f"{ref['kind']} {ref['name']} (uid {ref['uid']})" if ref else "no controller"
         state = "terminating" if pod["metadata"].get("deletionTimestamp") else "not ours"
         # The pod's own events wake this WebServer by name (handlers.pod_changed) when it goes.
-        return f"pod {pod_name} exists, {state}, held by {holder}; retrying when the name is free"
+        return (
+            f"pod {pod_name} exists, {state}, held by {ownership.holder(pod)}; retrying when the name is free"
+        )
 
     async def create_pods(
         self,

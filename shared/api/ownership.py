@@ -10,6 +10,7 @@ everything else out of the operator's watches.
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +61,28 @@ def adoptable(child: Mapping[str, Any], app: str, owner_name: str) -> bool:
         and labels.get(NAME) == app
         and labels.get(INSTANCE) == owner_name
     )
+
+
+class Holder(enum.Enum):
+    """Whose an existing object of a child's name is, from the owner's point of view."""
+
+    OURS = "ours"  # its controller reference has the owner's UID
+    ORPHAN = "orphan"  # no controller and labelled for this owner: to adopt (``adoptable``)
+    PREDECESSOR = "predecessor"  # a deleted owner's of the same kind and name (delete && apply)
+    FOREIGN = "foreign"  # anyone else's: left exactly as it is
+
+
+def classify(child: Mapping[str, Any], owner: Mapping[str, Any], app: str) -> Holder:
+    """The one ownership triage every operator uses on a name it wants and finds taken."""
+    meta = owner["metadata"]
+    if is_controlled_by(child, meta["uid"]):
+        return Holder.OURS
+    if adoptable(child, app, meta["name"]):
+        return Holder.ORPHAN
+    ref = controller_of(child)
+    if ref is not None and ref.get("kind") == owner.get("kind") and ref.get("name") == meta["name"]:
+        return Holder.PREDECESSOR
+    return Holder.FOREIGN
 
 
 def adoption_patch(child: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:

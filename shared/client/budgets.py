@@ -73,14 +73,14 @@ async def converge(
                 raise
         existing = await kube.get(_path(namespace, name))
         app = (wanted["metadata"].get("labels") or {}).get(ownership.NAME, "")
-        if ownership.adoptable(existing, app, owner["metadata"]["name"]):
+        if ownership.classify(existing, owner, app) is ownership.Holder.ORPHAN:
             existing = await kube.merge_patch(
                 _path(namespace, name), ownership.adoption_patch(existing, owner)
             )
             done.append(("AdoptedPodDisruptionBudget", f"Adopted orphaned PodDisruptionBudget {name}"))
-        if ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
+        if ownership.classify(existing, owner, app) is ownership.Holder.OURS:
             seen(existing)
-        if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
+        else:
             raise BudgetConflictError(
                 f"a PodDisruptionBudget named {name} exists and is not controlled by this "
                 f"{owner['kind']} (controller: {ownership.holder(existing)}); delete or rename it, "

@@ -72,12 +72,12 @@ async def converge(
         # The name is taken and our cache does not show it as ours: find out whose it is.
         existing = await kube.get(namespaced(namespace, "services", name))
         app = (wanted["metadata"].get("labels") or {}).get(ownership.NAME, "")
-        if ownership.adoptable(existing, app, owner["metadata"]["name"]):
+        if ownership.classify(existing, owner, app) is ownership.Holder.ORPHAN:
             existing = await kube.merge_patch(
                 namespaced(namespace, "services", name), ownership.adoption_patch(existing, owner)
             )
             done.append(("AdoptedService", f"Adopted orphaned service {name}"))
-        if not ownership.is_controlled_by(existing, owner["metadata"]["uid"]):
+        if ownership.classify(existing, owner, app) is not ownership.Holder.OURS:
             raise ServiceConflictError(_taken(name, owner, existing))
         current = view(existing)
         if not differs(current, wanted):

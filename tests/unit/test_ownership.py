@@ -1,3 +1,6 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
 from shared.api import ownership
 
 OWNER = {
@@ -70,3 +73,61 @@ def test_only_a_live_orphan_with_our_labels_for_that_name_is_adoptable():
     assert not ownership.adoptable(orphan, "tdset", "web")  # another operator's
     terminating = {"metadata": {**orphan["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     assert not ownership.adoptable(terminating, "webserver", "web")
+
+
+def _child(controller: dict | None = None, labels: dict | None = None, terminating: bool = False) -> dict:
+    refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "other", "uid": "u-9"}]  # not a controller
+    if controller is not None:
+        refs.append({"apiVersion": "x/v1", "controller": True, **controller})
+    meta: dict = {"name": "web-0", "ownerReferences": refs, "labels": labels or {}}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-11-29T00:00:00Z"
+    return {"metadata": meta}
+
+
+OUR_LABELS = ownership.standard_labels("webserver", "web", "server")
+
+
+def test_classify_tells_ours_orphans_predecessors_and_strangers_apart():
+    classify = ownership.classify
+    holder = ownership.Holder
+    assert (
+        classify(_child({"kind": "WebServer", "name": "web", "uid": "uid-1"}), OWNER, "webserver")
+        is holder.OURS
+    )
+    assert classify(_child(labels=OUR_LABELS), OWNER, "webserver") is holder.ORPHAN
+    # Terminating, or labelled for another instance or app: not to adopt.
+    assert classify(_child(labels=OUR_LABELS, terminating=True), OWNER, "webserver") is holder.FOREIGN
+    assert classify(_child(labels=OUR_LABELS), OWNER, "netperf") is holder.FOREIGN
+    other_instance = ownership.standard_labels("webserver", "web2", "server")
+    assert classify(_child(labels=other_instance), OWNER, "webserver") is holder.FOREIGN
+    # A deleted WebServer of the same name (delete && apply): the old object's.
+    predecessor = _child({"kind": "WebServer", "name": "web", "uid": "uid-0"}, OUR_LABELS)
+    assert classify(predecessor, OWNER, "webserver") is holder.PREDECESSOR
+    # Another kind or name holding it: a stranger, whatever its labels say.
+    for ref in (
+        {"kind": "ReplicaSet", "name": "web", "uid": "u-2"},
+        {"kind": "WebServer", "name": "x", "uid": "u-3"},
+    ):
+        assert classify(_child(ref, OUR_LABELS), OWNER, "webserver") is holder.FOREIGN
+
+
+@given(
+    controller=st.none()
+    | st.fixed_dictionaries(
+        {
+            "kind": st.sampled_from(["WebServer", "Netperf", "ReplicaSet"]),
+            "name": st.sampled_from(["web", "web2"]),
+            "uid": st.sampled_from(["uid-1", "uid-0"]),
+        }
+    ),
+    labelled=st.booleans(),
+    terminating=st.booleans(),
+)
+def test_classify_agrees_with_the_single_rules(controller, labelled, terminating):
+    child = _child(controller, OUR_LABELS if labelled else {}, terminating)
+    got = ownership.classify(child, OWNER, "webserver")
+    assert (got is ownership.Holder.OURS) == ownership.is_controlled_by(child, "uid-1")
+    assert (got is ownership.Holder.ORPHAN) == ownership.adoptable(child, "webserver", "web")
+    same_name = controller is not None and controller["kind"] == "WebServer" and controller["name"] == "web"
+    assert (got is ownership.Holder.PREDECESSOR) == (same_name and controller["uid"] != "uid-1")
