@@ -145,9 +145,16 @@ fmt: venv ## Format and auto-fix
 
 # Python alone: no Go, no Debian packages, no cluster. What needs a Go-built tool or a Debian
 # package (promtool, Lua, opm, kstatus, robfig/cron) is in tests/external, which make test runs.
-# One worker per core: most of the time goes to the property tests, which are CPU-bound.
+# make unit is the inner loop: the dev Hypothesis profile (a tenth of each property test's
+# examples) and no test marked slow (renders of the bundle or docs, subprocesses, real timers),
+# in one process: the rest takes seconds, less than pytest-xdist's workers take to start and
+# collect. make unit-full runs what make test runs of tests/unit: every test, every example.
 .PHONY: unit
-unit: venv ## Unit tests only (Python alone: no cluster, no Go, no Debian packages)
+unit: venv ## Unit tests, the inner loop: Python alone, seconds (fewer property examples, no slow tests)
+	$(BIN)/pytest tests/unit --hypothesis-profile=dev -m "not slow" $(PYTEST_ARGS)
+
+.PHONY: unit-full
+unit-full: venv ## Every unit test with every example, as make test runs them (Python alone)
 	$(BIN)/pytest -n auto tests/unit $(PYTEST_ARGS)
 
 .PHONY: test
