@@ -5,6 +5,8 @@ These mirror scorecard's ``olm-spec-descriptors``, ``olm-status-descriptors``,
 schemas), plus the deployment and RBAC rules of our own standards.
 """
 
+import copy
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,9 +49,14 @@ CRDS = {
 DEPLOYMENTS = {d["name"]: d for d in CSV["spec"]["install"]["spec"]["deployments"]}
 
 
+@functools.cache
+def _manifests() -> tuple[Any, ...]:
+    """Every committed manifest, parsed once per process (each test gets its own copies)."""
+    return tuple(load(p.read_text()) for p in MANIFESTS.glob("*.yaml"))
+
+
 def manifests_of(kind: str) -> list[dict]:
-    docs = [load(p.read_text()) for p in MANIFESTS.glob("*.yaml")]
-    return [d for d in docs if d and d.get("kind") == kind]
+    return [copy.deepcopy(d) for d in _manifests() if d and d.get("kind") == kind]
 
 
 @pytest.mark.slow  # renders the whole bundle
