@@ -145,9 +145,17 @@ fmt: venv ## Format and auto-fix
 
 # Python alone: no Go, no Debian packages, no cluster. What needs a Go-built tool or a Debian
 # package (promtool, Lua, opm, kstatus, robfig/cron) is in tests/external, which make test runs.
-# One worker per core: most of the time goes to the property tests, which are CPU-bound.
+# make unit is the inner loop: the dev Hypothesis profile (a tenth of each property test's
+# examples) and no test marked slow (renders of the bundle or docs, subprocesses, real timers).
+# A worker per core: what is left waits on short real timers, which the workers overlap (on a
+# machine whose cores are busy with other work, PYTEST_ARGS=-n0 spends less CPU).
+# make unit-full runs what make test runs of tests/unit: every test, every example.
 .PHONY: unit
-unit: venv ## Unit tests only (Python alone: no cluster, no Go, no Debian packages)
+unit: venv ## Unit tests, the inner loop: Python alone, seconds (fewer property examples, no slow tests)
+	$(BIN)/pytest -n auto tests/unit --hypothesis-profile=dev -m "not slow" $(PYTEST_ARGS)
+
+.PHONY: unit-full
+unit-full: venv ## Every unit test with every example, as make test runs them (Python alone)
 	$(BIN)/pytest -n auto tests/unit $(PYTEST_ARGS)
 
 .PHONY: test

@@ -19,13 +19,14 @@ import pytest
 from hypothesis import settings
 
 from localcluster.process import PORTS_ENV
+from tests.framework import properties
 
 pytest_plugins = ["tests.framework.fixtures"]
 
 # No timing thresholds in tests: speed is measured in benchmarks, and a 2-core CI machine that
 # is also compiling or running a control plane must not fail a property test on a slow example.
-settings.register_profile("project", deadline=None, print_blob=True)
-settings.load_profile("project")
+# The full profile unless --hypothesis-profile names another (make unit: dev, fewer examples).
+settings.load_profile(properties.FULL)
 
 # Fixtures that bring up this host's one real node: every test using one joins this group.
 REAL_NODE_FIXTURES = frozenset({"real_cluster", "images"})

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from operators.netperf import cron
 from tests.framework import robfigcron
+from tests.framework.properties import examples
 
 COUNT = 6  # next times compared per expression and instant
 # Fixed offsets (Etc/GMT+5 is UTC-5), and zones of a constant odd offset since before 1990.
@@ -100,13 +101,13 @@ def compare(queries: list[tuple[str, str, datetime.datetime]]) -> None:
         assert got == theirs.times, f"{where}: ours {got}, CronJob's {theirs.times}"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(expressions(margin=0), st.sampled_from(ZONES), INSTANTS), min_size=1, max_size=20))
 def test_next_run_times_are_cronjobs(queries):
     compare(queries)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.tuples(expressions(margin=2), st.sampled_from(ZONES), INSTANTS), min_size=1, max_size=20))
 def test_what_cronjob_refuses_we_refuse_but_seven_for_sunday(queries):
     compare(queries)

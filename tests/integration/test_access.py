@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.framework import netperfs, tdsets, webservers
 from tests.framework.cluster import ADMISSION_POLICIES, REPO, Cluster
+from tests.framework.properties import examples
 from tests.framework.waits import wait_for
 
 PROJECT = "k8s-operators-py"
@@ -278,7 +279,7 @@ def _spec(refs: list[tuple[str, str, str]]) -> dict[str, Any]:
     return spec
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(refs=st.lists(REF, max_size=12))
 def test_a_webserver_naming_any_objects_is_refused_iff_one_is_unreadable_naming_each(pool, refs):
     namespace, api = pool
@@ -617,7 +618,7 @@ PATH_CHOICES = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(paths=PATH_CHOICES, image=IMAGES, nodes=st.booleans())
 def test_any_netperf_is_refused_iff_it_runs_hostnetwork_or_a_foreign_image(
     netperf_tenant, paths, image, nodes

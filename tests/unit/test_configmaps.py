@@ -17,6 +17,7 @@ from shared.api.errors import ApiError
 from shared.controller.configmaps import ReferencedConfigMaps
 from shared.controller.watches import METADATA_ONLY
 from tests.framework.fakekube import FakeKube, fail
+from tests.framework.properties import examples
 
 NS = "ns"
 
@@ -84,7 +85,7 @@ async def test_a_referenced_configmap_is_kept_as_its_digest_and_the_keys_asked_f
     assert reads(kube) == ["big"]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     data=st.dictionaries(st.text(min_size=1, max_size=20), st.text(max_size=50), max_size=30),
     want=st.frozensets(st.text(min_size=1, max_size=20), max_size=10),

@@ -234,6 +234,7 @@ def _committed() -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in files if "__pycache__" not in p.parts}
 
 
+@pytest.mark.slow  # renders the bundle and the docs three times
 def test_a_fourth_operator_is_a_package_and_one_line(fourth, monkeypatch):
     before = _committed()
     with monkeypatch.context() as unregistered:

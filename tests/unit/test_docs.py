@@ -12,6 +12,7 @@ from operators import descriptions
 from tools.generate import docs
 
 
+@pytest.mark.slow  # renders every generated page
 def test_committed_docs_are_what_make_docs_renders():
     assert docs.main(["--check"]) == 0
 
@@ -51,6 +52,7 @@ def test_a_keyword_the_reference_cannot_render_fails_instead_of_being_left_out()
         docs._validation({"type": "integer", "exclusiveMinimum": 0})
 
 
+@pytest.mark.slow  # renders every generated page twice
 def test_check_fails_after_a_hand_edit_and_passes_after_regenerating(tmp_path, monkeypatch, capsys):
     reference = tmp_path / "reference"
     shutil.copytree(docs.REFERENCE, reference)

@@ -17,6 +17,7 @@ from shared.api.errors import ApiError, NotLeaderError
 from shared.api.lru import LRU
 from shared.client.events import MAX_MESSAGE, EventRecorder, event_manifest
 from shared.client.kube import KubeClient
+from tests.framework.properties import examples
 
 WS = {
     "apiVersion": "demo.k8s.io/v1alpha1",
@@ -361,7 +362,7 @@ def test_an_lru_keeps_the_most_recently_used(ops: list[tuple[int, int]]):
     assert all(key in lru for key in used[-3:])
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     st.integers(1, 30),
     st.floats(0.001, 1e6),

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from operators.tdset.api import DISCOVERY_ENTRIES, ScaleTargets
 from shared.api.lru import LRU
 from tests.framework.fakekube import FakeKube
+from tests.framework.properties import examples
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     size=st.integers(min_value=1, max_value=8),
     ops=st.lists(st.tuples(st.sampled_from(["get", "put", "pop"]), st.integers(0, 20)), max_size=100),

@@ -11,6 +11,7 @@ from shared.controller.metrics import (
     Metrics,
     ObjectGauge,
 )
+from tests.framework.properties import examples
 
 
 def test_all_results_initialised_to_zero():
@@ -134,7 +135,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(OPS)
 def test_an_object_familys_index_agrees_with_its_series_whatever_the_calls(ops):
     """Set, remove, forget, set whole and clear, in any order: the same series as a plain dict."""

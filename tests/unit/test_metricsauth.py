@@ -24,6 +24,7 @@ from shared.client.metricsauth import MetricsAuth
 from shared.controller import certs
 from shared.controller.metrics import Metrics
 from shared.controller.serving import Endpoints, Readiness
+from tests.framework.properties import examples
 
 READER = "system:serviceaccount:monitoring:prometheus"
 
@@ -568,7 +569,7 @@ async def test_an_authenticated_new_token_is_limited_until_allowed(api, clock):
     assert not auth.tokens.get(auth._key("other"), clock.now).known
 
 
-@settings(deadline=None, max_examples=50)
+@settings(deadline=None, max_examples=examples(50))
 @given(
     flood=st.lists(
         st.tuples(st.sampled_from(["forged", "valid", "repeat"]), st.floats(min_value=0, max_value=1)),

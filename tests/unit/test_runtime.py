@@ -58,6 +58,7 @@ IDENTITY_PROBE = "from shared.controller.runtime import operator_identity; print
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to switch UID")
+@pytest.mark.slow  # a Python subprocess under another UID
 def test_identity_for_a_uid_without_passwd_entry():
     """How containers run: a UID with no /etc/passwd entry and no USER in the environment.
 

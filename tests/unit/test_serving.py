@@ -193,6 +193,7 @@ async def test_a_watch_is_ready_only_once_every_listed_object_reached_the_handle
         undo()
 
 
+@pytest.mark.slow  # two seconds of real time
 async def test_a_listing_that_broke_off_is_not_waited_for(monkeypatch):
     registry = kopf.OperatorRegistry()
     handled: list[str] = []

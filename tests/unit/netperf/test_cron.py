@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.netperf import cron
+from tests.framework.properties import examples
 
 UTC = zoneinfo.ZoneInfo("UTC")
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
@@ -71,7 +72,7 @@ def field(low: int, high: int):
 EXPRESSIONS = st.tuples(field(0, 59), field(0, 23), field(1, 31), st.just("*"), field(0, 7)).map(" ".join)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(expr=EXPRESSIONS, offset=st.integers(0, 60 * 24 * 40), zone=st.sampled_from([UTC, BERLIN]))
 def test_next_after_agrees_with_the_minute_by_minute_oracle(expr, offset, zone):
     # Around 2026-03-29 and 2026-10-25 (Berlin's DST changes) too: offsets cover Jan to Nov.

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.netperf import detector, schedule
+from tests.framework.properties import examples
 
 DEFAULTS = detector.Options()
 
@@ -79,7 +80,7 @@ def test_change_points_split_where_the_level_moves():
     assert detector.change_points([10.0] * 12, DEFAULTS) == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(level=LEVELS, n=st.integers(1, 60), options=OPTIONS, pinned=st.booleans())
 def test_a_constant_series_never_flags(level, n, options, pinned):
     v = detector.judge([level] * n, options, pinned=[level] * 3 if pinned else ())
@@ -87,7 +88,7 @@ def test_a_constant_series_never_flags(level, n, options, pinned):
     assert detector.change_points([level] * n, options) == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(series=drops())
 def test_a_huge_sustained_drop_is_always_flagged_from_its_first_run(series):
     values, first = series
@@ -98,7 +99,7 @@ def test_a_huge_sustained_drop_is_always_flagged_from_its_first_run(series):
     assert min(values[:first]) <= v.old_mean <= max(values[:first])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(series=drops())
 def test_direction_is_respected(series):
     values, _ = series
@@ -117,7 +118,7 @@ def test_direction_is_respected(series):
     assert not verdict(risen, "Decrease").regressed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     level=LEVELS,
     n=st.integers(3, 20),
@@ -133,7 +134,7 @@ def test_a_change_smaller_than_the_minimum_effect_never_flags(level, n, k, drop,
     assert v is not None and not v.regressed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(series=drops())
 def test_an_acknowledged_change_is_not_flagged(series):
     """Acknowledging the run the drop began at: the runs before it are no baseline."""
@@ -149,7 +150,7 @@ def test_an_acknowledged_change_is_not_flagged(series):
     assert isinstance(accepted, schedule.NotJudged) or not accepted.regressed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(series=drops(), recovered=st.integers(1, 5), data=st.data())
 def test_a_recovery_clears_the_regression_at_once(series, recovered, data):
     values, _ = series
@@ -158,7 +159,7 @@ def test_a_recovery_clears_the_regression_at_once(series, recovered, data):
     assert v is not None and not v.regressed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     values=st.lists(st.floats(0.0, 1e12), min_size=0, max_size=40),
     options=OPTIONS,

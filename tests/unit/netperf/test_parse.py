@@ -19,6 +19,7 @@ from operators.netperf import desired
 from operators.netperf import parse as parsing
 from operators.netperf.parse import KEYS, ParseError, parse, stats
 from operators.netperf.schema import MAX_RUNS
+from tests.framework.properties import examples
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -248,7 +249,7 @@ def termination_messages(draw: st.DrawFn, test_type: str, samples: int, parallel
     return draw(st.sampled_from(["", "warning\n"])) + "\n".join(blocks)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(data=st.data(), test_type=st.sampled_from(sorted(parsing.KEYS)), samples=st.integers(1, 4))
 def test_any_termination_message_is_a_result_or_a_parse_error(data, test_type, samples):
     parallel = 1 if test_type in parsing.RR_TYPES else data.draw(st.integers(1, 3))

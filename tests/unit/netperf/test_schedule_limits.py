@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from operators.netperf import cron, schedule
 from operators.netperf.schema import CRD
+from tests.framework.properties import examples
 
 UTC = datetime.UTC
 ZONES = sorted(zoneinfo.available_timezones())
 PROPERTIES = CRD.openapi_schema()["properties"]["spec"]["properties"]
 SCHEDULE_PATTERN = PROPERTIES["schedule"]["pattern"]
 ZONE_PATTERN = PROPERTIES["timeZone"]["pattern"]
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 FIELD_WORDS = st.one_of(
     st.sampled_from(
@@ -89,7 +90,7 @@ def test_the_next_time_is_found_or_none_from_any_instant_in_any_zone(expr, zone,
         assert parsed.matches(wall) and not wall.fold
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     expr=st.sampled_from(["@hourly", "@daily", "0 0 30 2 *", "*/30 * * * *"]),
     zone=st.sampled_from(ZONES),

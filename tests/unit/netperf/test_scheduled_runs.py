@@ -224,6 +224,7 @@ def test_a_halved_throughput_is_a_regression_with_its_figures_an_event_and_a_met
     assert regressed is not None and regressed["status"] == "False"
 
 
+@pytest.mark.slow  # 105 scheduled runs, each a full pass
 def test_the_history_is_bounded_and_the_object_stays_small_at_the_maximum():
     kube = FakeKube(netperf(historyLimit=100, samples=None))  # the default: 5 samples per run
     p = Pass(kube, at(12, 0, 1))

@@ -21,9 +21,10 @@ from shared.client.kube import namespaced
 from tests.framework.fakekube import FakeKube
 from tests.framework.netperfs import fixture
 from tests.framework.passes import OnePass
+from tests.framework.properties import examples
 
 NOW = datetime.datetime(2026, 1, 5, 12, 0, tzinfo=datetime.UTC)
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NODES = st.sampled_from(["node-a", "node-b", "kwok-node-0"])
 RUN_SPECS = st.fixed_dictionaries(
@@ -268,7 +269,7 @@ def _done_run() -> FakeKube:
 DONE = _done_run()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(refused())
 def test_a_refused_schedule_never_touches_the_history_or_the_last_result(typo_and_field):
     typo, field = typo_and_field

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.tdset import schedule
+from tests.framework.properties import examples
 from tests.unit.tdset.oracle import weekly_table, window_items
 
 UTC = datetime.UTC
@@ -192,7 +193,7 @@ def as_tuple(decided):
     return decided.replicas, decided.layer, decided.entry
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(calendars())
 def test_every_layer_at_an_instant_matches_the_oracle(case):
     spec, now, annotation = case
@@ -204,7 +205,7 @@ def test_every_layer_at_an_instant_matches_the_oracle(case):
     assert decision.replicas == decision.decided.replicas
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(calendars(), st.integers(0, schedule.UPCOMING))
 def test_a_lookahead_asked_for_fewer_transitions_first_decides_as_decide_does(case, first):
     """A pass that only flips asks for one transition, then the status pass for all of them:
@@ -219,7 +220,7 @@ def test_a_lookahead_asked_for_fewer_transitions_first_decides_as_decide_does(ca
     assert ahead.decision(schedule.UPCOMING) == fresh
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(calendars())
 def test_upcoming_is_what_decide_gives_at_each_instant_and_nothing_changes_between(case):
     spec, now, annotation = case
@@ -252,7 +253,7 @@ def test_upcoming_is_what_decide_gives_at_each_instant_and_nothing_changes_betwe
         assert decision.upcoming[0].time > times[0] + SPAN - 2 * MINUTE
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(calendars(), st.integers(0, 36 * 60))
 def test_lead_time_never_scales_down_early(case, offset):
     spec, now, annotation = case

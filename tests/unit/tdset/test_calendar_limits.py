@@ -35,6 +35,7 @@ from shared.api.validation import FieldError
 from shared.client.kube import namespaced
 from shared.controller.builder import Operator
 from tests.framework.fakekube import FakeKube
+from tests.framework.properties import examples
 
 UTC = datetime.UTC
 ZONES = sorted(zoneinfo.available_timezones())
@@ -43,7 +44,9 @@ ZONE_PATTERN = CRD.openapi_schema()["properties"]["spec"]["properties"]["timeZon
 CHANGING = [z for z in ZONES if not (z == "UTC" or z.startswith("Etc/"))]
 EXTREME_YEARS = (0, 1, 2, 1969, 1970, 1971, 2998, 2999, 3000, 9998, 9999)
 SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
 # Names the pattern admits that are no zone are drawn too, less often than real zones (an
@@ -320,7 +323,7 @@ def test_any_admitted_spec_is_decided_or_its_checks_name_the_field(data, spec, n
         )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     zone=st.sampled_from(ZONES),
     until=st.sampled_from(
@@ -384,7 +387,9 @@ def _one_pass(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 @given(data=st.data(), spec=specs(), now=nows, holiday_data=configmap_data)
 def test_any_admitted_tdset_gets_conditions_and_a_warning_when_degraded(data, spec, now, holiday_data):

@@ -38,6 +38,7 @@ def tdset(name: str, uid: str, hour: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # two seconds of real time
 def test_a_status_write_that_hangs_is_cut_at_the_next_boundary(monkeypatch):
     """A throttled status write (429s, Retry-After) once backed off for up to 1000 s outside the
     code whose retries stop at the next boundary: the next flip was late. Two seconds before a

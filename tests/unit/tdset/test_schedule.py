@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.tdset import schedule
+from tests.framework.properties import examples
 from tests.unit.tdset.oracle import weekly_table, window_items
 
 UTC = datetime.UTC
@@ -77,7 +78,7 @@ def test_replicas_match_oracle(spec, now):
     assert sched.at(now) == Oracle(spec).at(now)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(specs, instants)
 def test_next_transition_matches_oracle(spec, now):
     sched = schedule.from_spec(spec)
@@ -117,7 +118,7 @@ def near_offset_change(draw):
     return zone, base + datetime.timedelta(seconds=draw(st.integers(-26 * 3600, 2 * 3600)))
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(schedule_windows(), min_size=1, max_size=4), near_offset_change())
 def test_around_dst_changes_matches_oracle(items, zone_and_now):
     zone, now = zone_and_now

@@ -90,6 +90,7 @@ async def servers() -> AsyncIterator[dict[str, str]]:
     await runner.cleanup()
 
 
+@pytest.mark.slow  # three real probe intervals of a second
 async def test_a_canary_answering_500_fails_and_a_good_one_passes(servers):
     kicks: list[tuple[str, str]] = []
     probe = analysis.Analyzer(lambda ns, name: kicks.append((ns, name)))
@@ -116,6 +117,7 @@ async def test_a_canary_answering_500_fails_and_a_good_one_passes(servers):
         await probe.close()
 
 
+@pytest.mark.slow  # three real probe intervals of a second
 async def test_a_tenants_hanging_pods_do_not_hold_another_tenants_probes(servers):
     # All the requests one WebServer may have in flight, plus one: another always has a slot.
     probe = analysis.Analyzer(lambda ns, name: None, in_flight=analysis.PER_OWNER + 1)
