@@ -19,7 +19,7 @@ from kubernetes import client
 from localcluster.kube import kubectl
 from localcluster.node import RealNode
 from tests.framework.cluster import REPO, metrics_reader_token
-from tests.framework.waits import wait_for
+from tests.framework.waits import SLACK, wait_for
 from tools.generate.bundle import OPERATOR_REPLICAS
 
 INSTALL_NAMESPACE = "k8s-operators-py"
@@ -58,6 +58,14 @@ class Install:
 
     def kubectl(self, *args: str, check: bool = True) -> str:
         return kubectl(self.kubeconfig, *args, check=check)
+
+    def uninstall(self) -> None:
+        """``kubectl delete -f deploy/install.yaml``, waiting until it is gone (the namespace's
+        pods terminate first: minutes on a loaded machine, hence the suite's slack)."""
+        seconds = int(120 * SLACK)
+        install = str(REPO / "deploy" / "install.yaml")
+        wait = ("--wait=true", f"--timeout={seconds}s")
+        kubectl(self.kubeconfig, "delete", *wait, "-f", install, timeout=seconds + 60)
 
     @functools.cached_property
     def metrics_token(self) -> str:

@@ -65,7 +65,7 @@ def installed(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     inst.kubectl("apply", "-f", str(REPO / "deploy" / "install.yaml"))
     inst.wait_operators_ready()
     yield inst
-    inst.kubectl("delete", "--wait=true", "--timeout=120s", "-f", str(REPO / "deploy" / "install.yaml"))
+    inst.uninstall()
 
 
 RESTRICTED = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
