@@ -68,6 +68,17 @@ def installed(real_cluster: localcluster.LocalCluster, images: dict[str, str]) -
     inst.uninstall()
 
 
+def wait_for_one_warning(installed: Install, ns: str, name: str, reason: str) -> None:
+    """Exactly one Warning Event ``reason`` about ``name``. Events are posted by their own queue,
+    after the status write a test waits for, so this polls."""
+
+    def types() -> list[str]:
+        selector = f"involvedObject.name={name},reason={reason}"
+        return [e.type for e in installed.core.list_namespaced_event(ns, field_selector=selector).items]
+
+    wait_for(lambda: types() == ["Warning"], 60, f"one {reason} Warning")
+
+
 RESTRICTED = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
 RESTRICTED_CONTAINER = {
     "allowPrivilegeEscalation": False,
@@ -526,20 +537,7 @@ def test_a_bad_image_rolls_back_by_itself_while_the_service_keeps_answering(inst
         (3, "Available"),
     ]
     assert st["rollback"]["toRevision"] == 1
-    # Events are posted by their own queue, after the status write waited for above.
-    wait_for(
-        lambda: (
-            [
-                e.type
-                for e in installed.core.list_namespaced_event(
-                    ns, field_selector="involvedObject.name=web,reason=RolledBack"
-                ).items
-            ]
-            == ["Warning"]
-        ),
-        60,
-        "one RolledBack Warning",
-    )
+    wait_for_one_warning(installed, ns, "web", "RolledBack")
     print(f"bad rollout to rollback done: {took:.1f}s (deadline 20s), {traffic.ok['web']} requests, 0 failed")
 
 
@@ -671,20 +669,7 @@ def test_canary_by_pod_ratio_judged_by_the_operator_then_aborted_and_fast_rolled
     assert not [h for status, h in seen if status == 0]  # every request answered
     assert all(h == v2 or status == 500 for status, h in seen)
     bad = len([1 for status, _ in seen if status != 200])
-    # Events are posted by their own queue, after the status write waited for above.
-    wait_for(
-        lambda: (
-            [
-                e.type
-                for e in installed.core.list_namespaced_event(
-                    ns, field_selector="involvedObject.name=web,reason=CanaryAborted"
-                ).items
-            ]
-            == ["Warning"]
-        ),
-        60,
-        "one CanaryAborted Warning",
-    )
+    wait_for_one_warning(installed, ns, "web", "CanaryAborted")
 
     # Fast rollback to revision 1: from the field change to every request answered by it.
     started = datetime.datetime.now(datetime.UTC)
@@ -1160,20 +1145,7 @@ def test_a_scheduled_netperf_sees_a_slower_pod_link_as_a_regression_and_clears(i
     assert figures["run"] == second["history"][1]["run"] and figures["regressed"] is True
     assert figures["changePercent"] < -50 and figures["pValue"] < 0.05
     assert figures["baselineMean"] == pytest.approx(first["history"][0]["mean"])
-    # Events are posted by their own queue, after the status write waited for above.
-    wait_for(
-        lambda: (
-            [
-                e.type
-                for e in installed.core.list_namespaced_event(
-                    ns, field_selector="involvedObject.name=trend,reason=Regressed"
-                ).items
-            ]
-            == ["Warning"]
-        ),
-        60,
-        "one Regressed Warning",
-    )
+    wait_for_one_warning(installed, ns, "trend", "Regressed")
     assert regressed(third) == ("False", "WithinBaseline")
     # Judged against the pinned first run again: back near it, far above the shaped run.
     assert third["regression"]["regressed"] is False and third["regression"]["changePercent"] > -50
